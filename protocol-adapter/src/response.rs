@@ -1,0 +1,60 @@
+//! Encoding of responses: size prefix, response header (v0 or flexible v1 by API version),
+//! body. Tagged fields at their default value are not written (the crate only writes the
+//! ones present), which old librdkafka releases depend on.
+
+use bytes::{BufMut, BytesMut};
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::Encodable;
+
+/// Encodes `body` as the response to a request of `api_key` at `api_version` with
+/// `correlation_id`, appending the framed bytes (size prefix included) to `out`.
+///
+/// # Errors
+/// Only if the body holds a value the version cannot express, which is a bug of ours.
+pub fn encode_response(
+    out: &mut BytesMut,
+    api_key: ApiKey,
+    api_version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> Result<(), String> {
+    let start = out.len();
+    out.put_i32(0);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let header_version = api_key.response_header_version(api_version);
+    header
+        .encode(out, header_version)
+        .map_err(|e| format!("response header: {e}"))?;
+    if let Err(e) = body.encode(out, api_version) {
+        out.truncate(start);
+        return Err(format!("{api_key:?} v{api_version} response: {e}"));
+    }
+    patch_size(out, start);
+    Ok(())
+}
+
+/// Encodes the answer to an ApiVersions request at a version we do not know: Kafka answers
+/// in the v0 layout (header v0, error code, API list) so any client can read it and retry
+/// with a version from the list.
+///
+/// # Errors
+/// Only on a bug of ours (the v0 layout can express every field we set).
+pub fn encode_api_versions_fallback(
+    out: &mut BytesMut,
+    correlation_id: i32,
+    body: &ApiVersionsResponse,
+) -> Result<(), String> {
+    let start = out.len();
+    out.put_i32(0);
+    out.put_i32(correlation_id);
+    body.encode(out, 0)
+        .map_err(|e| format!("ApiVersions v0 response: {e}"))?;
+    patch_size(out, start);
+    Ok(())
+}
+
+fn patch_size(out: &mut BytesMut, start: usize) {
+    let size = out.len() - start - 4;
+    let size = i32::try_from(size).expect("a response is smaller than 2 GiB: fetch sizes are capped");
+    out[start..start + 4].copy_from_slice(&size.to_be_bytes());
+}
