@@ -1,1 +1,278 @@
-//! Test harness shared by the integration tests.
+//! Test harness shared by the integration tests: starts the real `logbook` binary
+//! on a free loopback port with its own data directory, so every test gets a broker
+//! of its own and tests can run in parallel.
+//!
+//! The binary is built once per test process (`cargo build --release -p
+//! logbook-broker --bin logbook`) into the target directory the tests themselves
+//! were built in; `LOGBOOK_BIN` overrides the path and skips the build.
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// How long a freshly spawned broker may take to accept its first TCP connection.
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a SIGTERM'd broker may take to exit before the harness gives up.
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
+/// How many bytes of the broker log to print when a test fails.
+const LOG_TAIL_BYTES: u64 = 16 * 1024;
+
+/// A running (or stopped) `logbook` process owned by one test.
+///
+/// Drop kills the process and removes its data directory (when the harness
+/// created it). If the test is panicking, Drop first prints the tail of the
+/// broker's stderr, which is captured in `broker.log` beside the data directory.
+pub struct Broker {
+    child: Option<Child>,
+    port: u16,
+    data_dir: PathBuf,
+    log_path: PathBuf,
+    extra_args: Vec<String>,
+    /// Holds the data directory (and the log) alive for the broker's lifetime.
+    _work_dir: TempDir,
+}
+
+impl Broker {
+    /// Starts a broker with default flags on a fresh data directory.
+    pub fn start() -> Broker {
+        Broker::start_with(&[])
+    }
+
+    /// Starts a broker with extra command-line flags (e.g.
+    /// `["--message-max-bytes", "1000"]`) on a fresh data directory.
+    pub fn start_with(extra_args: &[&str]) -> Broker {
+        let work_dir = tempfile::Builder::new()
+            .prefix("logbook-it-")
+            .tempdir()
+            .expect("create a temporary directory for the broker");
+        let data_dir = work_dir.path().join("data");
+        std::fs::create_dir_all(&data_dir).expect("create the data directory");
+        let log_path = work_dir.path().join("broker.log");
+        let mut broker = Broker {
+            child: None,
+            port: free_port(),
+            data_dir,
+            log_path,
+            extra_args: extra_args.iter().map(|s| (*s).to_owned()).collect(),
+            _work_dir: work_dir,
+        };
+        broker.spawn();
+        broker
+    }
+
+    /// `"127.0.0.1:PORT"`, for `bootstrap.servers`.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The socket address the broker listens on.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// The broker's `--data-dir`.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// Everything the broker wrote to stderr so far (across restarts).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// The process id of the running broker.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("broker is running").id()
+    }
+
+    /// True while the process has not exited.
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// SIGKILL: the broker gets no chance to flush or checkpoint anything.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // An error here means it already exited, which is what we want anyway.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit; returns the exit status.
+    /// Panics (after a SIGKILL) if the broker does not exit within `SHUTDOWN_TIMEOUT`.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("broker is running");
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("run kill -TERM");
+        assert!(status.success(), "kill -TERM {} failed: {status}", child.id());
+        let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
+        loop {
+            if let Some(status) = child.try_wait().expect("wait for the broker") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "broker did not exit within {SHUTDOWN_TIMEOUT:?} of SIGTERM\n{}",
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the broker again on the same port, data directory and flags.
+    /// Kills it first if it is still running.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// Starts a stopped broker again (same as `restart` without the kill).
+    fn spawn(&mut self) {
+        assert!(self.child.is_none(), "broker already running");
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .expect("open the broker log");
+        let mut command = Command::new(broker_binary());
+        command
+            .arg("--listen")
+            .arg(self.bootstrap())
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(&self.extra_args)
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()))
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone the log handle"))
+            .stderr(log);
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", broker_binary().display()));
+        self.child = Some(child);
+        self.wait_until_accepting();
+    }
+
+    /// Polls TCP connect until it succeeds, the process dies, or the timeout passes.
+    fn wait_until_accepting(&mut self) {
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if TcpStream::connect_timeout(&self.addr(), Duration::from_millis(200)).is_ok() {
+                return;
+            }
+            let child = self.child.as_mut().expect("broker spawned");
+            if let Some(status) = child.try_wait().expect("check the broker process") {
+                self.child = None;
+                panic!(
+                    "broker exited during startup with {status}\n{}",
+                    self.log_tail()
+                );
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                panic!(
+                    "broker did not accept connections on {} within {STARTUP_TIMEOUT:?}\n{}",
+                    self.addr(),
+                    self.log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// The last `LOG_TAIL_BYTES` of the broker log, framed for a panic message.
+    pub fn log_tail(&self) -> String {
+        let mut text = String::new();
+        if let Ok(mut file) = File::open(&self.log_path) {
+            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+            let skip = len.saturating_sub(LOG_TAIL_BYTES);
+            let mut bytes = Vec::new();
+            if std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(skip)).is_ok() {
+                let _ = file.read_to_end(&mut bytes);
+            }
+            text = String::from_utf8_lossy(&bytes).into_owned();
+        }
+        format!(
+            "----- broker log ({}) -----\n{text}\n----- end of broker log -----",
+            self.log_path.display()
+        )
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!("{}", self.log_tail());
+        }
+    }
+}
+
+/// A port that was free a moment ago: bind port 0, read it, drop the listener.
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local address").port()
+}
+
+/// Path of the `logbook` binary, built once per test process.
+pub fn broker_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        if let Ok(path) = std::env::var("LOGBOOK_BIN") {
+            return PathBuf::from(path);
+        }
+        let target_dir = target_dir();
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("integration-tests lives inside the workspace")
+            .to_path_buf();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let status = Command::new(cargo)
+            .current_dir(&workspace)
+            .env("CARGO_TARGET_DIR", &target_dir)
+            .args(["build", "--release", "-p", "logbook-broker", "--bin", "logbook"])
+            .status()
+            .expect("run cargo build for the broker");
+        assert!(status.success(), "cargo build of the broker failed: {status}");
+        let binary = target_dir.join("release").join("logbook");
+        assert!(binary.is_file(), "{} missing after build", binary.display());
+        binary
+    })
+}
+
+/// The target directory this test binary was built into: `CARGO_TARGET_DIR` if
+/// set, else derived from the test executable's own path
+/// (`<target>/<profile>/deps/it-<hash>`), so the broker lands beside it.
+pub fn target_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("CARGO_TARGET_DIR") {
+        let dir = PathBuf::from(dir);
+        if dir.is_absolute() {
+            return dir;
+        }
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("integration-tests lives inside the workspace");
+        return workspace.join(dir);
+    }
+    let exe = std::env::current_exe().expect("path of the test executable");
+    exe.parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .expect("test executable lives in <target>/<profile>/deps/")
+        .to_path_buf()
+}

@@ -1,1 +1,15 @@
-//! Integration tests.
+//! Integration tests: each test starts its own `logbook` broker (own port, own
+//! data directory) and drives it with real Kafka clients over loopback.
+//! One binary with a module per area, so the suite links once.
+
+mod common;
+mod wire;
+
+mod admin_topics;
+mod bad_input;
+mod compression;
+mod durability;
+mod large_messages;
+mod list_offsets;
+mod produce_consume;
+mod python_client;

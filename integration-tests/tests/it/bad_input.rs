@@ -1,0 +1,264 @@
+//! Bad input on raw TCP sockets: malformed frames, absurd sizes, unknown APIs
+//! and versions, pipelining. The broker must answer or close — never hang,
+//! never crash — and keep serving normal clients afterwards.
+
+use std::io::Write;
+use std::net::Shutdown;
+
+use bytes::{Buf, BufMut, BytesMut};
+use integration_tests::Broker;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+
+use crate::common::assert_round_trip;
+use crate::wire::{self, connect, expect_closed, expect_frame, read_frame, Read1};
+
+/// Deterministic pseudo-random bytes (xorshift), so a failure reproduces.
+fn garbage(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()[3]
+        })
+        .collect()
+}
+
+/// Peak virtual memory of a process in KiB (`VmPeak` in /proc/<pid>/status).
+fn vm_peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmPeak:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmPeak line")
+}
+
+#[test]
+fn garbage_bytes_close_the_connection() {
+    // Proves: random bytes whose size prefix is absurd (0x7f.. = ~2 GiB), a
+    // correctly sized frame whose header is garbage (API key 0x7f7f), and a
+    // zero-length frame each make the broker close that connection; the broker
+    // still serves an rdkafka round trip afterwards.
+    let broker = Broker::start();
+
+    let mut stream = connect(broker.addr());
+    let mut bytes = garbage(1000, 0x5eed);
+    bytes[0] = 0x7f;
+    stream.write_all(&bytes).expect("send garbage");
+    expect_closed(&mut stream, "random garbage");
+
+    let mut stream = connect(broker.addr());
+    let mut frame = Vec::new();
+    frame.put_i32(996);
+    let mut body = garbage(996, 42);
+    body[0] = 0x7f;
+    body[1] = 0x7f;
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame).expect("send framed garbage");
+    expect_closed(&mut stream, "framed garbage with API key 0x7f7f");
+
+    let mut stream = connect(broker.addr());
+    stream.write_all(&0i32.to_be_bytes()).expect("send empty frame");
+    expect_closed(&mut stream, "zero-length frame");
+
+    assert_round_trip(&broker.bootstrap(), "after-garbage");
+}
+
+#[test]
+fn truncated_frame_then_close() {
+    // Proves: a frame whose prefix says 100 bytes but whose sender sends 10 and
+    // half-closes gets the connection closed by the broker (no hang), and the
+    // broker keeps serving clients.
+    let broker = Broker::start();
+    let mut stream = connect(broker.addr());
+    let mut frame = Vec::new();
+    frame.put_i32(100);
+    frame.extend_from_slice(&[0, 18, 0, 3, 0, 0, 0, 1, 0, 0]);
+    stream.write_all(&frame).expect("send truncated frame");
+    stream.shutdown(Shutdown::Write).expect("half-close");
+    expect_closed(&mut stream, "truncated frame");
+    assert_round_trip(&broker.bootstrap(), "after-truncated");
+}
+
+#[test]
+fn oversized_and_negative_length_prefixes_close_the_connection() {
+    // Proves: size prefixes 0x7fffffff (2 GiB), -1, i32::MIN, and one byte over
+    // --frame-bytes-max (1 MiB here) each get the connection closed, without the
+    // broker reserving the claimed size (its peak virtual memory grows by less
+    // than 1 GiB), and the broker keeps serving clients.
+    let broker = Broker::start_with(&["--frame-bytes-max", "1048576"]);
+    let bootstrap = broker.bootstrap();
+    assert_round_trip(&bootstrap, "before-prefixes");
+    let peak_before = vm_peak_kib(broker.pid());
+
+    for prefix in [i32::MAX, -1, i32::MIN, 1_048_577] {
+        let mut stream = connect(broker.addr());
+        let mut bytes = prefix.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&[0, 18, 0, 3, 0, 0, 0, 1]);
+        stream.write_all(&bytes).expect("send size prefix");
+        expect_closed(&mut stream, &format!("size prefix {prefix}"));
+    }
+
+    let peak_after = vm_peak_kib(broker.pid());
+    assert!(
+        peak_after < peak_before + 1024 * 1024,
+        "broker VmPeak grew from {peak_before} KiB to {peak_after} KiB: it allocated a claimed frame size"
+    );
+    assert_round_trip(&bootstrap, "after-prefixes");
+}
+
+/// A request header v1 for `api_key`/`version` with correlation id 7, then `body`.
+fn hand_made_frame(api_key: i16, version: i16, body: &[u8]) -> Vec<u8> {
+    let mut payload = BytesMut::new();
+    payload.put_i16(api_key);
+    payload.put_i16(version);
+    payload.put_i32(7);
+    payload.put_i16(2);
+    payload.put_slice(b"it");
+    payload.put_slice(body);
+    let mut frame = Vec::new();
+    frame.put_i32(i32::try_from(payload.len()).expect("small"));
+    frame.extend_from_slice(&payload);
+    frame
+}
+
+/// Sends `frame` and asserts the broker either closes the connection or answers
+/// with correlation id 7 — within the read timeout, never a hang.
+fn closed_or_answered(broker: &Broker, frame: &[u8], what: &str) {
+    let mut stream = connect(broker.addr());
+    stream.write_all(frame).expect("send request");
+    match read_frame(&mut stream) {
+        Read1::Closed => {}
+        Read1::Frame(mut response) => {
+            assert!(response.len() >= 4, "{what}: response shorter than a header");
+            assert_eq!(response.get_i32(), 7, "{what}: correlation id of the error response");
+        }
+    }
+}
+
+#[test]
+fn unknown_api_key_and_unknown_version() {
+    // Proves: a well-framed request with API key 9999, and a Metadata request at
+    // version 99, get the connection closed or an error response carrying the
+    // request's correlation id — never a hang — and the broker keeps serving.
+    let broker = Broker::start();
+    closed_or_answered(&broker, &hand_made_frame(9999, 0, &[]), "API key 9999");
+    closed_or_answered(&broker, &hand_made_frame(ApiKey::Metadata as i16, 99, &[0, 0, 0, 0]), "Metadata v99");
+    assert_round_trip(&broker.bootstrap(), "after-unknown-api");
+}
+
+/// API keys that must be advertised by ApiVersions.
+const REQUIRED_APIS: [ApiKey; 7] = [
+    ApiKey::Produce,
+    ApiKey::Fetch,
+    ApiKey::ListOffsets,
+    ApiKey::Metadata,
+    ApiKey::ApiVersions,
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+];
+
+/// Asserts `response` lists every API of `REQUIRED_APIS` with min <= max and
+/// ApiVersions itself at least 0..=3.
+fn assert_advertises_required_apis(response: &ApiVersionsResponse) {
+    for api in REQUIRED_APIS {
+        let entry = response
+            .api_keys
+            .iter()
+            .find(|k| k.api_key == api as i16)
+            .unwrap_or_else(|| panic!("{api:?} missing from ApiVersions: {:?}", response.api_keys));
+        assert!(entry.min_version <= entry.max_version, "{api:?}: {entry:?}");
+    }
+    let own = response
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == ApiKey::ApiVersions as i16)
+        .expect("ApiVersions advertised");
+    assert!(own.min_version == 0 && own.max_version >= 3, "ApiVersions range {own:?}");
+}
+
+#[test]
+fn api_versions_unknown_version_answers_v0_unsupported_version() {
+    // Proves: ApiVersions at v127 is answered (not closed) in the v0 layout —
+    // response header v0 with the correlation id, error_code 35
+    // UNSUPPORTED_VERSION and a non-empty api_keys list that includes
+    // ApiVersions — so a client can retry at a version the broker supports.
+    let broker = Broker::start();
+    let mut body = Vec::new();
+    body.put_u8(0); // request header v2 tagged fields
+    body.put_u8(3); // compact string "it"
+    body.put_slice(b"it");
+    body.put_u8(2); // compact string "1"
+    body.put_slice(b"1");
+    body.put_u8(0); // body tagged fields
+    let mut stream = connect(broker.addr());
+    stream
+        .write_all(&hand_made_frame(ApiKey::ApiVersions as i16, 127, &body))
+        .expect("send ApiVersions v127");
+    let mut frame = expect_frame(&mut stream);
+    let header = ResponseHeader::decode(&mut frame, 0).expect("response header v0");
+    assert_eq!(header.correlation_id, 7);
+    let response = ApiVersionsResponse::decode(&mut frame, 0).expect("ApiVersions response in v0 layout");
+    assert_eq!(frame.remaining(), 0, "bytes after the v0 ApiVersions body");
+    assert_eq!(response.error_code, 35, "UNSUPPORTED_VERSION");
+    assert!(!response.api_keys.is_empty(), "api_keys must not be empty");
+    assert_advertises_required_apis(&response);
+    assert_round_trip(&broker.bootstrap(), "after-api-versions-127");
+}
+
+#[test]
+fn pipelined_requests_answered_in_order() {
+    // Proves: 20 requests (ApiVersions v3 and Metadata v12 alternating,
+    // correlation ids 1..=20) written back to back on one connection before
+    // reading anything are answered in request order, each response decoding
+    // cleanly at its version (Metadata lists this broker's host and port).
+    let broker = Broker::start();
+    let api_versions = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("logbook-it"))
+        .with_client_software_version(StrBytes::from_static_str("1.0"));
+    let metadata = MetadataRequest::default().with_topics(None);
+    let mut all = Vec::new();
+    for correlation_id in 1..=20 {
+        if correlation_id % 2 == 1 {
+            all.extend(wire::request_frame(3, correlation_id, &api_versions));
+        } else {
+            all.extend(wire::request_frame(12, correlation_id, &metadata));
+        }
+    }
+    let mut stream = connect(broker.addr());
+    stream.write_all(&all).expect("send 20 pipelined requests");
+
+    let mut seen = Vec::new();
+    for expected in 1..=20 {
+        let mut frame = expect_frame(&mut stream);
+        if expected % 2 == 1 {
+            let header = ResponseHeader::decode(&mut frame, 0).expect("ApiVersions response header v0");
+            seen.push(header.correlation_id);
+            if header.correlation_id != expected {
+                continue;
+            }
+            let response = ApiVersionsResponse::decode(&mut frame, 3).expect("ApiVersions v3 body");
+            assert_eq!(response.error_code, 0);
+            assert_advertises_required_apis(&response);
+        } else {
+            let header = ResponseHeader::decode(&mut frame, 1).expect("Metadata response header v1");
+            seen.push(header.correlation_id);
+            if header.correlation_id != expected {
+                continue;
+            }
+            let response = MetadataResponse::decode(&mut frame, 12).expect("Metadata v12 body");
+            let brokers: Vec<(String, i32)> = response
+                .brokers
+                .iter()
+                .map(|b| (b.host.as_str().to_owned(), b.port))
+                .collect();
+            assert_eq!(brokers, vec![("127.0.0.1".to_owned(), i32::from(broker.addr().port()))]);
+        }
+        assert_eq!(frame.remaining(), 0, "bytes after response {expected}");
+    }
+    assert_eq!(seen, (1..=20).collect::<Vec<i32>>(), "correlation ids in request order");
+    assert_round_trip(&broker.bootstrap(), "after-pipelining");
+}
