@@ -1,1 +1,27 @@
-//! logbook-storage
+//! logbook-storage: the on-disk partition log of Logbook.
+//!
+//! A partition is a directory of segments (`.log` + `.index` + `.timeindex`, named by
+//! their 20-digit base offset, exactly Kafka's layout) plus a few small checkpoint files.
+//! Record batches are stored byte-for-byte as they arrive on the wire (RecordBatch v2);
+//! this crate sees them only through [`RecordBatchHeader`], never decodes records, never
+//! imports kafka-protocol and never returns Kafka error codes: the broker maps [`Error`]
+//! to error codes at its one boundary.
+//!
+//! Entry point: [`Log`]. It is `Send + Sync` but not internally locked; the caller (a
+//! `Partition`) wraps it in a mutex and uses [`SyncHandle`] to fsync outside that lock
+//! (group commit).
+
+mod checkpoint; // small durable files, write-temp-fsync-rename
+pub mod error;
+pub mod log; // Log
+mod log_segment; // LogSegment
+mod offset_index; // OffsetIndex
+pub mod record_batch; // header view + validation + in-place rewrites
+mod time_index; // TimeIndex
+
+#[cfg(test)]
+mod test_util;
+
+pub use error::Error;
+pub use log::{AppendInfo, Log, LogConfig, ReadResult, SyncHandle};
+pub use record_batch::{BatchError, RecordBatchHeader};

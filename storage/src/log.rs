@@ -1,0 +1,931 @@
+//! `Log`: one partition's log — an ordered list of segments with a log start offset, a
+//! log end offset and a recovery point. Appends go to the last (active) segment; reads
+//! locate a batch by segment + offset index; recovery on open makes the on-disk state
+//! trustworthy again after a crash.
+
+use std::fs::{self, File};
+use std::io;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use crate::checkpoint::{
+    self, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, TMP_SUFFIX,
+};
+use crate::error::Error;
+use crate::log_segment::{LogSegment, SEGMENT_BYTES_MAX};
+use crate::record_batch::{assign_offsets, iter_headers, RecordBatchHeader};
+
+/// Per-log settings, Kafka's topic configs of the same names.
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    /// `segment.bytes`: roll when the active segment would exceed this. Capped at
+    /// `i32::MAX` like Kafka's, so file positions fit an index entry. Default 1 GiB.
+    pub segment_bytes: u64,
+    /// `segment.ms`: roll when the active segment's first append is older. Default 7 days.
+    pub segment_ms: u64,
+    /// `index.interval.bytes`: bytes between offset (and time) index entries. Default 4096.
+    pub index_interval_bytes: u32,
+    /// `segment.index.bytes`: an index holding this many bytes of entries forces a roll.
+    /// Default 10 MiB.
+    pub segment_index_bytes: u32,
+    /// `retention.ms`: delete segments whose largest timestamp is older; -1 = forever.
+    /// Default 7 days.
+    pub retention_ms: i64,
+    /// `retention.bytes`: delete oldest segments while the log is larger; -1 = no limit.
+    pub retention_bytes: i64,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        const WEEK_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+        Self {
+            segment_bytes: 1 << 30,
+            segment_ms: WEEK_MS,
+            index_interval_bytes: 4096,
+            segment_index_bytes: 10 * 1024 * 1024,
+            retention_ms: WEEK_MS as i64,
+            retention_bytes: -1,
+        }
+    }
+}
+
+/// Offsets of one successful append.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset given to the first record.
+    pub first_offset: i64,
+    /// Offset given to the last record.
+    pub last_offset: i64,
+    /// Largest batch `max_timestamp` of the append (-1 if none).
+    pub max_timestamp: i64,
+    /// Log end offset after the append (`last_offset + 1`).
+    pub log_end_offset: i64,
+}
+
+/// Result of [`Log::read`].
+#[derive(Clone, Debug)]
+pub struct ReadResult {
+    /// Whole batches, back to back, exactly as stored; may be empty.
+    pub records: Bytes,
+    /// Log start offset at the time of the read.
+    pub log_start_offset: i64,
+    /// Log end offset at the time of the read.
+    pub log_end_offset: i64,
+}
+
+/// What to fsync to make every append made before its capture durable.
+///
+/// Holds shared file handles (not paths), so it stays valid if segments roll or are
+/// deleted meanwhile (fsync of an unlinked file is harmless). `Send`: capture it under
+/// the caller's lock, [`SyncHandle::sync`] outside it, then [`Log::mark_durable`].
+#[derive(Debug)]
+pub struct SyncHandle {
+    files: Vec<Arc<File>>,
+    end_offset: i64,
+}
+
+impl SyncHandle {
+    /// fdatasyncs the captured `.log` files; returns the offset below which everything
+    /// is now durable (the log end at capture). Blocking; call without holding locks.
+    pub fn sync(self) -> io::Result<i64> {
+        for file in &self.files {
+            file.sync_data()?;
+        }
+        Ok(self.end_offset)
+    }
+
+    /// The log end offset at capture.
+    pub fn end_offset(&self) -> i64 {
+        self.end_offset
+    }
+}
+
+/// One partition's log in `<data>/<topic>-<partition>/`.
+///
+/// On disk: segments `<20-digit base>.log/.index/.timeindex` and the checkpoint files
+/// `log-start-offset`, `recovery-point` and (only between a clean close and the next
+/// open) `clean-shutdown`.
+///
+/// Invariants: `segments` is non-empty and sorted by base offset, each segment's offsets
+/// are contiguous and end where the next begins; the last is the active segment;
+/// `segments[0].base <= log_start_offset <= recovery_point`-or-not, and
+/// `log_start_offset <= log_end_offset`, `recovery_point <= log_end_offset`.
+///
+/// Thread-safety: `Send + Sync` but not internally locked. The caller wraps it in a
+/// mutex; reads take `&self`, appends `&mut self`. I/O done under that lock: appends
+/// (page-cache writes), reads (page-cache `pread`s), and, rarely, fsyncs on segment roll
+/// (indexes + directory) and checkpoint writes. Data fsyncs go through [`SyncHandle`].
+pub struct Log {
+    dir: PathBuf,
+    config: LogConfig,
+    segments: Vec<LogSegment>,
+    log_start_offset: i64,
+    /// Everything below is known fsync'd; recovery after a crash starts at its segment.
+    recovery_point: i64,
+    /// The value in the `recovery-point` file.
+    checkpointed_recovery_point: i64,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Parses `<20 digits>.<ext>` into the base offset.
+fn parse_segment_name(name: &str, extension: &str) -> Option<i64> {
+    let stem = name.strip_suffix(extension)?.strip_suffix('.')?;
+    if stem.len() != 20 || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    stem.parse().ok()
+}
+
+impl Log {
+    /// Opens (creating if missing) the log in `dir`.
+    ///
+    /// If the clean-shutdown checkpoint written by [`Log::close`] is present and
+    /// consistent (the active segment's tail walk ends at its file size at the recorded
+    /// log end, indexes sane), it is trusted: no CRC scan. The marker is removed
+    /// (durably) before returning, so a later crash triggers recovery.
+    ///
+    /// Otherwise recovery runs from the segment holding the checkpointed recovery point
+    /// (the first segment if none): every batch is validated (length, magic, offsets,
+    /// CRC-32C); the first invalid or torn batch and everything after it is truncated and
+    /// later segments are deleted; the scanned segments' indexes are rebuilt and the
+    /// recovered data is fsync'd. Earlier segments with missing or damaged indexes are
+    /// rebuilt the same way. One `tracing` line per truncation or rebuild.
+    pub fn open(dir: &Path, config: LogConfig) -> Result<Log, Error> {
+        fs::create_dir_all(dir)?;
+        let mut bases = Vec::new();
+        let mut index_files = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(TMP_SUFFIX) {
+                fs::remove_file(entry.path())?;
+            } else if let Some(base) = parse_segment_name(&name, "log") {
+                bases.push(base);
+            } else if let Some(base) = parse_segment_name(&name, "index")
+                .or_else(|| parse_segment_name(&name, "timeindex"))
+            {
+                index_files.push((base, entry.path()));
+            }
+        }
+        bases.sort_unstable();
+        for (base, path) in index_files {
+            if bases.binary_search(&base).is_err() {
+                tracing::info!(path = %path.display(), "removing index without a segment");
+                fs::remove_file(path)?;
+            }
+        }
+        let clean = checkpoint::read(dir, CLEAN_SHUTDOWN_FILE, 3)?;
+        checkpoint::remove(dir, CLEAN_SHUTDOWN_FILE)?;
+        let start_checkpoint =
+            checkpoint::read(dir, LOG_START_OFFSET_FILE, 1)?.and_then(|v| v.first().copied());
+        let recovery_checkpoint =
+            checkpoint::read(dir, RECOVERY_POINT_FILE, 1)?.and_then(|v| v.first().copied());
+
+        let mut log = Log {
+            dir: dir.to_path_buf(),
+            config,
+            segments: Vec::new(),
+            log_start_offset: 0,
+            recovery_point: 0,
+            checkpointed_recovery_point: recovery_checkpoint.unwrap_or(-1),
+        };
+        log.clamp_config();
+        if bases.is_empty() {
+            let base = start_checkpoint.unwrap_or(0).max(0);
+            log.segments.push(LogSegment::create(dir, base)?);
+            checkpoint::sync_dir(dir)?;
+            log.log_start_offset = base;
+            log.recovery_point = base;
+            log.write_recovery_point()?;
+            log.check_invariants();
+            return Ok(log);
+        }
+
+        let mut files_ok = Vec::with_capacity(bases.len());
+        for &base in &bases {
+            let (segment, ok) = LogSegment::open(dir, base)?;
+            log.segments.push(segment);
+            files_ok.push(ok);
+        }
+        let last = log.segments.len() - 1;
+        for i in 0..last {
+            let next = log.segments.get(i + 1).map_or(0, LogSegment::base_offset);
+            if let Some(segment) = log.segments.get_mut(i) {
+                segment.set_next_offset(next);
+            }
+        }
+
+        let interval = log.config.index_interval_bytes;
+        let clean_start = match clean.as_deref() {
+            Some(&[start, end, _]) => {
+                let ok_files = files_ok.get(last).copied().unwrap_or(false);
+                let active = log.segments.last_mut().expect("segments is non-empty");
+                let verdict = if !ok_files {
+                    Err("index files missing or torn".to_string())
+                } else {
+                    active
+                        .sanity_check(None)
+                        .and_then(|()| active.scan_tail(interval))
+                };
+                match verdict {
+                    Ok(()) if active.next_offset() == end && start <= end => Some(start),
+                    Ok(()) => {
+                        tracing::warn!(dir = %dir.display(), checkpoint_end = end, found_end = active.next_offset(), "clean-shutdown checkpoint disagrees with the log; recovering");
+                        None
+                    }
+                    Err(reason) => {
+                        tracing::warn!(dir = %dir.display(), %reason, "clean-shutdown checkpoint not usable; recovering");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let recover_from = if clean_start.is_some() {
+            log.segments.len()
+        } else {
+            let rp = recovery_checkpoint.unwrap_or(i64::MIN);
+            log.segments
+                .partition_point(|s| s.base_offset() <= rp)
+                .saturating_sub(1)
+        };
+
+        let mut i = 0;
+        let mut recovered_any = false;
+        while i < log.segments.len() {
+            let is_last = i + 1 == log.segments.len();
+            let segment = log.segments.get_mut(i).expect("i < len");
+            let next_base = if is_last {
+                None
+            } else {
+                Some(segment.next_offset())
+            };
+            let damage = if !files_ok.get(i).copied().unwrap_or(false) {
+                Some("index files missing or torn".to_string())
+            } else {
+                segment.sanity_check(next_base).err()
+            };
+            if i >= recover_from || damage.is_some() {
+                recovered_any = true;
+                if let Some(reason) = &damage {
+                    tracing::warn!(segment = %segment.log_path().display(), %reason, "rebuilding indexes");
+                }
+                let cut = segment.recover(interval, true)?;
+                let short = next_base.is_some_and(|n| segment.next_offset() != n);
+                if let Some((position, reason)) = &cut {
+                    tracing::warn!(segment = %segment.log_path().display(), position, %reason, "truncated invalid tail of segment");
+                }
+                if cut.is_some() || short {
+                    let removed = log.segments.split_off(i + 1);
+                    for later in removed {
+                        tracing::warn!(segment = %later.log_path().display(), "deleting segment after truncated data");
+                        later.delete_files()?;
+                    }
+                }
+            }
+            i += 1;
+        }
+
+        let first_base = log.segments.first().map_or(0, LogSegment::base_offset);
+        let log_end = log.log_end_offset();
+        let start = clean_start
+            .or(start_checkpoint)
+            .unwrap_or(first_base)
+            .max(first_base);
+        if start > log_end {
+            tracing::warn!(dir = %dir.display(), log_start = start, log_end, "log end below log start after recovery; starting empty at log start");
+            for segment in std::mem::take(&mut log.segments) {
+                segment.delete_files()?;
+            }
+            log.segments.push(LogSegment::create(dir, start)?);
+            checkpoint::sync_dir(dir)?;
+        }
+        log.log_start_offset = start;
+        if recovered_any {
+            // What survived a process crash may still be only in the page cache.
+            let mut files = Vec::new();
+            for segment in &log.segments {
+                segment.sync_files(&mut files);
+                segment.sync_indexes()?;
+            }
+            for file in files {
+                file.sync_data()?;
+            }
+        }
+        log.recovery_point = log.log_end_offset();
+        if start_checkpoint != Some(start) {
+            checkpoint::write(dir, LOG_START_OFFSET_FILE, &[start])?;
+        }
+        log.write_recovery_point()?;
+        log.check_invariants();
+        tracing::debug!(dir = %dir.display(), log_start = log.log_start_offset, log_end = log.log_end_offset(), clean = clean_start.is_some(), "opened log");
+        Ok(log)
+    }
+
+    fn clamp_config(&mut self) {
+        self.config.segment_bytes = self.config.segment_bytes.clamp(1, SEGMENT_BYTES_MAX);
+    }
+
+    fn check_invariants(&self) {
+        let (start, end, rp) = (
+            self.log_start_offset,
+            self.log_end_offset(),
+            self.recovery_point,
+        );
+        assert!(!self.segments.is_empty(), "log has no segment");
+        let first = self.segments.first().map_or(0, LogSegment::base_offset);
+        assert!(
+            first <= start,
+            "first segment base {first} > log start {start}"
+        );
+        assert!(start <= end, "log start {start} > log end {end}");
+        assert!(rp <= end, "recovery point {rp} > log end {end}");
+    }
+
+    fn write_recovery_point(&mut self) -> io::Result<()> {
+        checkpoint::write(&self.dir, RECOVERY_POINT_FILE, &[self.recovery_point])?;
+        self.checkpointed_recovery_point = self.recovery_point;
+        Ok(())
+    }
+
+    fn active(&self) -> &LogSegment {
+        self.segments
+            .last()
+            .expect("a log always has an active segment")
+    }
+
+    fn active_mut(&mut self) -> &mut LogSegment {
+        self.segments
+            .last_mut()
+            .expect("a log always has an active segment")
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Current settings.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Replaces the settings (topic config change); applies from the next append.
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+        self.clamp_config();
+    }
+
+    /// First offset still readable.
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    /// Offset the next appended record will get.
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset()
+    }
+
+    /// Offset below which everything is known fsync'd.
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+
+    /// Number of segments (for metrics and tests).
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Total bytes of all segments' `.log` files.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| u64::from(s.size())).sum()
+    }
+
+    /// Appends already-validated batches (`validate_batches` succeeded), with the
+    /// wall clock as the segment-age clock. See [`Log::append_at`].
+    pub fn append(&mut self, batches: &mut [u8], leader_epoch: i32) -> Result<AppendInfo, Error> {
+        self.append_at(batches, leader_epoch, now_ms())
+    }
+
+    /// Appends batches, taking `now_ms` as the wall-clock time for `segment_ms` rolls.
+    ///
+    /// Assigns offsets from the log end by rewriting the headers in `batches`
+    /// ([`assign_offsets`]); rolls first if the active segment is non-empty and would
+    /// exceed `segment_bytes`, is older than `segment_ms`, has a full index, or would
+    /// overflow u32 relative offsets; then one positional write (page cache, no fsync)
+    /// and the index entries. `batches` must be whole v2 batches (else `CorruptBatch`,
+    /// nothing written); CRCs are not re-checked here.
+    pub fn append_at(
+        &mut self,
+        batches: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, Error> {
+        let mut headers: Vec<(usize, RecordBatchHeader)> = iter_headers(batches).collect();
+        let covered = headers.last().map_or(0, |(p, h)| p + h.total_bytes());
+        if headers.is_empty() || covered != batches.len() {
+            return Err(Error::CorruptBatch {
+                position: covered as u64,
+                reason: "append input is not whole v2 batches (validate_batches first)".to_string(),
+            });
+        }
+        if let Some((position, _)) = headers.iter().find(|(_, h)| h.last_offset_delta < 0) {
+            return Err(Error::CorruptBatch {
+                position: *position as u64,
+                reason: "negative last offset delta".to_string(),
+            });
+        }
+        let offsets: i64 = headers
+            .iter()
+            .map(|(_, h)| h.record_count_by_offsets())
+            .sum();
+        if batches.len() as u64 > SEGMENT_BYTES_MAX || offsets > i64::from(u32::MAX) {
+            return Err(Error::AppendTooLarge {
+                bytes: batches.len(),
+            });
+        }
+        if self.should_roll(batches.len() as u64, offsets, now_ms) {
+            self.roll()?;
+        }
+        let first_offset = self.log_end_offset();
+        let next = assign_offsets(batches, first_offset, leader_epoch);
+        let mut base = first_offset;
+        for (_, header) in &mut headers {
+            header.base_offset = base;
+            header.partition_leader_epoch = leader_epoch;
+            base = header.last_offset() + 1;
+        }
+        assert!(
+            base == next,
+            "assigned offsets end at {next}, headers at {base}"
+        );
+        let interval = self.config.index_interval_bytes;
+        self.active_mut()
+            .append(batches, &headers, interval, now_ms)?;
+        let max_timestamp = headers
+            .iter()
+            .map(|(_, h)| h.max_timestamp)
+            .max()
+            .unwrap_or(-1);
+        assert!(
+            self.log_end_offset() == next,
+            "log end {} != {next}",
+            self.log_end_offset()
+        );
+        Ok(AppendInfo {
+            first_offset,
+            last_offset: next - 1,
+            max_timestamp,
+            log_end_offset: next,
+        })
+    }
+
+    fn should_roll(&self, bytes: u64, offsets: i64, now_ms: i64) -> bool {
+        let active = self.active();
+        if active.is_empty() {
+            return false;
+        }
+        let config = &self.config;
+        u64::from(active.size()) + bytes > config.segment_bytes
+            || u64::try_from(active.age_ms(now_ms)).unwrap_or(0) > config.segment_ms
+            || active.index_full(config.segment_index_bytes)
+            || active.next_offset() + offsets - 1 - active.base_offset() > i64::from(u32::MAX)
+    }
+
+    /// Closes the active segment (final time index entry, indexes fsync'd) and starts a
+    /// new one at the log end (directory fsync'd so the new file survives a crash).
+    fn roll(&mut self) -> Result<(), Error> {
+        let base = self.log_end_offset();
+        let active = self.active_mut();
+        active.on_inactive()?;
+        active.sync_indexes()?;
+        let segment = LogSegment::create(&self.dir, base)?;
+        checkpoint::sync_dir(&self.dir)?;
+        tracing::info!(dir = %self.dir.display(), base_offset = base, "rolled new segment");
+        self.segments.push(segment);
+        Ok(())
+    }
+
+    fn out_of_range(&self, requested: i64) -> Error {
+        Error::OffsetOutOfRange {
+            requested,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset(),
+        }
+    }
+
+    /// Index of the segment whose range holds `offset` (the last with base <= offset).
+    fn segment_index_for(&self, offset: i64) -> usize {
+        self.segments
+            .partition_point(|s| s.base_offset() <= offset)
+            .saturating_sub(1)
+    }
+
+    /// The batch holding `offset` (or the first after it): segment index, position, header.
+    fn locate(&self, offset: i64) -> Result<Option<(usize, u32, RecordBatchHeader)>, Error> {
+        for i in self.segment_index_for(offset)..self.segments.len() {
+            let segment = self.segments.get(i).expect("i < len");
+            if let Some((position, header)) = segment.find_batch(offset)? {
+                return Ok(Some((i, position, header)));
+            }
+        }
+        Ok(None)
+    }
+
+    fn read_batch(
+        &self,
+        segment: usize,
+        position: u32,
+        header: &RecordBatchHeader,
+    ) -> Result<Bytes, Error> {
+        let mut out = Vec::new();
+        self.segments
+            .get(segment)
+            .expect("segment index from locate")
+            .read_into(&mut out, position, header.total_bytes())?;
+        Ok(Bytes::from(out))
+    }
+
+    /// Reads whole batches starting with the batch that holds `offset`.
+    ///
+    /// Never includes a batch whose last offset is `>= max_offset` (the high watermark,
+    /// exclusive); stops before exceeding `max_bytes`, except that with `min_one_batch`
+    /// a first eligible batch larger than `max_bytes` is returned whole. `offset ==
+    /// log_end_offset` or `>= max_offset` gives empty records; `offset` below the log
+    /// start or above the log end is `OffsetOutOfRange`. One header scan from the index
+    /// entry, then one `pread` per segment touched into a fresh buffer (may span
+    /// segments). The buffer is at most `max_bytes` (or one batch).
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, Error> {
+        let log_end = self.log_end_offset();
+        if offset < self.log_start_offset || offset > log_end {
+            return Err(self.out_of_range(offset));
+        }
+        let mut result = ReadResult {
+            records: Bytes::new(),
+            log_start_offset: self.log_start_offset,
+            log_end_offset: log_end,
+        };
+        if offset == log_end || offset >= max_offset {
+            return Ok(result);
+        }
+        let Some((first_segment, first_position, first)) = self.locate(offset)? else {
+            return Ok(result);
+        };
+        if first.last_offset() >= max_offset {
+            return Ok(result);
+        }
+        if first.total_bytes() > max_bytes {
+            if min_one_batch {
+                result.records = self.read_batch(first_segment, first_position, &first)?;
+            }
+            return Ok(result);
+        }
+        let mut out = Vec::new();
+        let mut position = first_position;
+        for segment in self.segments.get(first_segment..).unwrap_or_default() {
+            let budget = max_bytes - out.len();
+            let available = (segment.size() - position) as usize;
+            let want = budget.min(available);
+            if want == 0 {
+                if available == 0 {
+                    position = 0;
+                    continue;
+                }
+                break;
+            }
+            let start = out.len();
+            segment.read_into(&mut out, position, want)?;
+            let mut keep = 0;
+            let mut stopped = false;
+            for (at, header) in iter_headers(out.get(start..).unwrap_or_default()) {
+                if at != keep || header.last_offset() >= max_offset {
+                    stopped = true;
+                    break;
+                }
+                keep = at + header.total_bytes();
+            }
+            out.truncate(start + keep);
+            if stopped || keep < available {
+                break;
+            }
+            position = 0;
+        }
+        result.records = Bytes::from(out);
+        Ok(result)
+    }
+
+    /// The first batch (in offset order, at or above the log start) whose
+    /// `max_timestamp >= timestamp_ms` and whose last offset is `< max_offset`; `None` if
+    /// there is none.
+    /// Skips segments by their largest timestamp and jumps within a segment with the
+    /// time index. The caller decodes the batch to find the exact record.
+    pub fn batch_for_timestamp(
+        &self,
+        timestamp_ms: i64,
+        max_offset: i64,
+    ) -> Result<Option<Bytes>, Error> {
+        for (i, segment) in self.segments.iter().enumerate() {
+            if segment.base_offset() >= max_offset {
+                break;
+            }
+            if segment.is_empty()
+                || segment.next_offset() <= self.log_start_offset
+                || segment.max_timestamp().0 < timestamp_ms
+            {
+                continue;
+            }
+            let mut found = None;
+            let mut past_max = false;
+            segment.scan_headers(
+                segment.timestamp_scan_start(timestamp_ms),
+                |position, header| {
+                    if header.last_offset() >= max_offset {
+                        past_max = true;
+                        return ControlFlow::Break(());
+                    }
+                    if header.last_offset() >= self.log_start_offset
+                        && header.max_timestamp >= timestamp_ms
+                    {
+                        found = Some((position, *header));
+                        return ControlFlow::Break(());
+                    }
+                    ControlFlow::Continue(())
+                },
+            )?;
+            if let Some((position, header)) = found {
+                return self.read_batch(i, position, &header).map(Some);
+            }
+            if past_max {
+                break;
+            }
+        }
+        Ok(None)
+    }
+
+    /// The batch with the largest `max_timestamp` among batches at or above the log
+    /// start whose last offset is `< max_offset` (the earliest on ties); `None` if there
+    /// is none. Uses each segment's recorded maximum where the whole segment is
+    /// eligible, scans headers otherwise. Not a hot path.
+    pub fn batch_with_max_timestamp(&self, max_offset: i64) -> Result<Option<Bytes>, Error> {
+        // (timestamp, last offset of the batch holding it)
+        let mut best: Option<(i64, i64)> = None;
+        let mut consider = |timestamp: i64, offset: i64| {
+            if best.is_none_or(|(ts, _)| timestamp > ts) {
+                best = Some((timestamp, offset));
+            }
+        };
+        for segment in &self.segments {
+            if segment.base_offset() >= max_offset {
+                break;
+            }
+            if segment.is_empty() || segment.next_offset() <= self.log_start_offset {
+                continue;
+            }
+            let whole = segment.next_offset() <= max_offset
+                && segment.base_offset() >= self.log_start_offset;
+            if let (true, (timestamp, Some(offset))) = (whole, segment.max_timestamp()) {
+                consider(timestamp, offset);
+                continue;
+            }
+            segment.scan_headers(0, |_, header| {
+                if header.last_offset() >= max_offset {
+                    return ControlFlow::Break(());
+                }
+                if header.last_offset() >= self.log_start_offset {
+                    consider(header.max_timestamp, header.last_offset());
+                }
+                ControlFlow::Continue(())
+            })?;
+        }
+        let Some((_, offset)) = best else {
+            return Ok(None);
+        };
+        match self.locate(offset)? {
+            Some((segment, position, header)) => {
+                self.read_batch(segment, position, &header).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Captures what must be fsync'd to make everything appended so far durable: the
+    /// `.log` of every segment not wholly below the recovery point (usually just the
+    /// active one), as shared handles, and the log end at capture. Cheap (no I/O).
+    pub fn sync_handle(&self) -> SyncHandle {
+        let mut files = Vec::new();
+        for segment in self.segments.iter().rev() {
+            if segment.next_offset() <= self.recovery_point {
+                break;
+            }
+            segment.sync_files(&mut files);
+        }
+        SyncHandle {
+            files,
+            end_offset: self.log_end_offset(),
+        }
+    }
+
+    /// Records that everything below `offset` is durable (from [`SyncHandle::sync`]).
+    /// Clamped to the log end (a truncation may have happened since capture). The
+    /// `recovery-point` file is rewritten (two fsyncs) only when the recovery point
+    /// enters a newer segment, bounding crash recovery to about one segment; a failed
+    /// write is logged and retried at the next crossing or at close.
+    pub fn mark_durable(&mut self, offset: i64) {
+        let offset = offset.min(self.log_end_offset());
+        if offset <= self.recovery_point {
+            return;
+        }
+        self.recovery_point = offset;
+        let (checkpointed, rp) = (self.checkpointed_recovery_point, self.recovery_point);
+        let crossed = self
+            .segments
+            .iter()
+            .any(|s| checkpointed < s.base_offset() && s.base_offset() <= rp);
+        if crossed {
+            if let Err(e) = self.write_recovery_point() {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "failed to checkpoint the recovery point");
+            }
+        }
+    }
+
+    /// Raises the log start to `offset` (DeleteRecords) and deletes whole segments
+    /// entirely below it (never the active one). The new log start is checkpointed
+    /// durably before any file is removed. `offset` above the log end is
+    /// `OffsetOutOfRange`; at or below the current log start is a no-op.
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<(), Error> {
+        if offset > self.log_end_offset() {
+            return Err(self.out_of_range(offset));
+        }
+        if offset <= self.log_start_offset {
+            return Ok(());
+        }
+        self.log_start_offset = offset;
+        checkpoint::write(&self.dir, LOG_START_OFFSET_FILE, &[offset])?;
+        let removable = self
+            .segments
+            .iter()
+            .take(self.segments.len() - 1)
+            .take_while(|s| s.next_offset() <= offset)
+            .count();
+        self.remove_oldest(removable)?;
+        self.check_invariants();
+        Ok(())
+    }
+
+    fn remove_oldest(&mut self, count: usize) -> Result<(), Error> {
+        assert!(
+            count < self.segments.len(),
+            "would delete the active segment"
+        );
+        for segment in self.segments.drain(..count) {
+            tracing::info!(segment = %segment.log_path().display(), "deleting segment");
+            segment.delete_files()?;
+        }
+        Ok(())
+    }
+
+    /// Applies `retention_ms` (a segment whose largest timestamp is older than
+    /// `now_ms - retention_ms`) and then `retention_bytes` (oldest first while the log
+    /// stays at or above the limit without it), deleting only a prefix of segments and
+    /// never the active one. Raises the log start to the new first segment (checkpointed
+    /// first). Returns the number of segments removed.
+    pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, Error> {
+        let candidates = self.segments.len() - 1;
+        let mut remove = 0;
+        if self.config.retention_ms >= 0 {
+            remove = self
+                .segments
+                .iter()
+                .take(candidates)
+                .take_while(|s| {
+                    now_ms.saturating_sub(s.largest_timestamp()) > self.config.retention_ms
+                })
+                .count();
+        }
+        if self.config.retention_bytes >= 0 {
+            let total = i64::try_from(self.size_bytes()).unwrap_or(i64::MAX);
+            let mut excess = total - self.config.retention_bytes;
+            for (i, segment) in self.segments.iter().take(candidates).enumerate() {
+                let size = i64::from(segment.size());
+                if i >= remove && excess - size < 0 {
+                    break;
+                }
+                excess -= size;
+                remove = remove.max(i + 1);
+            }
+        }
+        if remove == 0 {
+            return Ok(0);
+        }
+        let new_start = self
+            .segments
+            .get(remove)
+            .map_or(self.log_start_offset, LogSegment::base_offset);
+        if new_start > self.log_start_offset {
+            self.log_start_offset = new_start;
+            checkpoint::write(&self.dir, LOG_START_OFFSET_FILE, &[new_start])?;
+        }
+        self.remove_oldest(remove)?;
+        self.check_invariants();
+        Ok(remove)
+    }
+
+    /// Removes everything at or above `offset` (replication truncation). The whole batch
+    /// holding `offset` goes, so the new log end is that batch's base offset (`<=
+    /// offset`). If that would fall below the log start, the log is emptied and
+    /// restarted at `offset` (Kafka's truncate-fully-and-start-at). `offset >=` log end
+    /// is a no-op. Rebuilds the cut segment's indexes (O(segment) header reads).
+    pub fn truncate_to(&mut self, offset: i64) -> Result<(), Error> {
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        let located = if offset < self.log_start_offset {
+            None
+        } else {
+            self.locate(offset)?
+        };
+        match located {
+            Some((i, position, header)) if header.base_offset >= self.log_start_offset => {
+                for segment in self.segments.split_off(i + 1) {
+                    tracing::info!(segment = %segment.log_path().display(), "deleting segment (truncation)");
+                    segment.delete_files()?;
+                }
+                let interval = self.config.index_interval_bytes;
+                self.active_mut().truncate_at(position, interval)?;
+                tracing::info!(dir = %self.dir.display(), offset, log_end = self.log_end_offset(), "truncated log");
+            }
+            _ => {
+                for segment in std::mem::take(&mut self.segments) {
+                    segment.delete_files()?;
+                }
+                self.segments.push(LogSegment::create(&self.dir, offset)?);
+                checkpoint::sync_dir(&self.dir)?;
+                self.log_start_offset = offset;
+                checkpoint::write(&self.dir, LOG_START_OFFSET_FILE, &[offset])?;
+                tracing::info!(dir = %self.dir.display(), offset, "truncated log fully");
+            }
+        }
+        self.recovery_point = self.recovery_point.min(self.log_end_offset());
+        if self.checkpointed_recovery_point > self.recovery_point {
+            // Recovery must not trust data that will be rewritten above this point.
+            self.write_recovery_point()?;
+        }
+        self.check_invariants();
+        Ok(())
+    }
+
+    /// fsyncs everything and writes the checkpoints (log start, recovery point = log
+    /// end, then the clean-shutdown marker), so the next open skips the CRC scan.
+    pub fn close(mut self) -> Result<(), Error> {
+        let active = self.active_mut();
+        active.on_inactive()?;
+        active.sync_indexes()?;
+        let mut files = Vec::new();
+        for segment in self.segments.iter().rev() {
+            if segment.next_offset() <= self.recovery_point {
+                break;
+            }
+            segment.sync_files(&mut files);
+        }
+        for file in files {
+            file.sync_data()?;
+        }
+        let log_end = self.log_end_offset();
+        self.recovery_point = log_end;
+        checkpoint::write(&self.dir, LOG_START_OFFSET_FILE, &[self.log_start_offset])?;
+        self.write_recovery_point()?;
+        checkpoint::write(
+            &self.dir,
+            CLEAN_SHUTDOWN_FILE,
+            &[self.log_start_offset, log_end, log_end],
+        )?;
+        tracing::debug!(dir = %self.dir.display(), log_end, "closed log");
+        Ok(())
+    }
+
+    /// Removes the partition directory and all its files.
+    pub fn delete(self) -> Result<(), Error> {
+        let dir = self.dir.clone();
+        drop(self);
+        fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,599 @@
+//! `LogSegment`: one `.log` file of back-to-back batches plus its two sparse indexes.
+//! Segments exist so retention can delete old data by unlinking whole files and so an
+//! index lookup only has to cover one bounded file (u32 positions and relative offsets).
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::ops::ControlFlow;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use crate::error::Error;
+use crate::offset_index::OffsetIndex;
+use crate::record_batch::{
+    compute_crc, RecordBatchHeader, BATCH_HEADER_BYTES, BATCH_LENGTH_MIN, LOG_OVERHEAD_BYTES,
+};
+use crate::time_index::TimeIndex;
+
+/// Largest segment file, as Kafka caps `segment.bytes`: positions fit a signed i32.
+pub(crate) const SEGMENT_BYTES_MAX: u64 = i32::MAX as u64;
+/// Read size when scanning headers for a lookup: covers one default index interval.
+const SCAN_CHUNK_BYTES: usize = 16 * 1024;
+/// Read size when validating whole batches during recovery.
+const RECOVERY_CHUNK_BYTES: usize = 1024 * 1024;
+/// Kafka's "no timestamp".
+pub(crate) const NO_TIMESTAMP: i64 = -1;
+
+/// `<base offset, 20 digits>.<extension>`, Kafka's file naming.
+pub(crate) fn file_name(base_offset: i64, extension: &str) -> String {
+    format!("{base_offset:020}.{extension}")
+}
+
+/// Reads a file through a reusable buffer so header scans do one `pread` per chunk
+/// rather than one per batch.
+struct ChunkReader<'a> {
+    file: &'a File,
+    limit: u64,
+    chunk_bytes: usize,
+    start: u64,
+    buf: Vec<u8>,
+}
+
+impl<'a> ChunkReader<'a> {
+    fn new(file: &'a File, limit: u64, chunk_bytes: usize) -> Self {
+        Self {
+            file,
+            limit,
+            chunk_bytes,
+            start: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    /// `len` bytes at `position`, or `None` if they extend past `limit`.
+    fn get(&mut self, position: u64, len: usize) -> io::Result<Option<&[u8]>> {
+        let end = position + len as u64;
+        if end > self.limit {
+            return Ok(None);
+        }
+        let buffered_end = self.start + self.buf.len() as u64;
+        if position < self.start || end > buffered_end {
+            let want = (len.max(self.chunk_bytes) as u64).min(self.limit - position);
+            self.buf.resize(want as usize, 0);
+            self.file.read_exact_at(&mut self.buf, position)?;
+            self.start = position;
+        }
+        let from = (position - self.start) as usize;
+        Ok(self.buf.get(from..from + len))
+    }
+}
+
+/// One segment: `<base>.log`, `<base>.index`, `<base>.timeindex`.
+///
+/// Invariants: `size` is the number of valid bytes of the `.log` (batches back to back
+/// from position 0, the first with base offset `base_offset`, each next one starting at
+/// the previous one's last offset + 1); `next_offset` is the offset after its last batch
+/// (`base_offset` when empty); every index entry points at a batch boundary below
+/// `size`. Not thread-safe by itself: owned by a `Log`, which is behind the caller's
+/// lock; only the `Arc<File>`s escape, for fsync.
+pub(crate) struct LogSegment {
+    base_offset: i64,
+    log_path: PathBuf,
+    log_file: Arc<File>,
+    size: u32,
+    next_offset: i64,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    /// Bytes appended since the last offset index entry (Kafka's cadence counter).
+    bytes_since_last_index_entry: u32,
+    /// Largest batch `max_timestamp` in the segment, `NO_TIMESTAMP` if none.
+    max_timestamp: i64,
+    /// Last offset of the first batch that reached `max_timestamp`.
+    offset_of_max_timestamp: Option<i64>,
+    /// Wall-clock time of the first append, for `segment_ms` rolls.
+    first_append_ms: Option<i64>,
+}
+
+impl LogSegment {
+    /// Creates an empty segment at `base_offset`, replacing any stale files of that name.
+    pub(crate) fn create(dir: &Path, base_offset: i64) -> io::Result<Self> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        let log_file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&log_path)?;
+        let index_path = dir.join(file_name(base_offset, "index"));
+        let time_path = dir.join(file_name(base_offset, "timeindex"));
+        // Stale indexes of a previous segment at the same base must not survive.
+        for path in [&index_path, &time_path] {
+            match fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        let (offset_index, _) = OffsetIndex::open(&index_path, base_offset)?;
+        let (time_index, _) = TimeIndex::open(&time_path, base_offset)?;
+        Ok(Self {
+            base_offset,
+            log_path,
+            log_file: Arc::new(log_file),
+            size: 0,
+            next_offset: base_offset,
+            offset_index,
+            time_index,
+            bytes_since_last_index_entry: 0,
+            max_timestamp: NO_TIMESTAMP,
+            offset_of_max_timestamp: None,
+            first_append_ms: None,
+        })
+    }
+
+    /// Opens an existing segment without reading its `.log`. `next_offset` is unknown
+    /// until the caller sets it ([`Self::set_next_offset`]), scans the tail
+    /// ([`Self::scan_tail`]) or recovers ([`Self::recover`]). Returns whether both index
+    /// files existed with whole entries (not yet sanity-checked).
+    pub(crate) fn open(dir: &Path, base_offset: i64) -> io::Result<(Self, bool)> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        let log_file = OpenOptions::new().read(true).write(true).open(&log_path)?;
+        let metadata = log_file.metadata()?;
+        let size = u32::try_from(metadata.len().min(SEGMENT_BYTES_MAX))
+            .expect("SEGMENT_BYTES_MAX fits u32");
+        let created = metadata.created().or_else(|_| metadata.modified()).ok();
+        let first_append_ms = created
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let (offset_index, offset_ok) =
+            OffsetIndex::open(&dir.join(file_name(base_offset, "index")), base_offset)?;
+        let (time_index, time_ok) =
+            TimeIndex::open(&dir.join(file_name(base_offset, "timeindex")), base_offset)?;
+        let (max_timestamp, offset_of_max_timestamp) = match time_index.last_entry() {
+            Some((ts, offset)) => (ts, Some(offset)),
+            None => (NO_TIMESTAMP, None),
+        };
+        let segment = Self {
+            base_offset,
+            log_path,
+            log_file: Arc::new(log_file),
+            size,
+            next_offset: base_offset,
+            offset_index,
+            time_index,
+            bytes_since_last_index_entry: 0,
+            max_timestamp,
+            offset_of_max_timestamp,
+            first_append_ms: (size > 0).then_some(first_append_ms).flatten(),
+        };
+        Ok((
+            segment,
+            offset_ok && time_ok && metadata.len() <= SEGMENT_BYTES_MAX,
+        ))
+    }
+
+    pub(crate) fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+
+    /// Valid bytes in the `.log`.
+    pub(crate) fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Offset after the segment's last batch (`base_offset` when empty).
+    pub(crate) fn next_offset(&self) -> i64 {
+        self.next_offset
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// Largest batch `max_timestamp` and the last offset of the batch that has it.
+    pub(crate) fn max_timestamp(&self) -> (i64, Option<i64>) {
+        (self.max_timestamp, self.offset_of_max_timestamp)
+    }
+
+    pub(crate) fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// For a non-last segment: its end is the next segment's base offset.
+    pub(crate) fn set_next_offset(&mut self, next_offset: i64) {
+        assert!(
+            self.base_offset <= next_offset,
+            "segment base {} > next offset {next_offset}",
+            self.base_offset
+        );
+        self.next_offset = next_offset;
+    }
+
+    /// Cheap index checks against the log size and `next_offset` (when known).
+    pub(crate) fn sanity_check(&self, next_offset: Option<i64>) -> Result<(), String> {
+        self.offset_index
+            .sanity_check(self.size, next_offset)
+            .map_err(|e| format!("offset index: {e}"))?;
+        self.time_index
+            .sanity_check(next_offset)
+            .map_err(|e| format!("time index: {e}"))
+    }
+
+    /// True once either index holds as many entries as `segment_index_bytes` allows.
+    pub(crate) fn index_full(&self, segment_index_bytes: u32) -> bool {
+        let bytes = segment_index_bytes as usize;
+        self.offset_index.len() >= bytes / crate::offset_index::OFFSET_INDEX_ENTRY_BYTES
+            || self.time_index.len() >= bytes / crate::time_index::TIME_INDEX_ENTRY_BYTES
+    }
+
+    /// Milliseconds since the first append (0 when empty).
+    pub(crate) fn age_ms(&self, now_ms: i64) -> i64 {
+        self.first_append_ms
+            .map_or(0, |first| now_ms.saturating_sub(first))
+    }
+
+    /// The timestamp retention compares: the largest batch timestamp, or the file's
+    /// modification time when no batch carries one (Kafka's rule).
+    pub(crate) fn largest_timestamp(&self) -> i64 {
+        if self.max_timestamp >= 0 {
+            return self.max_timestamp;
+        }
+        self.log_file
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+
+    /// Updates size, offsets, max timestamp and (at Kafka's cadence) the indexes for a
+    /// batch that now sits at `position`.
+    fn track_batch(
+        &mut self,
+        position: u32,
+        header: &RecordBatchHeader,
+        index_interval_bytes: u32,
+    ) {
+        let last_offset = header.last_offset();
+        if header.max_timestamp > self.max_timestamp {
+            self.max_timestamp = header.max_timestamp;
+            self.offset_of_max_timestamp = Some(last_offset);
+        }
+        if self.bytes_since_last_index_entry >= index_interval_bytes {
+            self.offset_index.push(last_offset, position);
+            if let Some(offset) = self.offset_of_max_timestamp {
+                self.time_index.maybe_push(self.max_timestamp, offset);
+            }
+            self.bytes_since_last_index_entry = 0;
+        }
+        let total =
+            u32::try_from(header.total_bytes()).expect("batch size checked against segment size");
+        self.bytes_since_last_index_entry = self.bytes_since_last_index_entry.saturating_add(total);
+        self.size = position + total;
+        self.next_offset = last_offset + 1;
+    }
+
+    /// Appends `buf` (whole batches with offsets assigned; `headers` from
+    /// `iter_headers(buf)`) with a positional write at the end, then the index entries.
+    /// On a failed write nothing in memory changes and the file is cut back.
+    pub(crate) fn append(
+        &mut self,
+        buf: &[u8],
+        headers: &[(usize, RecordBatchHeader)],
+        index_interval_bytes: u32,
+        now_ms: i64,
+    ) -> io::Result<()> {
+        let start = self.size;
+        assert!(
+            u64::from(start) + buf.len() as u64 <= u64::from(u32::MAX),
+            "append of {} bytes at {start} overflows u32 positions",
+            buf.len()
+        );
+        if let Err(e) = self.log_file.write_all_at(buf, u64::from(start)) {
+            let _ = self.log_file.set_len(u64::from(start));
+            return Err(e);
+        }
+        if self.first_append_ms.is_none() {
+            self.first_append_ms = Some(now_ms);
+        }
+        for (position, header) in headers {
+            let position = start + u32::try_from(*position).expect("checked above");
+            assert!(
+                header.base_offset == self.next_offset,
+                "batch base {} != segment next offset {}",
+                header.base_offset,
+                self.next_offset
+            );
+            self.track_batch(position, header, index_interval_bytes);
+        }
+        self.offset_index.flush()?;
+        self.time_index.flush()
+    }
+
+    /// Rebuilds both indexes by reading the whole `.log` from position 0, validating
+    /// each batch (length, magic, offsets contiguous from `base_offset`, and the CRC if
+    /// `check_crc`). The first invalid or torn batch and everything after it is cut off.
+    /// Returns `Some((position, reason))` when something was cut.
+    pub(crate) fn recover(
+        &mut self,
+        index_interval_bytes: u32,
+        check_crc: bool,
+    ) -> io::Result<Option<(u64, String)>> {
+        let file_bytes = self.log_file.metadata()?.len();
+        let limit = file_bytes.min(SEGMENT_BYTES_MAX);
+        self.offset_index.clear()?;
+        self.time_index.clear()?;
+        self.size = 0;
+        self.next_offset = self.base_offset;
+        self.bytes_since_last_index_entry = 0;
+        self.max_timestamp = NO_TIMESTAMP;
+        self.offset_of_max_timestamp = None;
+        let file = Arc::clone(&self.log_file);
+        let mut reader = ChunkReader::new(&file, limit, RECOVERY_CHUNK_BYTES);
+        let mut position = 0u64;
+        let mut problem = None;
+        while position < limit {
+            match self.check_batch(&mut reader, position, limit, check_crc)? {
+                Ok(header) => {
+                    let at = u32::try_from(position).expect("position below SEGMENT_BYTES_MAX");
+                    self.track_batch(at, &header, index_interval_bytes);
+                    position += header.total_bytes() as u64;
+                }
+                Err(reason) => {
+                    problem = Some(reason);
+                    break;
+                }
+            }
+        }
+        if position < file_bytes {
+            let reason =
+                problem.unwrap_or_else(|| "bytes beyond the maximum segment size".to_string());
+            self.log_file.set_len(position)?;
+            problem = Some(reason);
+        }
+        self.offset_index.flush()?;
+        self.time_index.flush()?;
+        Ok(problem.map(|reason| (position, reason)))
+    }
+
+    /// Validates the batch at `position`; the inner `Err` says why it is not a batch.
+    fn check_batch(
+        &self,
+        reader: &mut ChunkReader<'_>,
+        position: u64,
+        limit: u64,
+        check_crc: bool,
+    ) -> io::Result<Result<RecordBatchHeader, String>> {
+        let Some(head) = reader.get(position, BATCH_HEADER_BYTES)? else {
+            return Ok(Err(format!(
+                "torn batch header: {} bytes left",
+                limit - position
+            )));
+        };
+        let header = match RecordBatchHeader::parse(head) {
+            Ok(header) => header,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        if header.batch_length < BATCH_LENGTH_MIN {
+            return Ok(Err(format!("invalid batch length {}", header.batch_length)));
+        }
+        let total = header.total_bytes();
+        if position + total as u64 > limit {
+            return Ok(Err(format!(
+                "torn batch: {total} bytes, {} left",
+                limit - position
+            )));
+        }
+        if check_crc {
+            let Some(batch) = reader.get(position, total)? else {
+                return Ok(Err("torn batch".to_string()));
+            };
+            let computed = compute_crc(batch);
+            if computed != header.crc {
+                return Ok(Err(format!(
+                    "crc mismatch: stored {:#010x}, computed {computed:#010x}",
+                    header.crc
+                )));
+            }
+        }
+        if header.base_offset != self.next_offset {
+            return Ok(Err(format!(
+                "base offset {} where {} was expected",
+                header.base_offset, self.next_offset
+            )));
+        }
+        if header.last_offset_delta < 0
+            || header.last_offset() - self.base_offset > i64::from(u32::MAX)
+        {
+            return Ok(Err(format!(
+                "invalid last offset delta {}",
+                header.last_offset_delta
+            )));
+        }
+        Ok(Ok(header))
+    }
+
+    /// After a clean shutdown: walks headers from the last offset index entry to the end
+    /// (at most about one index interval) to learn `next_offset`, the index cadence
+    /// counter and any timestamp after the last time index entry. `Err` if the walk does
+    /// not end exactly at the file size (the checkpoint lied; recover instead).
+    pub(crate) fn scan_tail(&mut self, index_interval_bytes: u32) -> Result<(), String> {
+        let start = self.offset_index.lookup(i64::MAX);
+        let mut headers = Vec::new();
+        let scanned = self.scan_headers(start, |position, header| {
+            headers.push((position, *header));
+            ControlFlow::Continue(())
+        });
+        scanned.map_err(|e| e.to_string())?;
+        if start > 0 && headers.first().map(|(p, _)| *p) != Some(start) {
+            return Err("last index entry does not point at a batch".to_string());
+        }
+        let mut expected = headers.first().map(|(_, h)| h.base_offset);
+        if start == 0 && expected.is_some_and(|b| b != self.base_offset) {
+            return Err("first batch does not start at the segment base offset".to_string());
+        }
+        self.bytes_since_last_index_entry = 0;
+        for (i, (position, header)) in headers.iter().enumerate() {
+            if expected.is_some_and(|e| e != header.base_offset) {
+                return Err(format!("offsets not contiguous at position {position}"));
+            }
+            expected = Some(header.last_offset() + 1);
+            if i == 0 && start > 0 {
+                // Already indexed: account for it without adding an entry again.
+                self.bytes_since_last_index_entry =
+                    u32::try_from(header.total_bytes()).unwrap_or(u32::MAX);
+                if header.max_timestamp > self.max_timestamp {
+                    self.max_timestamp = header.max_timestamp;
+                    self.offset_of_max_timestamp = Some(header.last_offset());
+                }
+                self.next_offset = header.last_offset() + 1;
+            } else {
+                self.track_batch(*position, header, index_interval_bytes);
+            }
+        }
+        if headers.is_empty() {
+            self.next_offset = self.base_offset;
+        }
+        self.offset_index.flush().map_err(|e| e.to_string())?;
+        self.time_index.flush().map_err(|e| e.to_string())
+    }
+
+    /// Calls `f(position, header)` for each batch from `start` (a batch boundary) to the
+    /// end of the segment, until `f` breaks. Reads headers only (no CRC): the data was
+    /// validated before it was appended or by recovery. A header that does not parse or
+    /// runs past the end is `Error::CorruptBatch`.
+    pub(crate) fn scan_headers(
+        &self,
+        start: u32,
+        mut f: impl FnMut(u32, &RecordBatchHeader) -> ControlFlow<()>,
+    ) -> Result<(), Error> {
+        let limit = u64::from(self.size);
+        let mut reader = ChunkReader::new(&self.log_file, limit, SCAN_CHUNK_BYTES);
+        let mut position = u64::from(start);
+        while position < limit {
+            let corrupt = |reason: String| Error::CorruptBatch {
+                position,
+                reason: format!("{}: {reason}", self.log_path.display()),
+            };
+            let Some(head) = reader.get(position, BATCH_HEADER_BYTES)? else {
+                return Err(corrupt("torn batch header".to_string()));
+            };
+            let header = RecordBatchHeader::parse(head).map_err(|e| corrupt(e.to_string()))?;
+            let total = header.total_bytes() as u64;
+            if header.batch_length < BATCH_LENGTH_MIN || position + total > limit {
+                return Err(corrupt(format!(
+                    "invalid batch length {}",
+                    header.batch_length
+                )));
+            }
+            let at = u32::try_from(position).expect("position below segment size");
+            if f(at, &header).is_break() {
+                return Ok(());
+            }
+            position += total;
+        }
+        Ok(())
+    }
+
+    /// The first batch whose last offset is `>= offset` (the batch holding `offset`),
+    /// with its position; `None` if the segment ends before `offset`.
+    pub(crate) fn find_batch(
+        &self,
+        offset: i64,
+    ) -> Result<Option<(u32, RecordBatchHeader)>, Error> {
+        let start = self.offset_index.lookup(offset);
+        let mut found = None;
+        self.scan_headers(start, |position, header| {
+            if header.last_offset() >= offset {
+                found = Some((position, *header));
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })?;
+        Ok(found)
+    }
+
+    /// Position to start a scan for the first batch with `max_timestamp >= timestamp`.
+    pub(crate) fn timestamp_scan_start(&self, timestamp: i64) -> u32 {
+        self.time_index
+            .lookup(timestamp)
+            .map_or(0, |offset| self.offset_index.lookup(offset))
+    }
+
+    /// Appends `len` bytes at `position` to `out` with one positional read.
+    pub(crate) fn read_into(&self, out: &mut Vec<u8>, position: u32, len: usize) -> io::Result<()> {
+        assert!(
+            u64::from(position) + len as u64 <= u64::from(self.size),
+            "read of {len} bytes at {position} past segment size {}",
+            self.size
+        );
+        let start = out.len();
+        out.resize(start + len, 0);
+        let target = out.get_mut(start..).expect("just resized");
+        self.log_file.read_exact_at(target, u64::from(position))
+    }
+
+    /// Cuts the segment at `position` (a batch boundary) and rebuilds its indexes from
+    /// the remaining headers (no CRC: the data was already trusted). O(segment) reads;
+    /// only replication truncation uses it.
+    pub(crate) fn truncate_at(
+        &mut self,
+        position: u32,
+        index_interval_bytes: u32,
+    ) -> io::Result<()> {
+        assert!(
+            position <= self.size,
+            "truncate position {position} > size {}",
+            self.size
+        );
+        self.log_file.set_len(u64::from(position))?;
+        if let Some((at, reason)) = self.recover(index_interval_bytes, false)? {
+            tracing::warn!(segment = %self.log_path.display(), position = at, %reason, "truncated while rebuilding indexes after truncate_to");
+        }
+        if position == 0 {
+            self.first_append_ms = None;
+        }
+        Ok(())
+    }
+
+    /// The segment stops being active (roll or close): record its largest timestamp as
+    /// the final time index entry (Kafka's `onBecomeInactiveSegment`) and flush.
+    pub(crate) fn on_inactive(&mut self) -> io::Result<()> {
+        if let Some(offset) = self.offset_of_max_timestamp {
+            self.time_index.maybe_push(self.max_timestamp, offset);
+        }
+        self.offset_index.flush()?;
+        self.time_index.flush()
+    }
+
+    /// Adds the `.log` handle to `out` for fsync outside the log's lock. Indexes are not
+    /// included: the active one is rebuilt by recovery, a rolled one is synced at roll.
+    pub(crate) fn sync_files(&self, out: &mut Vec<Arc<File>>) {
+        out.push(Arc::clone(&self.log_file));
+    }
+
+    /// fsyncs the indexes now (a rolled segment's indexes are final).
+    pub(crate) fn sync_indexes(&self) -> io::Result<()> {
+        self.offset_index.file().sync_data()?;
+        self.time_index.file().sync_data()
+    }
+
+    /// Unlinks the three files. Open handles (e.g. in a `SyncHandle`) stay valid.
+    pub(crate) fn delete_files(self) -> io::Result<()> {
+        for path in [
+            self.log_path.as_path(),
+            self.offset_index.path(),
+            self.time_index.path(),
+        ] {
+            match fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+const _: () = assert!(LOG_OVERHEAD_BYTES + BATCH_LENGTH_MIN as usize == BATCH_HEADER_BYTES);

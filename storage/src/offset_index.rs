@@ -1,0 +1,173 @@
+//! `OffsetIndex`: the sparse offset -> file position map of one segment, so a fetch
+//! finds its batch with a binary search and a short header scan instead of reading the
+//! segment from the start.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// An index entry is a 4-byte relative offset followed by a 4-byte file position.
+pub(crate) const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
+const _: () = assert!(OFFSET_INDEX_ENTRY_BYTES == 8);
+
+/// Sparse map from offset to file position for one segment.
+///
+/// File format (`<base>.index`, Kafka's): entries of 8 bytes, big-endian: offset relative
+/// to `base_offset` (u32), then the position (u32) in the `.log` file of the batch whose
+/// *last* offset is that offset (Kafka keys entries by the batch's last offset). Entries
+/// are strictly increasing in both fields. The file is not preallocated: it is exactly
+/// `entries * 8` bytes. Not checksummed: recovery sanity-checks it and rebuilds it from
+/// the `.log` when damaged.
+///
+/// All entries are also kept in memory (`entries`) for lookups; `flushed` counts those
+/// already written to the file, so an append writes its new entries with one `pwrite`.
+pub(crate) struct OffsetIndex {
+    path: PathBuf,
+    file: Arc<File>,
+    base_offset: i64,
+    entries: Vec<(u32, u32)>,
+    flushed: usize,
+}
+
+impl OffsetIndex {
+    /// Opens (creating if missing) the index at `path`, loading its entries unchecked.
+    /// Returns the index and whether the file existed with a whole number of entries;
+    /// call [`OffsetIndex::sanity_check`] before trusting it.
+    pub(crate) fn open(path: &Path, base_offset: i64) -> io::Result<(Self, bool)> {
+        let existed = path.exists();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        let bytes = std::fs::read(path)?;
+        let whole = bytes.len() % OFFSET_INDEX_ENTRY_BYTES == 0;
+        let entries = bytes
+            .chunks_exact(OFFSET_INDEX_ENTRY_BYTES)
+            .map(|e| {
+                let (rel, pos) = e.split_at(4);
+                (
+                    u32::from_be_bytes(rel.try_into().expect("chunk of 8 splits into 4 + 4")),
+                    u32::from_be_bytes(pos.try_into().expect("chunk of 8 splits into 4 + 4")),
+                )
+            })
+            .collect::<Vec<_>>();
+        let flushed = entries.len();
+        let index = Self {
+            path: path.to_path_buf(),
+            file: Arc::new(file),
+            base_offset,
+            entries,
+            flushed,
+        };
+        Ok((index, existed && whole))
+    }
+
+    /// Checks what can be checked cheaply: strictly increasing entries, positions inside
+    /// the log (`log_bytes`), offsets below `next_offset` when known.
+    pub(crate) fn sanity_check(
+        &self,
+        log_bytes: u32,
+        next_offset: Option<i64>,
+    ) -> Result<(), String> {
+        for pair in self.entries.windows(2) {
+            if let [(r0, p0), (r1, p1)] = pair {
+                if r1 <= r0 || p1 <= p0 {
+                    return Err(format!(
+                        "entries not increasing: ({r0}, {p0}) then ({r1}, {p1})"
+                    ));
+                }
+            }
+        }
+        if let Some(&(rel, pos)) = self.entries.last() {
+            if pos >= log_bytes {
+                return Err(format!("last entry position {pos} >= log size {log_bytes}"));
+            }
+            if let Some(next) = next_offset {
+                let offset = self.base_offset + i64::from(rel);
+                if offset >= next {
+                    return Err(format!("last entry offset {offset} >= next offset {next}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Shared handle for fsync outside the log's lock.
+    pub(crate) fn file(&self) -> &Arc<File> {
+        &self.file
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Position of the batch to start scanning from to find `offset`: the entry with the
+    /// largest offset `<= offset` (its batch ends at or before `offset`, so the batch
+    /// holding `offset` is at or after it), or 0 when there is none.
+    pub(crate) fn lookup(&self, offset: i64) -> u32 {
+        let rel = offset - self.base_offset;
+        if rel < 0 {
+            return 0;
+        }
+        let rel = u32::try_from(rel).unwrap_or(u32::MAX);
+        let after = self.entries.partition_point(|&(r, _)| r <= rel);
+        match after.checked_sub(1).and_then(|i| self.entries.get(i)) {
+            Some(&(_, pos)) => pos,
+            None => 0,
+        }
+    }
+
+    /// Adds an entry in memory (written by the next [`OffsetIndex::flush`]).
+    /// `last_offset` is the batch's last offset, `position` where the batch starts.
+    pub(crate) fn push(&mut self, last_offset: i64, position: u32) {
+        let rel = u32::try_from(last_offset - self.base_offset)
+            .expect("the log rolls before a relative offset overflows u32");
+        if let Some(&(r, p)) = self.entries.last() {
+            assert!(r < rel, "index offset {rel} not above previous {r}");
+            assert!(
+                p < position,
+                "index position {position} not above previous {p}"
+            );
+        }
+        self.entries.push((rel, position));
+    }
+
+    /// Writes entries added since the last flush with one positional write.
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        let Some(new) = self.entries.get(self.flushed..) else {
+            return Ok(());
+        };
+        if new.is_empty() {
+            return Ok(());
+        }
+        let mut bytes = Vec::with_capacity(new.len() * OFFSET_INDEX_ENTRY_BYTES);
+        for (rel, pos) in new {
+            bytes.extend(rel.to_be_bytes());
+            bytes.extend(pos.to_be_bytes());
+        }
+        self.file
+            .write_all_at(&bytes, (self.flushed * OFFSET_INDEX_ENTRY_BYTES) as u64)?;
+        self.flushed = self.entries.len();
+        Ok(())
+    }
+
+    /// Drops every entry (before a rebuild).
+    pub(crate) fn clear(&mut self) -> io::Result<()> {
+        self.truncate_entries(0)
+    }
+
+    fn truncate_entries(&mut self, keep: usize) -> io::Result<()> {
+        self.entries.truncate(keep);
+        self.flushed = self.flushed.min(keep);
+        self.file
+            .set_len((self.flushed * OFFSET_INDEX_ENTRY_BYTES) as u64)
+    }
+}
