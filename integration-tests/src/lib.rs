@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-/// How long a freshly spawned broker may take to accept its first TCP connection.
+/// How long a freshly spawned broker may take to accept its first TCP connection
+/// (env `LOGBOOK_IT_STARTUP_TIMEOUT_SECS` overrides it, e.g. for a JVM reference broker).
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a SIGTERM'd broker may take to exit before the harness gives up.
 pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
@@ -170,7 +171,8 @@ impl Broker {
 
     /// Polls TCP connect until it succeeds, the process dies, or the timeout passes.
     fn wait_until_accepting(&mut self) {
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        let timeout = startup_timeout();
+        let deadline = Instant::now() + timeout;
         loop {
             if TcpStream::connect_timeout(&self.addr(), Duration::from_millis(200)).is_ok() {
                 return;
@@ -186,7 +188,7 @@ impl Broker {
             if Instant::now() > deadline {
                 self.kill();
                 panic!(
-                    "broker did not accept connections on {} within {STARTUP_TIMEOUT:?}\n{}",
+                    "broker did not accept connections on {} within {timeout:?}\n{}",
                     self.addr(),
                     self.log_tail()
                 );
@@ -221,6 +223,14 @@ impl Drop for Broker {
             eprintln!("{}", self.log_tail());
         }
     }
+}
+
+/// `STARTUP_TIMEOUT`, or `LOGBOOK_IT_STARTUP_TIMEOUT_SECS` when set.
+fn startup_timeout() -> Duration {
+    std::env::var("LOGBOOK_IT_STARTUP_TIMEOUT_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map_or(STARTUP_TIMEOUT, Duration::from_secs)
 }
 
 /// A port that was free a moment ago: bind port 0, read it, drop the listener.

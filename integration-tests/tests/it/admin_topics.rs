@@ -13,7 +13,7 @@ use rdkafka::error::RDKafkaErrorCode;
 
 use crate::common::{
     admin, admin_options, assert_records, block_on, consume, create_topic, create_topics, list_topics,
-    produce_ok, Record,
+    produce_ok, wait_for_topics, Record,
 };
 use crate::wire;
 
@@ -55,7 +55,7 @@ fn create_with_partitions_and_configs_then_duplicate() {
     let bootstrap = broker.bootstrap();
     let configs = [("retention.ms", "3600000"), ("cleanup.policy", "delete")];
     assert_eq!(try_create(&bootstrap, "four", 4, 1, &configs), Ok("four".to_owned()));
-    assert_eq!(list_topics(&bootstrap), vec![("four".to_owned(), 4)]);
+    wait_for_topics(&bootstrap, &[("four", 4)], "after create");
     assert_eq!(
         try_create(&bootstrap, "four", 4, 1, &configs),
         Err(("four".to_owned(), RDKafkaErrorCode::TopicAlreadyExists))
@@ -115,7 +115,7 @@ fn invalid_partitions_replication_and_config() {
     );
     assert_eq!(list_topics(&bootstrap), Vec::<(String, usize)>::new(), "nothing was created");
     assert_eq!(try_create(&bootstrap, "default-count", -1, -1, &[]), Ok("default-count".to_owned()));
-    assert_eq!(list_topics(&bootstrap), vec![("default-count".to_owned(), 2)]);
+    wait_for_topics(&bootstrap, &[("default-count", 2)], "num_partitions -1 uses --num-partitions");
 }
 
 #[test]
@@ -193,7 +193,7 @@ fn delete_topic_removes_metadata_and_data() {
     let admin = admin(&bootstrap);
     let results = block_on(admin.delete_topics(&["doomed"], &admin_options())).expect("DeleteTopics");
     assert_eq!(results, vec![Ok("doomed".to_owned())]);
-    assert_eq!(list_topics(&bootstrap), vec![("kept".to_owned(), 1)]);
+    wait_for_topics(&bootstrap, &[("kept", 1)], "after DeleteTopics");
     assert!(gone_within(&dir), "{} still exists after DeleteTopics", dir.display());
 
     let again = block_on(admin.delete_topics(&["doomed"], &admin_options())).expect("DeleteTopics");
@@ -233,7 +233,7 @@ fn topics_and_data_survive_sigterm_and_sigkill_restarts() {
     let status = broker.terminate();
     assert!(status.success(), "SIGTERM shutdown exit status: {status}");
     broker.restart();
-    assert_eq!(list_topics(&bootstrap), vec![("durable".to_owned(), 2)], "after SIGTERM restart");
+    wait_for_topics(&bootstrap, &[("durable", 2)], "after SIGTERM restart");
     for (partition, part) in (0..).zip(&expected) {
         assert_records(&consume(&bootstrap, "durable", partition, 0, 50, &[]), part, 0);
     }
@@ -247,11 +247,7 @@ fn topics_and_data_survive_sigterm_and_sigkill_restarts() {
     create_topic(&bootstrap, "late", 3, &[]);
     broker.kill();
     broker.restart();
-    assert_eq!(
-        list_topics(&bootstrap),
-        vec![("durable".to_owned(), 2), ("late".to_owned(), 3)],
-        "after SIGKILL restart"
-    );
+    wait_for_topics(&bootstrap, &[("durable", 2), ("late", 3)], "after SIGKILL restart");
     for (partition, part) in (0..).zip(&expected) {
         assert_records(&consume(&bootstrap, "durable", partition, 0, 60, &[]), part, 0);
     }

@@ -323,7 +323,8 @@ pub fn create_topic(bootstrap: &str, name: &str, partitions: i32, configs: &[(&s
     assert_eq!(results, vec![Ok(name.to_owned())], "create topic {name}");
 }
 
-/// Topic names and partition counts from a Metadata request for all topics.
+/// Topic names and partition counts from a Metadata request for all topics,
+/// internal topics (`__consumer_offsets`, ...) left out.
 pub fn list_topics(bootstrap: &str) -> Vec<(String, usize)> {
     let consumer = consumer(bootstrap, &[]);
     let metadata = consumer
@@ -332,11 +333,27 @@ pub fn list_topics(bootstrap: &str) -> Vec<(String, usize)> {
     let mut topics: Vec<(String, usize)> = metadata
         .topics()
         .iter()
-        .filter(|t| t.error().is_none())
+        .filter(|t| t.error().is_none() && !t.name().starts_with("__"))
         .map(|t| (t.name().to_owned(), t.partitions().len()))
         .collect();
     topics.sort();
     topics
+}
+
+/// Polls `list_topics` until it equals `expected` (sorted) for up to 5 s,
+/// then asserts equality. Kafka propagates new topics to its metadata cache
+/// asynchronously; a single node may answer at once.
+pub fn wait_for_topics(bootstrap: &str, expected: &[(&str, usize)], what: &str) {
+    let expected: Vec<(String, usize)> = expected.iter().map(|(n, p)| ((*n).to_owned(), *p)).collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let topics = list_topics(bootstrap);
+        if topics == expected || Instant::now() > deadline {
+            assert_eq!(topics, expected, "{what}");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Metadata for one topic: its error (if any) and partition ids.
