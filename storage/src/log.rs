@@ -281,6 +281,7 @@ impl Log {
                 }
                 let cut = segment.recover(interval, true)?;
                 let short = next_base.is_some_and(|n| segment.next_offset() != n);
+                tracing::info!(segment = %segment.log_path().display(), next_offset = segment.next_offset(), "recovered segment: batches validated, indexes rebuilt");
                 if let Some((position, reason)) = &cut {
                     tracing::warn!(segment = %segment.log_path().display(), position, %reason, "truncated invalid tail of segment");
                 }

@@ -419,15 +419,21 @@ impl LogSegment {
     /// counter and any timestamp after the last time index entry. `Err` if the walk does
     /// not end exactly at the file size (the checkpoint lied; recover instead).
     pub(crate) fn scan_tail(&mut self, index_interval_bytes: u32) -> Result<(), String> {
-        let start = self.offset_index.lookup(i64::MAX);
+        let last_entry = self.offset_index.last_entry();
+        let start = last_entry.map_or(0, |(_, position)| position);
         let mut headers = Vec::new();
         let scanned = self.scan_headers(start, |position, header| {
             headers.push((position, *header));
             ControlFlow::Continue(())
         });
         scanned.map_err(|e| e.to_string())?;
-        if start > 0 && headers.first().map(|(p, _)| *p) != Some(start) {
-            return Err("last index entry does not point at a batch".to_string());
+        if let Some((offset, position)) = last_entry {
+            let first = headers.first().map(|(p, h)| (h.last_offset(), *p));
+            if first != Some((offset, position)) {
+                return Err(format!(
+                    "last index entry ({offset}, {position}) does not match the batch there"
+                ));
+            }
         }
         let mut expected = headers.first().map(|(_, h)| h.base_offset);
         if start == 0 && expected.is_some_and(|b| b != self.base_offset) {
@@ -438,8 +444,12 @@ impl LogSegment {
             if expected.is_some_and(|e| e != header.base_offset) {
                 return Err(format!("offsets not contiguous at position {position}"));
             }
+            let relative = header.last_offset() - self.base_offset;
+            if header.last_offset_delta < 0 || relative > i64::from(u32::MAX) {
+                return Err(format!("invalid last offset at position {position}"));
+            }
             expected = Some(header.last_offset() + 1);
-            if i == 0 && start > 0 {
+            if i == 0 && last_entry.is_some() {
                 // Already indexed: account for it without adding an entry again.
                 self.bytes_since_last_index_entry =
                     u32::try_from(header.total_bytes()).unwrap_or(u32::MAX);
@@ -455,6 +465,7 @@ impl LogSegment {
         if headers.is_empty() {
             self.next_offset = self.base_offset;
         }
+        self.sanity_check(Some(self.next_offset))?;
         self.offset_index.flush().map_err(|e| e.to_string())?;
         self.time_index.flush().map_err(|e| e.to_string())
     }

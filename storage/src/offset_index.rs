@@ -125,6 +125,13 @@ impl OffsetIndex {
         }
     }
 
+    /// The last entry as `(absolute offset, position)`.
+    pub(crate) fn last_entry(&self) -> Option<(i64, u32)> {
+        self.entries
+            .last()
+            .map(|&(rel, pos)| (self.base_offset + i64::from(rel), pos))
+    }
+
     /// Adds an entry in memory (written by the next [`OffsetIndex::flush`]).
     /// `last_offset` is the batch's last offset, `position` where the batch starts.
     pub(crate) fn push(&mut self, last_offset: i64, position: u32) {
