@@ -1,1 +1,33 @@
-fn main() {}
+//! The `logbook` binary: parse configuration, start the broker, stop cleanly on SIGTERM or
+//! Ctrl-C.
+
+use clap::Parser;
+use logbook_broker::config::Config;
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = Config::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the async runtime");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(logbook_broker::server::run(config)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "broker stopped with an error");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

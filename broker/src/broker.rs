@@ -1,0 +1,25 @@
+//! `Broker`: the state every request handler reaches — configuration, the topic registry,
+//! and this node's identity.
+
+use crate::config::Config;
+use crate::topics::Topics;
+
+/// Shared broker state, one per process, behind an `Arc`.
+pub struct Broker {
+    /// The configuration the process started with.
+    pub config: Config,
+    /// Topics and their partitions.
+    pub topics: Topics,
+    /// Host advertised to clients.
+    pub advertised_host: String,
+    /// Port advertised to clients.
+    pub advertised_port: i32,
+}
+
+impl Broker {
+    /// This broker's node id.
+    #[must_use]
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+}

@@ -1,0 +1,123 @@
+//! Broker configuration: command-line flags, each with a `LOGBOOK_*` environment equivalent.
+//!
+//! Every limit the broker enforces lives in [`Limits`], named with its unit last, so an
+//! operator can find and change it and a test can exceed it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// Kafka's default `message.max.bytes`: 1 MiB plus the 12-byte log overhead.
+pub const MESSAGE_MAX_BYTES_DEFAULT: i32 = 1_048_588;
+
+/// Command-line and environment configuration of one broker process.
+#[derive(Clone, Debug, Parser)]
+#[command(name = "logbook", version, about = "A Kafka-protocol broker")]
+pub struct Config {
+    /// Address to listen on for Kafka clients.
+    #[arg(long, env = "LOGBOOK_LISTEN", default_value = "127.0.0.1:9092")]
+    pub listen: SocketAddr,
+    /// HOST:PORT given to clients in Metadata; defaults to the listen address.
+    #[arg(long, env = "LOGBOOK_ADVERTISED_LISTENER")]
+    pub advertised_listener: Option<String>,
+    /// Directory holding all partitions and metadata.
+    #[arg(long, env = "LOGBOOK_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// This broker's node id.
+    #[arg(long, env = "LOGBOOK_NODE_ID", default_value_t = 1)]
+    pub node_id: i32,
+    /// Create topics on first use by Metadata or Produce (`auto.create.topics.enable`).
+    #[arg(long, env = "LOGBOOK_AUTO_CREATE_TOPICS_ENABLE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_create_topics_enable: bool,
+    /// Partitions of an auto-created topic, and of a created topic that asks for -1 (`num.partitions`).
+    #[arg(long, env = "LOGBOOK_NUM_PARTITIONS", default_value_t = 1)]
+    pub num_partitions: i32,
+    /// Replication factor used when CreateTopics asks for -1 (`default.replication.factor`).
+    #[arg(long, env = "LOGBOOK_DEFAULT_REPLICATION_FACTOR", default_value_t = 1)]
+    pub default_replication_factor: i16,
+    /// When to fsync: `every-write` (durable acks, the default) or `os` (leave it to the OS).
+    #[arg(long, env = "LOGBOOK_FLUSH_POLICY", default_value = "every-write")]
+    pub flush_policy: FlushPolicyArg,
+    /// Threads that fsync partitions (group commit).
+    #[arg(long, env = "LOGBOOK_FLUSH_THREADS", default_value_t = 2)]
+    pub flush_threads: usize,
+    /// Default `segment.bytes` for topics that do not set it.
+    #[arg(long, env = "LOGBOOK_LOG_SEGMENT_BYTES", default_value_t = 1 << 30)]
+    pub log_segment_bytes: i64,
+    /// Default `retention.ms` for topics that do not set it (-1 keeps forever).
+    #[arg(long, env = "LOGBOOK_LOG_RETENTION_MS", default_value_t = 7 * 24 * 3600 * 1000)]
+    pub log_retention_ms: i64,
+    /// How often retention is applied.
+    #[arg(
+        long,
+        env = "LOGBOOK_LOG_RETENTION_CHECK_INTERVAL_MS",
+        default_value_t = 300_000
+    )]
+    pub log_retention_check_interval_ms: u64,
+    /// Limits on what clients may ask of the broker.
+    #[command(flatten)]
+    pub limits: Limits,
+}
+
+/// The flush policy as given on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FlushPolicyArg {
+    /// fsync every write group before acknowledging acks=all and exposing data.
+    EveryWrite,
+    /// Let the OS write back; acks=all means "in the page cache".
+    Os,
+}
+
+/// Every bound the broker enforces. Each is configurable and each has a test that exceeds it.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Limits {
+    /// Largest request frame accepted (Kafka's `socket.request.max.bytes`); a larger size
+    /// prefix closes the connection before anything is allocated.
+    #[arg(long, env = "LOGBOOK_FRAME_BYTES_MAX", default_value_t = 100 * 1024 * 1024)]
+    pub frame_bytes_max: usize,
+    /// Largest record batch accepted, unless the topic sets `max.message.bytes` (`message.max.bytes`).
+    #[arg(long, env = "LOGBOOK_MESSAGE_MAX_BYTES", default_value_t = MESSAGE_MAX_BYTES_DEFAULT)]
+    pub message_max_bytes: i32,
+    /// Concurrent client connections; further connections wait in the accept backlog.
+    #[arg(long, env = "LOGBOOK_CONNECTIONS_MAX", default_value_t = 10_000)]
+    pub connections_max: usize,
+    /// Requests read ahead on one connection while earlier ones are still being answered.
+    #[arg(
+        long,
+        env = "LOGBOOK_INFLIGHT_REQUESTS_PER_CONNECTION_MAX",
+        default_value_t = 32
+    )]
+    pub inflight_requests_per_connection_max: usize,
+    /// Upper bound on a fetch's `max_wait_ms`.
+    #[arg(long, env = "LOGBOOK_FETCH_WAIT_MS_MAX", default_value_t = 30_000)]
+    pub fetch_wait_ms_max: u64,
+    /// Upper bound on the bytes one fetch response carries (`fetch.max.bytes`).
+    #[arg(long, env = "LOGBOOK_FETCH_RESPONSE_BYTES_MAX", default_value_t = 55 * 1024 * 1024)]
+    pub fetch_response_bytes_max: usize,
+    /// Upper bound on how long an acks=all produce waits for durability.
+    #[arg(long, env = "LOGBOOK_PRODUCE_TIMEOUT_MS_MAX", default_value_t = 30_000)]
+    pub produce_timeout_ms_max: u64,
+    /// Partitions one CreateTopics may create in total, and that one topic may have.
+    #[arg(
+        long,
+        env = "LOGBOOK_PARTITIONS_PER_TOPIC_MAX",
+        default_value_t = 100_000
+    )]
+    pub partitions_per_topic_max: i32,
+}
+
+impl Config {
+    /// Host and port advertised to clients.
+    #[must_use]
+    pub fn advertised(&self) -> (String, i32) {
+        if let Some(adv) = &self.advertised_listener {
+            if let Some((host, port)) = adv.rsplit_once(':') {
+                if let Ok(port) = port.parse::<i32>() {
+                    return (host.trim_matches(['[', ']']).to_string(), port);
+                }
+            }
+        }
+        (self.listen.ip().to_string(), i32::from(self.listen.port()))
+    }
+}

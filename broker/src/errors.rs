@@ -1,0 +1,75 @@
+//! The one place where failures become Kafka error codes.
+//!
+//! Every crate's typed error is mapped here by an exhaustive `match` (no `_` arm), so a new
+//! variant forces a decision. Our own bugs become UNKNOWN_SERVER_ERROR with a log line.
+
+use kafka_protocol::ResponseError;
+use logbook_storage::BatchError;
+
+use crate::topics::TopicError;
+
+/// Kafka's code for "no error".
+pub const NONE: i16 = 0;
+
+/// The code for a record-batch validation failure on produce.
+#[must_use]
+pub fn batch_error(e: &BatchError) -> ResponseError {
+    match e {
+        BatchError::UnsupportedMagic(_) => ResponseError::UnsupportedForMessageFormat,
+        BatchError::Truncated { .. }
+        | BatchError::InvalidLength { .. }
+        | BatchError::CrcMismatch { .. }
+        | BatchError::InvalidRecordCount { .. }
+        | BatchError::InvalidCodec { .. }
+        | BatchError::Empty => ResponseError::CorruptMessage,
+    }
+}
+
+/// The code for a storage failure.
+#[must_use]
+pub fn storage_error(e: &logbook_storage::Error) -> ResponseError {
+    use logbook_storage::Error;
+    match e {
+        Error::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        Error::CorruptBatch { .. } => ResponseError::CorruptMessage,
+        Error::Batch(b) => batch_error(b),
+        Error::AppendTooLarge { .. } => ResponseError::MessageTooLarge,
+        Error::Io(_) => ResponseError::KafkaStorageError,
+    }
+}
+
+/// The code for a partition-level failure.
+#[must_use]
+pub fn replication_error(e: &logbook_replication::Error) -> ResponseError {
+    use logbook_replication::Error;
+    match e {
+        Error::Storage(s) => storage_error(s),
+        Error::Closed(_) => ResponseError::NotLeaderOrFollower,
+        Error::Timeout { .. } => ResponseError::RequestTimedOut,
+    }
+}
+
+/// The code for a topic administration failure.
+#[must_use]
+pub fn topic_error(e: &TopicError) -> ResponseError {
+    match e {
+        TopicError::AlreadyExists(_) => ResponseError::TopicAlreadyExists,
+        TopicError::InvalidName { .. } => ResponseError::InvalidTopicException,
+        TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+        TopicError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
+        TopicError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+        TopicError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
+        TopicError::Replication(r) => replication_error(r),
+        TopicError::Io(io) => {
+            tracing::error!(error = %io, "topic metadata I/O failed");
+            ResponseError::KafkaStorageError
+        }
+    }
+}
+
+/// The numeric code of an optional error.
+#[must_use]
+pub fn code(e: Option<ResponseError>) -> i16 {
+    e.map_or(NONE, |e| e.code())
+}

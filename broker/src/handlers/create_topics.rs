@@ -1,0 +1,149 @@
+//! CreateTopics (API key 19): create topics with a partition count, replication factor and
+//! config overrides, or only validate the request (`validate_only`).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use crate::broker::Broker;
+use crate::errors;
+use crate::topic_config::TopicConfig;
+use crate::topics::{NewTopic, TopicError};
+
+/// Versions served.
+pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 7 };
+
+fn create_one(
+    broker: &Broker,
+    t: &CreatableTopic,
+    validate_only: bool,
+) -> Result<(uuid::Uuid, i32, i16, TopicConfig), TopicError> {
+    let config = TopicConfig::from_pairs(
+        t.configs
+            .iter()
+            .map(|c| (c.name.as_str(), c.value.as_ref().map(StrBytes::as_str))),
+    )?;
+    let (partitions, replication_factor) = if t.assignments.is_empty() {
+        let partitions = if t.num_partitions == -1 {
+            broker.config.num_partitions
+        } else {
+            t.num_partitions
+        };
+        let factor = if t.replication_factor == -1 {
+            broker.config.default_replication_factor
+        } else {
+            t.replication_factor
+        };
+        (partitions, factor)
+    } else {
+        if t.num_partitions != -1 || t.replication_factor != -1 {
+            return Err(TopicError::InvalidReplicaAssignment(
+                "both an assignment and a partition count or replication factor were given".into(),
+            ));
+        }
+        let mut indexes: Vec<i32> = t.assignments.iter().map(|a| a.partition_index).collect();
+        indexes.sort_unstable();
+        if indexes.iter().zip(0..).any(|(i, expected)| *i != expected) {
+            return Err(TopicError::InvalidReplicaAssignment(
+                "partitions must be numbered 0..n".into(),
+            ));
+        }
+        let factor = t.assignments[0].broker_ids.len();
+        for a in &t.assignments {
+            if a.broker_ids.len() != factor {
+                return Err(TopicError::InvalidReplicaAssignment(
+                    "all partitions need the same replica count".into(),
+                ));
+            }
+            if a.broker_ids.iter().any(|b| b.0 != broker.node_id()) {
+                return Err(TopicError::InvalidReplicaAssignment(
+                    "unknown broker id".into(),
+                ));
+            }
+        }
+        (
+            i32::try_from(t.assignments.len()).unwrap_or(i32::MAX),
+            i16::try_from(factor).unwrap_or(i16::MAX),
+        )
+    };
+    let new = NewTopic {
+        name: t.name.as_str(),
+        partitions,
+        replication_factor,
+        config,
+    };
+    if validate_only {
+        broker.topics.validate_new(&new)?;
+        return Ok((
+            uuid::Uuid::nil(),
+            partitions,
+            replication_factor,
+            new.config,
+        ));
+    }
+    let topic = tokio::task::block_in_place(|| broker.topics.create(new))?;
+    Ok((
+        topic.id,
+        partitions,
+        replication_factor,
+        topic.config.clone(),
+    ))
+}
+
+/// Answers a CreateTopics request.
+pub fn handle(
+    broker: &Arc<Broker>,
+    request: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
+    let mut seen = std::collections::HashSet::new();
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            let result = CreatableTopicResult::default().with_name(t.name.clone());
+            if !seen.insert(t.name.as_str().to_string()) {
+                return result
+                    .with_error_code(kafka_protocol::ResponseError::InvalidRequest.code())
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "duplicate topic in request",
+                    )));
+            }
+            match create_one(broker, t, request.validate_only) {
+                Ok((id, partitions, factor, config)) => {
+                    let configs = (version >= 5).then(|| {
+                        config
+                            .describe(broker.topics.defaults())
+                            .into_iter()
+                            .map(|(name, value, source)| {
+                                CreatableTopicConfigs::default()
+                                    .with_name(StrBytes::from_string(name))
+                                    .with_value(Some(StrBytes::from_string(value)))
+                                    .with_config_source(source.code())
+                            })
+                            .collect()
+                    });
+                    result
+                        .with_topic_id(id)
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(factor)
+                        .with_configs(configs)
+                }
+                Err(e) => {
+                    tracing::info!(topic = %t.name.as_str(), error = %e, "create topic refused");
+                    result
+                        .with_error_code(errors::topic_error(&e).code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                        .with_num_partitions(-1)
+                        .with_replication_factor(-1)
+                }
+            }
+        })
+        .collect();
+    CreateTopicsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,58 @@
+//! DeleteTopics (API key 20): remove topics and their data, by name or (v6+) by topic id.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+use kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+use crate::errors;
+
+/// Versions served.
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 6 };
+
+fn delete_by_name(broker: &Broker, name: TopicName) -> DeletableTopicResult {
+    let result = tokio::task::block_in_place(|| broker.topics.delete(name.as_str()));
+    let out = DeletableTopicResult::default().with_name(Some(name));
+    match result {
+        Ok(topic) => out.with_topic_id(topic.id),
+        Err(e) => out
+            .with_error_code(errors::topic_error(&e).code())
+            .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+    }
+}
+
+/// Answers a DeleteTopics request.
+pub fn handle(
+    broker: &Arc<Broker>,
+    request: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
+    let responses = if version >= 6 {
+        request
+            .topics
+            .into_iter()
+            .map(|t| match t.name {
+                Some(name) => delete_by_name(broker, name),
+                None => match broker.topics.get_by_id(&t.topic_id) {
+                    Some(topic) => {
+                        let name = TopicName(StrBytes::from_string(topic.name.clone()));
+                        delete_by_name(broker, name)
+                    }
+                    None => DeletableTopicResult::default()
+                        .with_topic_id(t.topic_id)
+                        .with_error_code(ResponseError::UnknownTopicId.code()),
+                },
+            })
+            .collect()
+    } else {
+        request
+            .topic_names
+            .into_iter()
+            .map(|name| delete_by_name(broker, name))
+            .collect()
+    };
+    DeleteTopicsResponse::default().with_responses(responses)
+}

@@ -1,0 +1,225 @@
+//! Fetch (API key 1): serve whole record batches by offset from each partition, up to the
+//! request's byte limits, long-polling for `min_bytes` up to `max_wait_ms` — woken by high
+//! watermark advances, never by a timer loop.
+//!
+//! Sessionless: every request is a full fetch (session id 0 in the response), which every
+//! client accepts; incremental fetch sessions (KIP-227) are a later optimisation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind, TopicName};
+use kafka_protocol::protocol::VersionRange;
+use kafka_protocol::ResponseError;
+use logbook_replication::Partition;
+use tokio::sync::watch;
+
+use crate::broker::Broker;
+use crate::errors;
+use crate::handlers::ResponseFuture;
+use crate::topics::Topic;
+
+/// Versions served.
+pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 18 };
+
+/// First version that names topics by id (KIP-516).
+const TOPIC_ID_VERSION: i16 = 13;
+
+/// `isolation_level` of a read_committed consumer.
+const READ_COMMITTED: i8 = 1;
+
+/// One requested topic, resolved once per request.
+struct ResolvedTopic {
+    name: TopicName,
+    id: uuid::Uuid,
+    topic: Result<Arc<Topic>, ResponseError>,
+    partitions: Vec<kafka_protocol::messages::fetch_request::FetchPartition>,
+}
+
+/// Answers a Fetch request; all the work happens in the returned future.
+pub fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -> ResponseFuture {
+    let broker = Arc::clone(broker);
+    Box::pin(async move { Some(ResponseKind::Fetch(fetch(&broker, request, version).await)) })
+}
+
+fn resolve(broker: &Broker, request: FetchRequest, version: i16) -> Vec<ResolvedTopic> {
+    request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let topic = if version >= TOPIC_ID_VERSION {
+                broker
+                    .topics
+                    .get_by_id(&t.topic_id)
+                    .ok_or(ResponseError::UnknownTopicId)
+            } else {
+                broker
+                    .topics
+                    .get(t.topic.as_str())
+                    .ok_or(ResponseError::UnknownTopicOrPartition)
+            };
+            let name = match &topic {
+                Ok(topic) if version >= TOPIC_ID_VERSION => TopicName(
+                    kafka_protocol::protocol::StrBytes::from_string(topic.name.clone()),
+                ),
+                _ => t.topic,
+            };
+            ResolvedTopic {
+                name,
+                id: t.topic_id,
+                topic,
+                partitions: t.partitions,
+            }
+        })
+        .collect()
+}
+
+fn partition_of(topic: &Topic, index: i32) -> Option<&Arc<Partition>> {
+    usize::try_from(index)
+        .ok()
+        .and_then(|i| topic.partitions.get(i))
+}
+
+/// The outcome of one pass over every requested partition.
+struct Pass {
+    response: Vec<FetchableTopicResponse>,
+    bytes: usize,
+    error: bool,
+}
+
+fn error_partition(index: i32, error: ResponseError) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_error_code(error.code())
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_preferred_read_replica(BrokerId(-1))
+        .with_records(Some(Bytes::new()))
+}
+
+fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -> Pass {
+    let mut budget = max_bytes;
+    let mut min_one_batch = true;
+    let mut bytes = 0;
+    let mut error = false;
+    let response = topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|req| {
+                    let partition = match &t.topic {
+                        Ok(topic) => match partition_of(topic, req.partition) {
+                            Some(p) => p,
+                            None => {
+                                error = true;
+                                return error_partition(
+                                    req.partition,
+                                    ResponseError::UnknownTopicOrPartition,
+                                );
+                            }
+                        },
+                        Err(e) => {
+                            error = true;
+                            return error_partition(req.partition, *e);
+                        }
+                    };
+                    if req.current_leader_epoch > partition.leader_epoch() {
+                        error = true;
+                        return error_partition(req.partition, ResponseError::UnknownLeaderEpoch);
+                    }
+                    let limit = usize::try_from(req.partition_max_bytes.max(0))
+                        .unwrap_or(0)
+                        .min(budget);
+                    match partition.read(req.fetch_offset, limit, min_one_batch) {
+                        Ok(read) => {
+                            let offsets = partition.offsets().ok();
+                            let high_watermark = offsets.map_or(-1, |o| o.high_watermark);
+                            let n = read.records.len();
+                            if n > 0 {
+                                min_one_batch = false;
+                            }
+                            bytes += n;
+                            budget = budget.saturating_sub(n);
+                            PartitionData::default()
+                                .with_partition_index(req.partition)
+                                .with_high_watermark(high_watermark)
+                                .with_last_stable_offset(high_watermark)
+                                .with_log_start_offset(read.log_start_offset)
+                                .with_aborted_transactions(read_committed.then(Vec::new))
+                                .with_preferred_read_replica(BrokerId(-1))
+                                .with_records(Some(read.records))
+                        }
+                        Err(e) => {
+                            error = true;
+                            let code = errors::replication_error(&e);
+                            let offsets = partition.offsets().ok();
+                            error_partition(req.partition, code)
+                                .with_high_watermark(offsets.map_or(-1, |o| o.high_watermark))
+                                .with_last_stable_offset(offsets.map_or(-1, |o| o.high_watermark))
+                                .with_log_start_offset(offsets.map_or(-1, |o| o.log_start_offset))
+                        }
+                    }
+                })
+                .collect();
+            FetchableTopicResponse::default()
+                .with_topic(t.name.clone())
+                .with_topic_id(t.id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    Pass {
+        response,
+        bytes,
+        error,
+    }
+}
+
+fn subscribe(topics: &[ResolvedTopic]) -> Vec<watch::Receiver<i64>> {
+    topics
+        .iter()
+        .filter_map(|t| t.topic.as_ref().ok().map(|topic| (t, topic)))
+        .flat_map(|(t, topic)| {
+            t.partitions
+                .iter()
+                .filter_map(|p| partition_of(topic, p.partition))
+        })
+        .map(|p| p.subscribe())
+        .collect()
+}
+
+async fn fetch(broker: &Broker, request: FetchRequest, version: i16) -> FetchResponse {
+    let limits = &broker.config.limits;
+    let max_wait = Duration::from_millis(
+        u64::try_from(request.max_wait_ms.max(0))
+            .unwrap_or(0)
+            .min(limits.fetch_wait_ms_max),
+    );
+    let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
+    let max_bytes = usize::try_from(request.max_bytes.max(0))
+        .unwrap_or(0)
+        .min(limits.fetch_response_bytes_max);
+    let read_committed = request.isolation_level == READ_COMMITTED;
+    let topics = resolve(broker, request, version);
+    let deadline = tokio::time::Instant::now() + max_wait;
+    loop {
+        // Subscribe before reading, so an append between the read and the wait still wakes us.
+        let mut receivers = subscribe(&topics);
+        let pass = tokio::task::block_in_place(|| read_pass(&topics, max_bytes, read_committed));
+        let done = pass.error || pass.bytes >= min_bytes || tokio::time::Instant::now() >= deadline;
+        if done || receivers.is_empty() {
+            return FetchResponse::default().with_responses(pass.response);
+        }
+        let changed =
+            futures::future::select_all(receivers.iter_mut().map(|r| Box::pin(r.changed())));
+        if tokio::time::timeout_at(deadline, changed).await.is_err() {
+            let pass =
+                tokio::task::block_in_place(|| read_pass(&topics, max_bytes, read_committed));
+            return FetchResponse::default().with_responses(pass.response);
+        }
+    }
+}

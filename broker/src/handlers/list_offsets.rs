@@ -1,0 +1,136 @@
+//! ListOffsets (API key 2): the earliest, latest or max-timestamp offset of a partition, or
+//! the first record at or after a timestamp (found through the time index, then by decoding
+//! the one batch that holds it).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::protocol::VersionRange;
+use kafka_protocol::ResponseError;
+use logbook_replication::Partition;
+
+use crate::broker::Broker;
+use crate::errors;
+
+/// Versions served.
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 10 };
+
+/// Kafka's special timestamps.
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+
+/// (offset, timestamp) answered for one partition.
+fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseError> {
+    let offsets = partition
+        .offsets()
+        .map_err(|e| errors::replication_error(&e))?;
+    let high_watermark = offsets.high_watermark;
+    match timestamp {
+        LATEST => Ok((high_watermark, -1)),
+        EARLIEST | EARLIEST_LOCAL => Ok((offsets.log_start_offset, -1)),
+        // No tiered storage: nothing has been uploaded.
+        LATEST_TIERED => Ok((-1, -1)),
+        MAX_TIMESTAMP => {
+            let batch = partition
+                .with_log_locked(|log| log.batch_with_max_timestamp(high_watermark))
+                .map_err(|e| errors::replication_error(&e))?;
+            let Some(batch) = batch else {
+                return Ok((-1, -1));
+            };
+            let records = crate::records::summarize(&batch).map_err(|e| {
+                tracing::error!(partition = %partition.topic_partition(), error = %e, "stored batch does not decode");
+                ResponseError::CorruptMessage
+            })?;
+            // The earliest record holding the largest timestamp, as Kafka answers.
+            let best = records.iter().filter(|r| r.offset < high_watermark).fold(
+                None::<(i64, i64)>,
+                |best, r| match best {
+                    Some((_, ts)) if ts >= r.timestamp => best,
+                    _ => Some((r.offset, r.timestamp)),
+                },
+            );
+            Ok(best.unwrap_or((-1, -1)))
+        }
+        target if target >= 0 => {
+            let batch = partition
+                .with_log_locked(|log| log.batch_for_timestamp(target, high_watermark))
+                .map_err(|e| errors::replication_error(&e))?;
+            let Some(batch) = batch else {
+                return Ok((-1, -1));
+            };
+            let records = crate::records::summarize(&batch).map_err(|e| {
+                tracing::error!(partition = %partition.topic_partition(), error = %e, "stored batch does not decode");
+                ResponseError::CorruptMessage
+            })?;
+            Ok(records
+                .iter()
+                .find(|r| {
+                    r.timestamp >= target
+                        && r.offset >= offsets.log_start_offset
+                        && r.offset < high_watermark
+                })
+                .map_or((-1, -1), |r| (r.offset, r.timestamp)))
+        }
+        _ => Err(ResponseError::InvalidRequest),
+    }
+}
+
+/// Answers a ListOffsets request.
+pub fn handle(
+    broker: &Arc<Broker>,
+    request: ListOffsetsRequest,
+    _version: i16,
+) -> ListOffsetsResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let topic = broker.topics.get(t.name.as_str());
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let response = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index);
+                    let partition = topic.as_ref().and_then(|topic| {
+                        usize::try_from(p.partition_index)
+                            .ok()
+                            .and_then(|i| topic.partitions.get(i))
+                    });
+                    let Some(partition) = partition else {
+                        return response
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                            .with_offset(-1)
+                            .with_timestamp(-1);
+                    };
+                    if p.current_leader_epoch > partition.leader_epoch() {
+                        return response
+                            .with_error_code(ResponseError::UnknownLeaderEpoch.code())
+                            .with_offset(-1)
+                            .with_timestamp(-1);
+                    }
+                    match tokio::task::block_in_place(|| lookup(partition, p.timestamp)) {
+                        Ok((offset, timestamp)) => response
+                            .with_offset(offset)
+                            .with_timestamp(timestamp)
+                            .with_leader_epoch(partition.leader_epoch()),
+                        Err(e) => response
+                            .with_error_code(e.code())
+                            .with_offset(-1)
+                            .with_timestamp(-1),
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,249 @@
+//! Produce (API key 0): validate each partition's record batches without decoding records,
+//! append them (offsets assigned by rewriting batch headers), and answer per `acks`:
+//! 0 → no response, 1 → after the append, -1 → once the data is durable.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+use kafka_protocol::ResponseError;
+use logbook_replication::Partition;
+use logbook_storage::record_batch;
+
+use crate::broker::Broker;
+use crate::errors;
+use crate::handlers::ResponseFuture;
+use crate::topics::{Topic, TopicError};
+
+/// Versions served.
+pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
+
+/// First version that names topics by id (KIP-516).
+const TOPIC_ID_VERSION: i16 = 13;
+
+/// A partition's append that must become durable before acks=all is answered.
+struct DurableWait {
+    topic_index: usize,
+    partition_index: usize,
+    partition: Arc<Partition>,
+    end_offset: i64,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn partition_error(
+    index: i32,
+    error: ResponseError,
+    message: Option<String>,
+) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(error.code())
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+        .with_error_message(message.map(StrBytes::from_string))
+}
+
+/// Validates and appends one partition's records; returns the response and, on success, the
+/// offset that must become durable.
+fn append_partition(
+    broker: &Broker,
+    topic: &Topic,
+    data: &PartitionProduceData,
+) -> (PartitionProduceResponse, Option<(Arc<Partition>, i64)>) {
+    let index = data.index;
+    let Some(partition) = usize::try_from(index)
+        .ok()
+        .and_then(|i| topic.partitions.get(i))
+    else {
+        return (
+            partition_error(index, ResponseError::UnknownTopicOrPartition, None),
+            None,
+        );
+    };
+    let Some(records) = data.records.as_ref() else {
+        return (
+            partition_error(
+                index,
+                ResponseError::CorruptMessage,
+                Some("null records".into()),
+            ),
+            None,
+        );
+    };
+    let summary = match record_batch::validate_batches(records) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!(partition = %partition.topic_partition(), error = %e, "produce rejected");
+            return (
+                partition_error(index, errors::batch_error(&e), Some(e.to_string())),
+                None,
+            );
+        }
+    };
+    let defaults = broker.topics.defaults();
+    let max_message_bytes = topic.config.max_message_bytes(defaults);
+    if i64::try_from(summary.largest_batch_bytes).unwrap_or(i64::MAX) > max_message_bytes {
+        let message = format!(
+            "batch of {} bytes exceeds max.message.bytes {max_message_bytes}",
+            summary.largest_batch_bytes
+        );
+        tracing::debug!(partition = %partition.topic_partition(), %message, "produce rejected");
+        return (
+            partition_error(index, ResponseError::MessageTooLarge, Some(message)),
+            None,
+        );
+    }
+    if topic.config.compacted(defaults) {
+        if let Some(error) = missing_key(records) {
+            return (
+                partition_error(index, ResponseError::InvalidRecord, Some(error)),
+                None,
+            );
+        }
+    }
+    let mut batches = BytesMut::from(&records[..]);
+    let log_append_time_ms = if topic.config.log_append_time(defaults) {
+        let now = now_ms();
+        record_batch::set_log_append_time(&mut batches, now);
+        now
+    } else {
+        -1
+    };
+    match partition.append(&mut batches) {
+        Ok(info) => {
+            let log_start_offset = partition.offsets().map_or(-1, |o| o.log_start_offset);
+            let response = PartitionProduceResponse::default()
+                .with_index(index)
+                .with_base_offset(info.first_offset)
+                .with_log_append_time_ms(log_append_time_ms)
+                .with_log_start_offset(log_start_offset);
+            (
+                response,
+                Some((Arc::clone(partition), info.last_offset + 1)),
+            )
+        }
+        Err(e) => {
+            tracing::warn!(partition = %partition.topic_partition(), error = %e, "append failed");
+            (
+                partition_error(index, errors::replication_error(&e), Some(e.to_string())),
+                None,
+            )
+        }
+    }
+}
+
+/// A compacted topic keeps the latest value per key, so Kafka refuses records without one.
+fn missing_key(records: &Bytes) -> Option<String> {
+    match crate::records::summarize(records) {
+        Ok(summaries) => summaries
+            .iter()
+            .position(|r| !r.has_key)
+            .map(|i| format!("record {i} has no key, which a compacted topic requires")),
+        Err(e) => Some(format!("records do not decode: {e}")),
+    }
+}
+
+fn resolve_topic(
+    broker: &Broker,
+    data: &TopicProduceData,
+    version: i16,
+) -> Result<Arc<Topic>, ResponseError> {
+    if version >= TOPIC_ID_VERSION {
+        return broker
+            .topics
+            .get_by_id(&data.topic_id)
+            .ok_or(ResponseError::UnknownTopicId);
+    }
+    tokio::task::block_in_place(|| {
+        broker.topics.get_or_create(
+            data.name.as_str(),
+            broker.config.auto_create_topics_enable,
+            broker.config.num_partitions,
+        )
+    })
+    .map_err(|e| match e {
+        TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
+        other => errors::topic_error(&other),
+    })
+}
+
+/// Appends the request's records now (in request order) and returns the future answer.
+pub fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> ResponseFuture {
+    let acks = request.acks;
+    let mut responses = Vec::with_capacity(request.topic_data.len());
+    let mut waits = Vec::new();
+    for (topic_index, data) in request.topic_data.iter().enumerate() {
+        let mut topic_response = TopicProduceResponse::default()
+            .with_name(data.name.clone())
+            .with_topic_id(data.topic_id);
+        let partitions = match (acks, resolve_topic(broker, data, version)) {
+            (0 | 1 | -1, Ok(topic)) => data
+                .partition_data
+                .iter()
+                .enumerate()
+                .map(|(partition_index, p)| {
+                    let (response, durable) = append_partition(broker, &topic, p);
+                    if let Some((partition, end_offset)) = durable {
+                        waits.push(DurableWait {
+                            topic_index,
+                            partition_index,
+                            partition,
+                            end_offset,
+                        });
+                    }
+                    response
+                })
+                .collect(),
+            (0 | 1 | -1, Err(error)) => data
+                .partition_data
+                .iter()
+                .map(|p| partition_error(p.index, error, None))
+                .collect(),
+            _ => data
+                .partition_data
+                .iter()
+                .map(|p| partition_error(p.index, ResponseError::InvalidRequiredAcks, None))
+                .collect(),
+        };
+        topic_response.partition_responses = partitions;
+        responses.push(topic_response);
+    }
+    if acks == 0 {
+        return Box::pin(std::future::ready(None));
+    }
+    let timeout_ms = u64::try_from(request.timeout_ms.max(0))
+        .unwrap_or(0)
+        .min(broker.config.limits.produce_timeout_ms_max);
+    let wait_durable = acks == -1 && !waits.is_empty();
+    Box::pin(async move {
+        if wait_durable {
+            let timeout = Duration::from_millis(timeout_ms);
+            let results = futures::future::join_all(
+                waits
+                    .iter()
+                    .map(|w| w.partition.wait_durable(w.end_offset, timeout)),
+            )
+            .await;
+            for (w, result) in waits.iter().zip(results) {
+                if let Err(e) = result {
+                    let p = &mut responses[w.topic_index].partition_responses[w.partition_index];
+                    p.error_code = errors::replication_error(&e).code();
+                    p.error_message = Some(StrBytes::from_string(e.to_string()));
+                }
+            }
+        }
+        Some(ResponseKind::Produce(
+            ProduceResponse::default().with_responses(responses),
+        ))
+    })
+}

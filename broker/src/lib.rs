@@ -1,0 +1,14 @@
+//! The Logbook broker: listeners, connections, one handler per Kafka API, topic metadata.
+//!
+//! Partition data is reached only through `logbook_replication`, so the high-watermark rules
+//! cannot be bypassed; Kafka error codes are chosen only in `errors`.
+
+pub mod broker;
+pub mod config;
+pub mod connection;
+pub mod errors;
+pub mod handlers;
+pub mod records;
+pub mod server;
+pub mod topic_config;
+pub mod topics;

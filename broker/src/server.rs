@@ -1,0 +1,165 @@
+//! The listener: binds, accepts connections under a connection limit, runs retention, and
+//! shuts down cleanly on SIGTERM/Ctrl-C (stop accepting, finish owed responses, close every
+//! log with a clean-shutdown checkpoint).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use logbook_replication::{FlushPolicy, Flusher};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::broker::Broker;
+use crate::config::{Config, FlushPolicyArg};
+use crate::topic_config::BrokerDefaults;
+use crate::topics::Topics;
+
+/// How long shutdown waits for connections to finish their owed responses.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Runs the broker until a shutdown signal.
+///
+/// # Errors
+/// Startup failures: the data directory cannot be opened, or the address cannot be bound.
+pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let started = std::time::Instant::now();
+    let policy = match config.flush_policy {
+        FlushPolicyArg::EveryWrite => FlushPolicy::EveryWrite,
+        FlushPolicyArg::Os => FlushPolicy::Os,
+    };
+    let flusher = Flusher::start(policy, config.flush_threads);
+    let defaults = BrokerDefaults::new(
+        config.limits.message_max_bytes,
+        config.log_segment_bytes,
+        config.log_retention_ms,
+    );
+    let topics = tokio::task::block_in_place(|| {
+        Topics::open(
+            &config.data_dir,
+            flusher.clone(),
+            defaults,
+            config.limits.partitions_per_topic_max,
+        )
+    })?;
+    let listener = TcpListener::bind(config.listen).await?;
+    let (advertised_host, advertised_port) = config.advertised();
+    let broker = Arc::new(Broker {
+        config,
+        topics,
+        advertised_host,
+        advertised_port,
+    });
+    tracing::info!(
+        listen = %broker.config.listen,
+        advertised = %format!("{}:{}", broker.advertised_host, broker.advertised_port),
+        data_dir = %broker.config.data_dir.display(),
+        node_id = broker.node_id(),
+        topics = broker.topics.all().len(),
+        startup_ms = started.elapsed().as_millis(),
+        "accepting connections"
+    );
+    let shutdown = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    tracker.spawn(retention_loop(Arc::clone(&broker), shutdown.clone()));
+    let connections = Arc::new(Semaphore::new(broker.config.limits.connections_max.max(1)));
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        let permit = tokio::select! {
+            () = &mut stop => break,
+            permit = Arc::clone(&connections).acquire_owned() => match permit {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let accepted = tokio::select! {
+            () = &mut stop => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let broker = Arc::clone(&broker);
+                let shutdown = shutdown.clone();
+                tracker.spawn(async move {
+                    crate::connection::serve(broker, stream, peer, shutdown).await;
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                // Usually EMFILE: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    tracing::info!("shutting down");
+    shutdown.cancel();
+    tracker.close();
+    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections did not finish within the grace period");
+    }
+    tokio::task::block_in_place(|| broker.topics.close_all());
+    flusher.shutdown();
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {},
+                    _ = term.recv() => {},
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the broker");
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// Applies `retention.ms` / `retention.bytes` to every partition periodically.
+async fn retention_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
+    let period = Duration::from_millis(broker.config.log_retention_check_interval_ms.max(100));
+    let mut ticker = tokio::time::interval(period);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        for topic in broker.topics.all() {
+            for partition in &topic.partitions {
+                let result = tokio::task::block_in_place(|| {
+                    partition.with_log_locked(|log| log.apply_retention(now))
+                });
+                match result {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!(partition = %partition.topic_partition(), segments = n, "retention removed segments")
+                    }
+                    Err(e) => {
+                        tracing::warn!(partition = %partition.topic_partition(), error = %e, "retention failed")
+                    }
+                }
+            }
+        }
+    }
+}

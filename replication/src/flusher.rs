@@ -1,0 +1,111 @@
+//! Group commit: a dedicated thread pool that fsyncs partitions with pending appends.
+//!
+//! An append only marks its partition dirty and returns; a flusher thread takes every dirty
+//! partition, fsyncs it outside any lock and publishes the new durable offset. While one
+//! fsync runs, further appends pile up and are all covered by the next one, so the number of
+//! fsyncs per second is bounded by the disk, not by the request rate. Async tasks never block
+//! on the disk. The queue holds each partition at most once, so it is bounded by the
+//! partition count.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::partition::Partition;
+
+/// When appended data is made durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushPolicy {
+    /// fsync after every write group; the high watermark follows the durable log end. The
+    /// default: acks=all means on disk.
+    EveryWrite,
+    /// Leave flushing to the OS; the high watermark follows the log end at once. Faster,
+    /// and a power loss may lose acknowledged writes (Kafka's default behaviour).
+    Os,
+}
+
+struct Queue {
+    dirty: VecDeque<Weak<Partition>>,
+    shutdown: bool,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+    policy: FlushPolicy,
+}
+
+/// Handle to the flusher threads; cheap to clone.
+#[derive(Clone)]
+pub struct Flusher {
+    shared: Arc<Shared>,
+}
+
+impl Flusher {
+    /// Starts `threads` flusher threads (at least one).
+    ///
+    /// # Panics
+    /// If the OS refuses to start a thread at startup.
+    #[must_use]
+    pub fn start(policy: FlushPolicy, threads: usize) -> Self {
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                dirty: VecDeque::new(),
+                shutdown: false,
+            }),
+            wake: Condvar::new(),
+            policy,
+        });
+        for i in 0..threads.max(1) {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name(format!("logbook-flush-{i}"))
+                .spawn(move || run(&shared))
+                .expect("starting a flusher thread at startup");
+        }
+        Flusher { shared }
+    }
+
+    /// The policy in force.
+    #[must_use]
+    pub fn policy(&self) -> FlushPolicy {
+        self.shared.policy
+    }
+
+    pub(crate) fn enqueue(&self, partition: &Partition) {
+        // A Weak, so a deleted partition's queued flush does not keep it alive.
+        let weak = partition.self_weak();
+        let mut queue = self.shared.queue.lock();
+        queue.dirty.push_back(weak);
+        drop(queue);
+        self.shared.wake.notify_one();
+    }
+
+    /// Stops the threads after the queue drains.
+    pub fn shutdown(&self) {
+        self.shared.queue.lock().shutdown = true;
+        self.shared.wake.notify_all();
+    }
+}
+
+fn run(shared: &Shared) {
+    loop {
+        let next = {
+            let mut queue = shared.queue.lock();
+            loop {
+                if let Some(p) = queue.dirty.pop_front() {
+                    break Some(p);
+                }
+                if queue.shutdown {
+                    break None;
+                }
+                shared.wake.wait(&mut queue);
+            }
+        };
+        let Some(weak) = next else { return };
+        if let Some(partition) = weak.upgrade() {
+            partition.flush();
+        }
+    }
+}
