@@ -2,6 +2,7 @@
 //! and this node's identity.
 
 use crate::config::Config;
+use crate::producer_ids::ProducerIdManager;
 use crate::topics::Topics;
 
 /// Shared broker state, one per process, behind an `Arc`.
@@ -10,6 +11,8 @@ pub struct Broker {
     pub config: Config,
     /// Topics and their partitions.
     pub topics: Topics,
+    /// Producer ids for idempotent producers.
+    pub producer_ids: ProducerIdManager,
     /// Host advertised to clients.
     pub advertised_host: String,
     /// Port advertised to clients.

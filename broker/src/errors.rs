@@ -46,6 +46,8 @@ pub fn replication_error(e: &logbook_replication::Error) -> ResponseError {
         Error::Storage(s) => storage_error(s),
         Error::Closed(_) => ResponseError::NotLeaderOrFollower,
         Error::Timeout { .. } => ResponseError::RequestTimedOut,
+        Error::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        Error::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
     }
 }
 

@@ -8,6 +8,7 @@ pub mod config;
 pub mod connection;
 pub mod errors;
 pub mod handlers;
+pub mod producer_ids;
 pub mod records;
 pub mod server;
 pub mod topic_config;

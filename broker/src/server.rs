@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::broker::Broker;
 use crate::config::{Config, FlushPolicyArg};
+use crate::producer_ids::ProducerIdManager;
 use crate::topic_config::BrokerDefaults;
 use crate::topics::Topics;
 
@@ -43,11 +44,13 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
             config.limits.partitions_per_topic_max,
         )
     })?;
+    let producer_ids = ProducerIdManager::open(&config.data_dir.join(crate::topics::METADATA_DIR))?;
     let listener = TcpListener::bind(config.listen).await?;
     let (advertised_host, advertised_port) = config.advertised();
     let broker = Arc::new(Broker {
         config,
         topics,
+        producer_ids,
         advertised_host,
         advertised_port,
     });

@@ -20,7 +20,8 @@ use crate::topic_config::{BrokerDefaults, ConfigError, TopicConfig};
 /// Longest legal topic name (Kafka's limit).
 pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 
-const METADATA_DIR: &str = "__cluster_metadata";
+/// Directory of broker metadata files inside the data dir.
+pub const METADATA_DIR: &str = "__cluster_metadata";
 const TOPICS_FILE: &str = "topics.json";
 
 /// One topic and its partitions.

@@ -8,9 +8,10 @@
 
 mod flusher;
 mod partition;
+pub mod producer_state;
 
 pub use flusher::{FlushPolicy, Flusher};
-pub use partition::{Partition, PartitionOffsets, TopicPartition};
+pub use partition::{AppendOutcome, Partition, PartitionOffsets, TopicPartition};
 
 /// Failures a caller of this crate can act on.
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +22,28 @@ pub enum Error {
     /// The partition was deleted or the broker is shutting down while the caller waited.
     #[error("partition {0} is closed")]
     Closed(TopicPartition),
+    /// An idempotent producer skipped or reordered sequence numbers.
+    #[error(
+        "out of order sequence number for producer {producer_id}: expected {expected}, got {got}"
+    )]
+    OutOfOrderSequence {
+        /// The producer.
+        producer_id: i64,
+        /// The sequence the broker expected.
+        expected: i32,
+        /// The sequence it got.
+        got: i32,
+    },
+    /// A batch from an older epoch of a producer that has since been re-initialised.
+    #[error("producer {producer_id} epoch {got} is older than the current epoch {current}")]
+    InvalidProducerEpoch {
+        /// The producer.
+        producer_id: i64,
+        /// The producer's current epoch.
+        current: i16,
+        /// The batch's epoch.
+        got: i16,
+    },
     /// The wait for durability/replication did not finish within the request timeout.
     #[error("timed out waiting for offset {offset} to become durable on {topic_partition}")]
     Timeout {

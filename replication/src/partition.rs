@@ -16,7 +16,23 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::flusher::{FlushPolicy, Flusher};
+use crate::producer_state::{CachedBatch, ProducerStateManager, SequenceCheck};
 use crate::Error;
+
+/// What an append did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendOutcome {
+    /// The batches were written at these offsets.
+    Appended(AppendInfo),
+    /// The single batch was a retry of one already written; nothing was written.
+    Duplicate(CachedBatch),
+}
+
+/// The log and the state that must change atomically with it.
+struct LogState {
+    log: Log,
+    producers: ProducerStateManager,
+}
 
 /// A topic name and partition index, as Kafka names it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,7 +63,7 @@ pub struct PartitionOffsets {
 /// One hosted partition. See the module docs for the locking rules.
 pub struct Partition {
     topic_partition: TopicPartition,
-    log: Mutex<Option<Log>>,
+    log: Mutex<Option<LogState>>,
     /// The high watermark; receivers wake on every advance.
     high_watermark: watch::Sender<i64>,
     /// Set when the partition has appends the flusher has not yet picked up.
@@ -74,7 +90,10 @@ impl Partition {
         let (high_watermark, _) = watch::channel(log.log_end_offset());
         Ok(Arc::new_cyclic(|self_weak| Partition {
             topic_partition,
-            log: Mutex::new(Some(log)),
+            log: Mutex::new(Some(LogState {
+                log,
+                producers: ProducerStateManager::default(),
+            })),
             high_watermark,
             flush_queued: AtomicBool::new(false),
             flusher,
@@ -100,10 +119,10 @@ impl Partition {
         f: impl FnOnce(&mut Log) -> Result<T, logbook_storage::Error>,
     ) -> Result<T, Error> {
         let mut guard = self.log.lock();
-        let log = guard
+        let state = guard
             .as_mut()
             .ok_or_else(|| Error::Closed(self.topic_partition.clone()))?;
-        Ok(f(log)?)
+        Ok(f(&mut state.log)?)
     }
 
     /// Appends validated batches, assigning offsets in place, and schedules the fsync that
@@ -111,13 +130,55 @@ impl Partition {
     ///
     /// # Errors
     /// Storage errors; the partition being closed.
-    pub fn append(&self, batches: &mut [u8]) -> Result<AppendInfo, Error> {
-        let info = self.with_log(|log| log.append(batches, self.leader_epoch))?;
+    pub fn append(&self, batches: &mut [u8]) -> Result<AppendOutcome, Error> {
+        let info = {
+            let mut guard = self.log.lock();
+            let state = guard
+                .as_mut()
+                .ok_or_else(|| Error::Closed(self.topic_partition.clone()))?;
+            let headers: Vec<_> = logbook_storage::record_batch::iter_headers(batches)
+                .map(|(_, h)| h)
+                .collect();
+            for header in &headers {
+                match state.producers.check(header) {
+                    SequenceCheck::Append => {}
+                    SequenceCheck::Duplicate(cached) if headers.len() == 1 => {
+                        return Ok(AppendOutcome::Duplicate(cached));
+                    }
+                    SequenceCheck::Duplicate(cached) => {
+                        return Err(Error::OutOfOrderSequence {
+                            producer_id: header.producer_id,
+                            expected: cached.last_sequence.wrapping_add(1),
+                            got: header.base_sequence,
+                        });
+                    }
+                    SequenceCheck::OutOfOrder { expected, got } => {
+                        return Err(Error::OutOfOrderSequence {
+                            producer_id: header.producer_id,
+                            expected,
+                            got,
+                        });
+                    }
+                    SequenceCheck::StaleEpoch { current, got } => {
+                        return Err(Error::InvalidProducerEpoch {
+                            producer_id: header.producer_id,
+                            current,
+                            got,
+                        });
+                    }
+                }
+            }
+            let info = state.log.append(batches, self.leader_epoch)?;
+            for (_, header) in logbook_storage::record_batch::iter_headers(batches) {
+                state.producers.update(&header);
+            }
+            info
+        };
         match self.flusher.policy() {
             FlushPolicy::EveryWrite => self.schedule_flush(),
             FlushPolicy::Os => self.advance_high_watermark(info.log_end_offset),
         }
-        Ok(info)
+        Ok(AppendOutcome::Appended(info))
     }
 
     pub(crate) fn self_weak(&self) -> Weak<Partition> {
@@ -138,13 +199,13 @@ impl Partition {
         self.flush_queued.store(false, Ordering::Release);
         let handle = {
             let guard = self.log.lock();
-            let Some(log) = guard.as_ref() else { return };
-            log.sync_handle()
+            let Some(state) = guard.as_ref() else { return };
+            state.log.sync_handle()
         };
         match handle.sync() {
             Ok(durable) => {
-                if let Some(log) = self.log.lock().as_mut() {
-                    log.mark_durable(durable);
+                if let Some(state) = self.log.lock().as_mut() {
+                    state.log.mark_durable(durable);
                 }
                 self.advance_high_watermark(durable);
             }
@@ -259,9 +320,9 @@ impl Partition {
     /// # Errors
     /// Storage errors while flushing.
     pub fn close(&self) -> Result<(), Error> {
-        let log = self.log.lock().take();
-        if let Some(log) = log {
-            log.close()?;
+        let state = self.log.lock().take();
+        if let Some(state) = state {
+            state.log.close()?;
         }
         Ok(())
     }
@@ -271,9 +332,9 @@ impl Partition {
     /// # Errors
     /// Storage errors while removing files.
     pub fn delete(&self) -> Result<(), Error> {
-        let log = self.log.lock().take();
-        if let Some(log) = log {
-            log.delete()?;
+        let state = self.log.lock().take();
+        if let Some(state) = state {
+            state.log.delete()?;
         }
         Ok(())
     }

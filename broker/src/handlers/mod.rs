@@ -20,6 +20,7 @@ pub mod api_versions;
 pub mod create_topics;
 pub mod delete_topics;
 pub mod fetch;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
 pub mod produce;
@@ -43,6 +44,7 @@ pub fn supported(api_key: ApiKey) -> Option<VersionRange> {
         ApiKey::ApiVersions => Some(api_versions::VERSIONS),
         ApiKey::CreateTopics => Some(create_topics::VERSIONS),
         ApiKey::DeleteTopics => Some(delete_topics::VERSIONS),
+        ApiKey::InitProducerId => Some(init_producer_id::VERSIONS),
         _ => None,
     }
 }
@@ -68,6 +70,9 @@ pub fn dispatch(broker: &Arc<Broker>, header: &RequestHeader, body: RequestKind)
         RequestKind::ListOffsets(req) => ready(ResponseKind::ListOffsets(list_offsets::handle(
             broker, req, version,
         ))),
+        RequestKind::InitProducerId(req) => ready(ResponseKind::InitProducerId(
+            init_producer_id::handle(broker, &req),
+        )),
         other => {
             // decode_request only lets through keys `supported` lists, so this is a bug.
             tracing::error!(request = ?std::mem::discriminant(&other), "request kind without a handler");

@@ -11,7 +11,7 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
-use logbook_replication::Partition;
+use logbook_replication::{AppendOutcome, Partition};
 use logbook_storage::record_batch;
 
 use crate::broker::Broker;
@@ -120,7 +120,20 @@ fn append_partition(
         -1
     };
     match partition.append(&mut batches) {
-        Ok(info) => {
+        Ok(AppendOutcome::Duplicate(cached)) => {
+            // A retried batch: answer as the first time, and wait for the same durability.
+            let log_start_offset = partition.offsets().map_or(-1, |o| o.log_start_offset);
+            let response = PartitionProduceResponse::default()
+                .with_index(index)
+                .with_base_offset(cached.first_offset)
+                .with_log_append_time_ms(log_append_time_ms)
+                .with_log_start_offset(log_start_offset);
+            (
+                response,
+                Some((Arc::clone(partition), cached.last_offset + 1)),
+            )
+        }
+        Ok(AppendOutcome::Appended(info)) => {
             let log_start_offset = partition.offsets().map_or(-1, |o| o.log_start_offset);
             let response = PartitionProduceResponse::default()
                 .with_index(index)
