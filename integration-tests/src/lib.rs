@@ -117,7 +117,11 @@ impl Broker {
             .args(["-TERM", &child.id().to_string()])
             .status()
             .expect("run kill -TERM");
-        assert!(status.success(), "kill -TERM {} failed: {status}", child.id());
+        assert!(
+            status.success(),
+            "kill -TERM {} failed: {status}",
+            child.id()
+        );
         let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
         loop {
             if let Some(status) = child.try_wait().expect("wait for the broker") {
@@ -157,7 +161,10 @@ impl Broker {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(&self.extra_args)
-            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()))
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
+            )
             .env("RUST_BACKTRACE", "1")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone the log handle"))
@@ -255,10 +262,20 @@ pub fn broker_binary() -> &'static Path {
         let status = Command::new(cargo)
             .current_dir(&workspace)
             .env("CARGO_TARGET_DIR", &target_dir)
-            .args(["build", "--release", "-p", "logbook-broker", "--bin", "logbook"])
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "logbook-broker",
+                "--bin",
+                "logbook",
+            ])
             .status()
             .expect("run cargo build for the broker");
-        assert!(status.success(), "cargo build of the broker failed: {status}");
+        assert!(
+            status.success(),
+            "cargo build of the broker failed: {status}"
+        );
         let binary = target_dir.join("release").join("logbook");
         assert!(binary.is_file(), "{} missing after build", binary.display());
         binary

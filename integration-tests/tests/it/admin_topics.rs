@@ -12,8 +12,8 @@ use rdkafka::admin::{NewTopic, TopicReplication};
 use rdkafka::error::RDKafkaErrorCode;
 
 use crate::common::{
-    admin, admin_options, assert_records, block_on, consume, create_topic, create_topics, list_topics,
-    produce_ok, wait_for_topics, Record,
+    admin, admin_options, assert_records, block_on, consume, create_topic, create_topics,
+    list_topics, produce_ok, wait_for_topics, Record,
 };
 use crate::wire;
 
@@ -54,13 +54,20 @@ fn create_with_partitions_and_configs_then_duplicate() {
     let broker = Broker::start();
     let bootstrap = broker.bootstrap();
     let configs = [("retention.ms", "3600000"), ("cleanup.policy", "delete")];
-    assert_eq!(try_create(&bootstrap, "four", 4, 1, &configs), Ok("four".to_owned()));
+    assert_eq!(
+        try_create(&bootstrap, "four", 4, 1, &configs),
+        Ok("four".to_owned())
+    );
     wait_for_topics(&bootstrap, &[("four", 4)], "after create");
     assert_eq!(
         try_create(&bootstrap, "four", 4, 1, &configs),
         Err(("four".to_owned(), RDKafkaErrorCode::TopicAlreadyExists))
     );
-    assert_eq!(list_topics(&bootstrap), vec![("four".to_owned(), 4)], "still 4 partitions");
+    assert_eq!(
+        list_topics(&bootstrap),
+        vec![("four".to_owned(), 4)],
+        "still 4 partitions"
+    );
 }
 
 #[test]
@@ -78,10 +85,17 @@ fn invalid_topic_names() {
             "topic name {name:?}"
         );
     }
-    assert_eq!(list_topics(&bootstrap), Vec::<(String, usize)>::new(), "nothing was created");
+    assert_eq!(
+        list_topics(&bootstrap),
+        Vec::<(String, usize)>::new(),
+        "nothing was created"
+    );
     let longest = format!("Legal._-{}", "z".repeat(241));
     assert_eq!(longest.len(), 249);
-    assert_eq!(try_create(&bootstrap, &longest, 1, 1, &[]), Ok(longest.clone()));
+    assert_eq!(
+        try_create(&bootstrap, &longest, 1, 1, &[]),
+        Ok(longest.clone())
+    );
 }
 
 #[test]
@@ -102,7 +116,13 @@ fn invalid_partitions_replication_and_config() {
         Err(("rf3".to_owned(), RDKafkaErrorCode::InvalidReplicationFactor))
     );
     assert_eq!(
-        try_create(&bootstrap, "unknown-config", 1, 1, &[("no.such.config", "1")]),
+        try_create(
+            &bootstrap,
+            "unknown-config",
+            1,
+            1,
+            &[("no.such.config", "1")]
+        ),
         Err(("unknown-config".to_owned(), RDKafkaErrorCode::InvalidConfig))
     );
     assert_eq!(
@@ -110,12 +130,29 @@ fn invalid_partitions_replication_and_config() {
         Err(("bad-value".to_owned(), RDKafkaErrorCode::InvalidConfig))
     );
     assert_eq!(
-        try_create(&bootstrap, "bad-policy", 1, 1, &[("cleanup.policy", "shred")]),
+        try_create(
+            &bootstrap,
+            "bad-policy",
+            1,
+            1,
+            &[("cleanup.policy", "shred")]
+        ),
         Err(("bad-policy".to_owned(), RDKafkaErrorCode::InvalidConfig))
     );
-    assert_eq!(list_topics(&bootstrap), Vec::<(String, usize)>::new(), "nothing was created");
-    assert_eq!(try_create(&bootstrap, "default-count", -1, -1, &[]), Ok("default-count".to_owned()));
-    wait_for_topics(&bootstrap, &[("default-count", 2)], "num_partitions -1 uses --num-partitions");
+    assert_eq!(
+        list_topics(&bootstrap),
+        Vec::<(String, usize)>::new(),
+        "nothing was created"
+    );
+    assert_eq!(
+        try_create(&bootstrap, "default-count", -1, -1, &[]),
+        Ok("default-count".to_owned())
+    );
+    wait_for_topics(
+        &bootstrap,
+        &[("default-count", 2)],
+        "num_partitions -1 uses --num-partitions",
+    );
 }
 
 #[test]
@@ -144,8 +181,14 @@ fn raw_create_topics_negative_partitions() {
         .iter()
         .map(|t| (t.name.0.as_str().to_owned(), t.error_code))
         .collect();
-    assert_eq!(answers, vec![("minus-two".to_owned(), 37), ("zero".to_owned(), 37)]);
-    assert_eq!(list_topics(&broker.bootstrap()), Vec::<(String, usize)>::new());
+    assert_eq!(
+        answers,
+        vec![("minus-two".to_owned(), 37), ("zero".to_owned(), 37)]
+    );
+    assert_eq!(
+        list_topics(&broker.bootstrap()),
+        Vec::<(String, usize)>::new()
+    );
 }
 
 #[test]
@@ -172,7 +215,10 @@ fn validate_only_does_not_create() {
         ]
     );
     assert_eq!(list_topics(&bootstrap), Vec::<(String, usize)>::new());
-    assert!(!broker.data_dir().join("dry-run-0").exists(), "validate-only created a directory");
+    assert!(
+        !broker.data_dir().join("dry-run-0").exists(),
+        "validate-only created a directory"
+    );
 }
 
 #[test]
@@ -185,33 +231,57 @@ fn delete_topic_removes_metadata_and_data() {
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "doomed", 1, &[]);
     create_topic(&bootstrap, "kept", 1, &[]);
-    let old: Vec<Record> = (0..10).map(|i| Record::new(0, format!("k{i}"), format!("old{i}"))).collect();
+    let old: Vec<Record> = (0..10)
+        .map(|i| Record::new(0, format!("k{i}"), format!("old{i}")))
+        .collect();
     produce_ok(&bootstrap, "doomed", &old, &[]);
     let dir = broker.data_dir().join("doomed-0");
-    assert!(dir.is_dir(), "{} should exist after producing", dir.display());
+    assert!(
+        dir.is_dir(),
+        "{} should exist after producing",
+        dir.display()
+    );
 
     let admin = admin(&bootstrap);
-    let results = block_on(admin.delete_topics(&["doomed"], &admin_options())).expect("DeleteTopics");
+    let results =
+        block_on(admin.delete_topics(&["doomed"], &admin_options())).expect("DeleteTopics");
     assert_eq!(results, vec![Ok("doomed".to_owned())]);
     wait_for_topics(&bootstrap, &[("kept", 1)], "after DeleteTopics");
-    assert!(gone_within(&dir), "{} still exists after DeleteTopics", dir.display());
+    assert!(
+        gone_within(&dir),
+        "{} still exists after DeleteTopics",
+        dir.display()
+    );
 
     let again = block_on(admin.delete_topics(&["doomed"], &admin_options())).expect("DeleteTopics");
     assert_eq!(
         again,
-        vec![Err(("doomed".to_owned(), RDKafkaErrorCode::UnknownTopicOrPartition))]
+        vec![Err((
+            "doomed".to_owned(),
+            RDKafkaErrorCode::UnknownTopicOrPartition
+        ))]
     );
 
     create_topic(&bootstrap, "doomed", 1, &[]);
     let new = vec![Record::new(0, "k", "new")];
-    assert_eq!(produce_ok(&bootstrap, "doomed", &new, &[]), vec![(0, 0)], "re-created topic starts at 0");
+    assert_eq!(
+        produce_ok(&bootstrap, "doomed", &new, &[]),
+        vec![(0, 0)],
+        "re-created topic starts at 0"
+    );
     assert_records(&consume(&bootstrap, "doomed", 0, 0, 1, &[]), &new, 0);
 }
 
 /// Records `from..to` for partition `partition` of the restart test.
 fn batch(partition: i32, from: usize, to: usize) -> Vec<Record> {
     (from..to)
-        .map(|i| Record::new(partition, format!("p{partition}-k{i}"), format!("p{partition}-v{i}")))
+        .map(|i| {
+            Record::new(
+                partition,
+                format!("p{partition}-k{i}"),
+                format!("p{partition}-v{i}"),
+            )
+        })
         .collect()
 }
 
@@ -235,7 +305,11 @@ fn topics_and_data_survive_sigterm_and_sigkill_restarts() {
     broker.restart();
     wait_for_topics(&bootstrap, &[("durable", 2)], "after SIGTERM restart");
     for (partition, part) in (0..).zip(&expected) {
-        assert_records(&consume(&bootstrap, "durable", partition, 0, 50, &[]), part, 0);
+        assert_records(
+            &consume(&bootstrap, "durable", partition, 0, 50, &[]),
+            part,
+            0,
+        );
     }
 
     for (partition, part) in (0..).zip(expected.iter_mut()) {
@@ -247,8 +321,16 @@ fn topics_and_data_survive_sigterm_and_sigkill_restarts() {
     create_topic(&bootstrap, "late", 3, &[]);
     broker.kill();
     broker.restart();
-    wait_for_topics(&bootstrap, &[("durable", 2), ("late", 3)], "after SIGKILL restart");
+    wait_for_topics(
+        &bootstrap,
+        &[("durable", 2), ("late", 3)],
+        "after SIGKILL restart",
+    );
     for (partition, part) in (0..).zip(&expected) {
-        assert_records(&consume(&bootstrap, "durable", partition, 0, 60, &[]), part, 0);
+        assert_records(
+            &consume(&bootstrap, "durable", partition, 0, 60, &[]),
+            part,
+            0,
+        );
     }
 }

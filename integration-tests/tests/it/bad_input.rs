@@ -7,7 +7,10 @@ use std::net::Shutdown;
 
 use bytes::{Buf, BufMut, BytesMut};
 use integration_tests::Broker;
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, ResponseHeader};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
+    ResponseHeader,
+};
 use kafka_protocol::protocol::{Decodable, StrBytes};
 
 use crate::common::assert_round_trip;
@@ -61,7 +64,9 @@ fn garbage_bytes_close_the_connection() {
     expect_closed(&mut stream, "framed garbage with API key 0x7f7f");
 
     let mut stream = connect(broker.addr());
-    stream.write_all(&0i32.to_be_bytes()).expect("send empty frame");
+    stream
+        .write_all(&0i32.to_be_bytes())
+        .expect("send empty frame");
     expect_closed(&mut stream, "zero-length frame");
 
     assert_round_trip(&broker.bootstrap(), "after-garbage");
@@ -133,8 +138,15 @@ fn closed_or_answered(broker: &Broker, frame: &[u8], what: &str) {
     match read_frame(&mut stream) {
         Read1::Closed => {}
         Read1::Frame(mut response) => {
-            assert!(response.len() >= 4, "{what}: response shorter than a header");
-            assert_eq!(response.get_i32(), 7, "{what}: correlation id of the error response");
+            assert!(
+                response.len() >= 4,
+                "{what}: response shorter than a header"
+            );
+            assert_eq!(
+                response.get_i32(),
+                7,
+                "{what}: correlation id of the error response"
+            );
         }
     }
 }
@@ -146,7 +158,11 @@ fn unknown_api_key_and_unknown_version() {
     // request's correlation id — never a hang — and the broker keeps serving.
     let broker = Broker::start();
     closed_or_answered(&broker, &hand_made_frame(9999, 0, &[]), "API key 9999");
-    closed_or_answered(&broker, &hand_made_frame(ApiKey::Metadata as i16, 99, &[0, 0, 0, 0]), "Metadata v99");
+    closed_or_answered(
+        &broker,
+        &hand_made_frame(ApiKey::Metadata as i16, 99, &[0, 0, 0, 0]),
+        "Metadata v99",
+    );
     assert_round_trip(&broker.bootstrap(), "after-unknown-api");
 }
 
@@ -177,7 +193,10 @@ fn assert_advertises_required_apis(response: &ApiVersionsResponse) {
         .iter()
         .find(|k| k.api_key == ApiKey::ApiVersions as i16)
         .expect("ApiVersions advertised");
-    assert!(own.min_version == 0 && own.max_version >= 3, "ApiVersions range {own:?}");
+    assert!(
+        own.min_version == 0 && own.max_version >= 3,
+        "ApiVersions range {own:?}"
+    );
 }
 
 #[test]
@@ -201,7 +220,8 @@ fn api_versions_unknown_version_answers_v0_unsupported_version() {
     let mut frame = expect_frame(&mut stream);
     let header = ResponseHeader::decode(&mut frame, 0).expect("response header v0");
     assert_eq!(header.correlation_id, 7);
-    let response = ApiVersionsResponse::decode(&mut frame, 0).expect("ApiVersions response in v0 layout");
+    let response =
+        ApiVersionsResponse::decode(&mut frame, 0).expect("ApiVersions response in v0 layout");
     assert_eq!(frame.remaining(), 0, "bytes after the v0 ApiVersions body");
     assert_eq!(response.error_code, 35, "UNSUPPORTED_VERSION");
     // Kafka lists only ApiVersions itself here; more entries are allowed.
@@ -210,7 +230,10 @@ fn api_versions_unknown_version_answers_v0_unsupported_version() {
         .iter()
         .find(|k| k.api_key == ApiKey::ApiVersions as i16)
         .unwrap_or_else(|| panic!("ApiVersions missing from api_keys {:?}", response.api_keys));
-    assert!(own.min_version == 0 && own.max_version >= 3, "ApiVersions range {own:?}");
+    assert!(
+        own.min_version == 0 && own.max_version >= 3,
+        "ApiVersions range {own:?}"
+    );
     assert_round_trip(&broker.bootstrap(), "after-api-versions-127");
 }
 
@@ -240,7 +263,8 @@ fn pipelined_requests_answered_in_order() {
     for expected in 1..=20 {
         let mut frame = expect_frame(&mut stream);
         if expected % 2 == 1 {
-            let header = ResponseHeader::decode(&mut frame, 0).expect("ApiVersions response header v0");
+            let header =
+                ResponseHeader::decode(&mut frame, 0).expect("ApiVersions response header v0");
             seen.push(header.correlation_id);
             if header.correlation_id != expected {
                 continue;
@@ -249,7 +273,8 @@ fn pipelined_requests_answered_in_order() {
             assert_eq!(response.error_code, 0);
             assert_advertises_required_apis(&response);
         } else {
-            let header = ResponseHeader::decode(&mut frame, 1).expect("Metadata response header v1");
+            let header =
+                ResponseHeader::decode(&mut frame, 1).expect("Metadata response header v1");
             seen.push(header.correlation_id);
             if header.correlation_id != expected {
                 continue;
@@ -260,10 +285,17 @@ fn pipelined_requests_answered_in_order() {
                 .iter()
                 .map(|b| (b.host.as_str().to_owned(), b.port))
                 .collect();
-            assert_eq!(brokers, vec![("127.0.0.1".to_owned(), i32::from(broker.addr().port()))]);
+            assert_eq!(
+                brokers,
+                vec![("127.0.0.1".to_owned(), i32::from(broker.addr().port()))]
+            );
         }
         assert_eq!(frame.remaining(), 0, "bytes after response {expected}");
     }
-    assert_eq!(seen, (1..=20).collect::<Vec<i32>>(), "correlation ids in request order");
+    assert_eq!(
+        seen,
+        (1..=20).collect::<Vec<i32>>(),
+        "correlation ids in request order"
+    );
     assert_round_trip(&broker.bootstrap(), "after-pipelining");
 }

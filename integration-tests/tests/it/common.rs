@@ -84,7 +84,10 @@ impl ProducerContext for Collector {
         self.deliveries
             .lock()
             .expect("delivery lock")
-            .push(Delivery { index: *index, result });
+            .push(Delivery {
+                index: *index,
+                result,
+            });
     }
 }
 
@@ -170,7 +173,10 @@ pub fn wait_for_reports(producer: &TestProducer, count: usize, timeout: Duration
         if done >= count {
             return;
         }
-        assert!(Instant::now() < deadline, "only {done} of {count} delivery reports arrived");
+        assert!(
+            Instant::now() < deadline,
+            "only {done} of {count} delivery reports arrived"
+        );
         producer.poll(Duration::from_millis(20));
     }
 }
@@ -188,7 +194,12 @@ pub fn produce_all(producer: &TestProducer, topic: &str, records: &[Record]) -> 
 
 /// Produces `records` and asserts every one was acknowledged; returns the
 /// acknowledged `(partition, offset)` per record index.
-pub fn produce_ok(bootstrap: &str, topic: &str, records: &[Record], extra: &[(&str, &str)]) -> Vec<(i32, i64)> {
+pub fn produce_ok(
+    bootstrap: &str,
+    topic: &str,
+    records: &[Record],
+    extra: &[(&str, &str)],
+) -> Vec<(i32, i64)> {
     let producer = producer(bootstrap, extra);
     produce_all(&producer, topic, records)
         .into_iter()
@@ -273,10 +284,20 @@ pub fn assert_records(consumed: &[Consumed], expected: &[Record], from: i64) {
         assert_eq!(got.offset, offset, "offset of record {i}");
         assert_eq!(got.partition, want.partition, "partition of record {i}");
         assert_eq!(got.key, want.key, "key of record {i} at offset {offset}");
-        assert_eq!(got.value, want.value, "value of record {i} at offset {offset}");
-        assert_eq!(got.headers, want.headers, "headers of record {i} at offset {offset}");
+        assert_eq!(
+            got.value, want.value,
+            "value of record {i} at offset {offset}"
+        );
+        assert_eq!(
+            got.headers, want.headers,
+            "headers of record {i} at offset {offset}"
+        );
         if let Some(ts) = want.timestamp {
-            assert_eq!(got.timestamp, Timestamp::CreateTime(ts), "timestamp of record {i}");
+            assert_eq!(
+                got.timestamp,
+                Timestamp::CreateTime(ts),
+                "timestamp of record {i}"
+            );
         }
     }
 }
@@ -308,7 +329,11 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
 }
 
 /// Creates topics through the AdminClient and returns one result per topic.
-pub fn create_topics(bootstrap: &str, topics: &[NewTopic<'_>], options: &AdminOptions) -> Vec<TopicResult> {
+pub fn create_topics(
+    bootstrap: &str,
+    topics: &[NewTopic<'_>],
+    options: &AdminOptions,
+) -> Vec<TopicResult> {
     let admin = admin(bootstrap);
     block_on(admin.create_topics(topics, options)).expect("CreateTopics request")
 }
@@ -344,7 +369,10 @@ pub fn list_topics(bootstrap: &str) -> Vec<(String, usize)> {
 /// then asserts equality. Kafka propagates new topics to its metadata cache
 /// asynchronously; a single node may answer at once.
 pub fn wait_for_topics(bootstrap: &str, expected: &[(&str, usize)], what: &str) {
-    let expected: Vec<(String, usize)> = expected.iter().map(|(n, p)| ((*n).to_owned(), *p)).collect();
+    let expected: Vec<(String, usize)> = expected
+        .iter()
+        .map(|(n, p)| ((*n).to_owned(), *p))
+        .collect();
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let topics = list_topics(bootstrap);
@@ -378,7 +406,11 @@ pub fn assert_round_trip(bootstrap: &str, topic: &str) {
         .map(|i| Record::new(0, format!("k{i}"), format!("v{i}")))
         .collect();
     let acked = produce_ok(bootstrap, topic, &records, &[]);
-    assert_eq!(acked, (0..5).map(|o| (0, o)).collect::<Vec<_>>(), "acknowledged offsets");
+    assert_eq!(
+        acked,
+        (0..5).map(|o| (0, o)).collect::<Vec<_>>(),
+        "acknowledged offsets"
+    );
     let consumed = consume(bootstrap, topic, 0, 0, 5, &[]);
     assert_records(&consumed, &records, 0);
 }

@@ -34,7 +34,11 @@ fn round_trip_with(codec: &str) {
             ("batch.num.messages", "200"),
         ],
     );
-    assert_eq!(acked, (0..1000).map(|o| (0, o)).collect::<Vec<_>>(), "acknowledged offsets ({codec})");
+    assert_eq!(
+        acked,
+        (0..1000).map(|o| (0, o)).collect::<Vec<_>>(),
+        "acknowledged offsets ({codec})"
+    );
     let consumed = consume(&bootstrap, &topic, 0, 0, 1000, &[]);
     assert_records(&consumed, &records, 0);
 }

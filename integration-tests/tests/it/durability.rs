@@ -8,14 +8,18 @@ use rdkafka::consumer::Consumer;
 use rdkafka::producer::{Producer, PurgeConfig};
 
 use crate::common::{
-    assert_records, consume, consumer, create_topic, produce_ok, producer, send_all, wait_for_reports, Record,
-    CLIENT_TIMEOUT,
+    assert_records, consume, consumer, create_topic, produce_ok, producer, send_all,
+    wait_for_reports, Record, CLIENT_TIMEOUT,
 };
 
 /// Record `i` of a durability run: key and value name the index so a read-back
 /// record identifies what it was.
 fn numbered(partition: i32, i: usize) -> Record {
-    let mut record = Record::new(partition, format!("key-{i:05}"), format!("value-{i:05}-{}", "d".repeat(i % 64)));
+    let mut record = Record::new(
+        partition,
+        format!("key-{i:05}"),
+        format!("value-{i:05}-{}", "d".repeat(i % 64)),
+    );
     record.headers = vec![("index".to_owned(), Some(i.to_string().into_bytes()))];
     record
 }
@@ -63,11 +67,22 @@ fn acknowledged_records_survive_sigkill_mid_stream() {
         .filter_map(|d| d.result.ok().map(|(_, offset)| (d.index, offset)))
         .collect();
     acked.sort_unstable();
-    eprintln!("durability: {} of {} records acknowledged before SIGKILL", acked.len(), records.len());
-    assert!(acked.len() >= 1500, "at least the awaited reports are acknowledged");
+    eprintln!(
+        "durability: {} of {} records acknowledged before SIGKILL",
+        acked.len(),
+        records.len()
+    );
+    assert!(
+        acked.len() >= 1500,
+        "at least the awaited reports are acknowledged"
+    );
     for (n, (index, offset)) in acked.iter().enumerate() {
         assert_eq!(*index, n, "acknowledged records are a prefix of the stream");
-        assert_eq!(*offset, i64::try_from(n).expect("small"), "acknowledged offset of record {n}");
+        assert_eq!(
+            *offset,
+            i64::try_from(n).expect("small"),
+            "acknowledged offset of record {n}"
+        );
     }
     drop(producer);
 
@@ -85,8 +100,15 @@ fn acknowledged_records_survive_sigkill_mid_stream() {
     let consumed = consume(&bootstrap, "journal", 0, 0, high_count, &[]);
     // Records written but not acknowledged before the kill may be there too;
     // whatever is there must be the stream's prefix, in order, at offsets 0..high.
-    let indices: Vec<usize> = consumed.iter().map(|c| index_of(c.key.as_deref())).collect();
-    assert_eq!(indices, (0..high_count).collect::<Vec<_>>(), "log holds the stream's prefix in order");
+    let indices: Vec<usize> = consumed
+        .iter()
+        .map(|c| index_of(c.key.as_deref()))
+        .collect();
+    assert_eq!(
+        indices,
+        (0..high_count).collect::<Vec<_>>(),
+        "log holds the stream's prefix in order"
+    );
     assert_records(&consumed, &records[..high_count], 0);
 }
 
@@ -98,16 +120,31 @@ fn acknowledged_records_survive_sigkill_right_after() {
     let mut broker = Broker::start();
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "journal2", 2, &[]);
-    let records: Vec<Record> = (0..5000).map(|i| numbered(i32::try_from(i % 2).expect("0 or 1"), i)).collect();
-    let acked = produce_ok(&bootstrap, "journal2", &records, &[("batch.num.messages", "100")]);
+    let records: Vec<Record> = (0..5000)
+        .map(|i| numbered(i32::try_from(i % 2).expect("0 or 1"), i))
+        .collect();
+    let acked = produce_ok(
+        &bootstrap,
+        "journal2",
+        &records,
+        &[("batch.num.messages", "100")],
+    );
     broker.kill();
     for (i, at) in acked.iter().enumerate() {
-        assert_eq!(*at, (records[i].partition, i64::try_from(i / 2).expect("small")), "acknowledged position of record {i}");
+        assert_eq!(
+            *at,
+            (records[i].partition, i64::try_from(i / 2).expect("small")),
+            "acknowledged position of record {i}"
+        );
     }
 
     broker.restart();
     for partition in 0..2 {
-        let expected: Vec<Record> = records.iter().filter(|r| r.partition == partition).cloned().collect();
+        let expected: Vec<Record> = records
+            .iter()
+            .filter(|r| r.partition == partition)
+            .cloned()
+            .collect();
         let consumed = consume(&bootstrap, "journal2", partition, 0, expected.len(), &[]);
         assert_records(&consumed, &expected, 0);
     }

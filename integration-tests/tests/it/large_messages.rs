@@ -5,7 +5,9 @@
 use integration_tests::Broker;
 use rdkafka::error::RDKafkaErrorCode;
 
-use crate::common::{assert_records, consume, create_topic, produce_all, produce_ok, producer, Record};
+use crate::common::{
+    assert_records, consume, create_topic, produce_all, produce_ok, producer, Record,
+};
 
 /// Consumer settings that let one fetch carry a 2 MiB batch.
 const BIG_FETCH: &[(&str, &str)] = &[
@@ -27,7 +29,12 @@ fn one_mebibyte_record_round_trips() {
     let mut record = Record::new(0, "big", value);
     record.headers = vec![("h".to_owned(), Some(b"v".to_vec()))];
     let records = vec![record];
-    let acked = produce_ok(&bootstrap, "large", &records, &[("message.max.bytes", "2000000")]);
+    let acked = produce_ok(
+        &bootstrap,
+        "large",
+        &records,
+        &[("message.max.bytes", "2000000")],
+    );
     assert_eq!(acked, vec![(0, 0)]);
     let consumed = consume(&bootstrap, "large", 0, 0, 1, BIG_FETCH);
     assert_records(&consumed, &records, 0);
@@ -55,9 +62,15 @@ fn record_over_message_max_bytes_is_rejected() {
         "2 MiB record against message.max.bytes 1048588"
     );
 
-    let small: Vec<Record> = (0..3).map(|i| Record::new(0, format!("k{i}"), format!("v{i}"))).collect();
+    let small: Vec<Record> = (0..3)
+        .map(|i| Record::new(0, format!("k{i}"), format!("v{i}")))
+        .collect();
     let acked = produce_ok(&bootstrap, "too-large", &small, &[]);
-    assert_eq!(acked, vec![(0, 0), (0, 1), (0, 2)], "the rejected record took no offset");
+    assert_eq!(
+        acked,
+        vec![(0, 0), (0, 1), (0, 2)],
+        "the rejected record took no offset"
+    );
     let consumed = consume(&bootstrap, "too-large", 0, 0, 3, &[]);
     assert_records(&consumed, &small, 0);
 }
@@ -72,8 +85,15 @@ fn configured_message_max_bytes_is_enforced() {
     create_topic(&bootstrap, "limited", 1, &[]);
 
     let producer = producer(&bootstrap, &[("retries", "0")]);
-    let deliveries = produce_all(&producer, "limited", &[Record::new(0, "k", vec![1u8; 20_000])]);
-    assert_eq!(deliveries[0].result, Err(RDKafkaErrorCode::MessageSizeTooLarge));
+    let deliveries = produce_all(
+        &producer,
+        "limited",
+        &[Record::new(0, "k", vec![1u8; 20_000])],
+    );
+    assert_eq!(
+        deliveries[0].result,
+        Err(RDKafkaErrorCode::MessageSizeTooLarge)
+    );
 
     let ok = vec![Record::new(0, "k", vec![2u8; 5_000])];
     assert_eq!(produce_ok(&bootstrap, "limited", &ok, &[]), vec![(0, 0)]);

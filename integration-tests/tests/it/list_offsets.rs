@@ -35,7 +35,11 @@ fn offset_for_time(bootstrap: &str, topic: &str, timestamp: i64) -> Offset {
     let element = answer
         .find_partition(topic, 0)
         .expect("partition 0 in the answer");
-    assert!(element.error().is_ok(), "partition error for {timestamp}: {:?}", element.error());
+    assert!(
+        element.error().is_ok(),
+        "partition error for {timestamp}: {:?}",
+        element.error()
+    );
     element.offset()
 }
 
@@ -51,21 +55,34 @@ fn offsets_for_times_and_watermarks() {
     let acked = produce_ok(&bootstrap, "times", &thousands(), &[("linger.ms", "200")]);
     assert_eq!(acked, (0..10).map(|o| (0, o)).collect::<Vec<_>>());
 
-    assert_eq!(offset_for_time(&bootstrap, "times", 1500), Offset::Offset(1));
-    assert_eq!(offset_for_time(&bootstrap, "times", 2000), Offset::Offset(1));
+    assert_eq!(
+        offset_for_time(&bootstrap, "times", 1500),
+        Offset::Offset(1)
+    );
+    assert_eq!(
+        offset_for_time(&bootstrap, "times", 2000),
+        Offset::Offset(1)
+    );
     assert_eq!(offset_for_time(&bootstrap, "times", 0), Offset::Offset(0));
-    assert_eq!(offset_for_time(&bootstrap, "times", 10_000), Offset::Offset(9));
+    assert_eq!(
+        offset_for_time(&bootstrap, "times", 10_000),
+        Offset::Offset(9)
+    );
     assert_eq!(offset_for_time(&bootstrap, "times", 10_001), Offset::End);
 
     let consumer = consumer(&bootstrap, &[]);
     assert_eq!(
-        consumer.fetch_watermarks("times", 0, CLIENT_TIMEOUT).expect("watermarks"),
+        consumer
+            .fetch_watermarks("times", 0, CLIENT_TIMEOUT)
+            .expect("watermarks"),
         (0, 10)
     );
     let acked = produce_ok(&bootstrap, "times", &thousands(), &[("linger.ms", "200")]);
     assert_eq!(acked, (10..20).map(|o| (0, o)).collect::<Vec<_>>());
     assert_eq!(
-        consumer.fetch_watermarks("times", 0, CLIENT_TIMEOUT).expect("watermarks"),
+        consumer
+            .fetch_watermarks("times", 0, CLIENT_TIMEOUT)
+            .expect("watermarks"),
         (0, 20),
         "a second 10-record batch moves the high watermark by 10"
     );
@@ -89,7 +106,11 @@ fn raw_list_offsets(broker: &Broker, topic: &str, timestamp: i64) -> (i16, i64, 
     let partitions = &response.topics[0].partitions;
     assert_eq!(partitions.len(), 1, "one partition in the answer");
     assert_eq!(partitions[0].partition_index, 0);
-    (partitions[0].error_code, partitions[0].timestamp, partitions[0].offset)
+    (
+        partitions[0].error_code,
+        partitions[0].timestamp,
+        partitions[0].offset,
+    )
 }
 
 #[test]
@@ -102,7 +123,9 @@ fn raw_list_offsets_earliest_latest_max_timestamp() {
     let broker = Broker::start();
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "max-ts", 1, &[]);
-    let timestamps = [20_000, 50_000, 30_000, 30_000, 40_000, 21_000, 22_000, 23_000, 24_000, 25_000];
+    let timestamps = [
+        20_000, 50_000, 30_000, 30_000, 40_000, 21_000, 22_000, 23_000, 24_000, 25_000,
+    ];
     let records: Vec<Record> = timestamps
         .iter()
         .enumerate()
@@ -117,10 +140,26 @@ fn raw_list_offsets_earliest_latest_max_timestamp() {
 
     assert_eq!(raw_list_offsets(&broker, "max-ts", -2).2, 0, "EARLIEST");
     assert_eq!(raw_list_offsets(&broker, "max-ts", -1).2, 10, "LATEST");
-    assert_eq!(raw_list_offsets(&broker, "max-ts", -3), (0, 50_000, 1), "MAX_TIMESTAMP");
-    assert_eq!(raw_list_offsets(&broker, "max-ts", 25_000), (0, 50_000, 1), "first record >= 25000");
-    assert_eq!(raw_list_offsets(&broker, "max-ts", 20_000), (0, 20_000, 0), "first record >= 20000");
-    assert_eq!(raw_list_offsets(&broker, "max-ts", 50_001), (0, -1, -1), "after every record");
+    assert_eq!(
+        raw_list_offsets(&broker, "max-ts", -3),
+        (0, 50_000, 1),
+        "MAX_TIMESTAMP"
+    );
+    assert_eq!(
+        raw_list_offsets(&broker, "max-ts", 25_000),
+        (0, 50_000, 1),
+        "first record >= 25000"
+    );
+    assert_eq!(
+        raw_list_offsets(&broker, "max-ts", 20_000),
+        (0, 20_000, 0),
+        "first record >= 20000"
+    );
+    assert_eq!(
+        raw_list_offsets(&broker, "max-ts", 50_001),
+        (0, -1, -1),
+        "after every record"
+    );
 }
 
 #[test]

@@ -11,5 +11,6 @@ mod compression;
 mod durability;
 mod large_messages;
 mod list_offsets;
+mod metadata;
 mod produce_consume;
 mod python_client;

@@ -36,7 +36,11 @@ fn round_trip_three_partitions_with_keys_headers_and_timestamps() {
     let acked = produce_ok(&bootstrap, "orders", &records, &[]);
     for (i, (partition, offset)) in acked.iter().enumerate() {
         assert_eq!(*partition, records[i].partition, "partition of record {i}");
-        assert_eq!(*offset, i64::try_from(i / 3).expect("small"), "acknowledged offset of record {i}");
+        assert_eq!(
+            *offset,
+            i64::try_from(i / 3).expect("small"),
+            "acknowledged offset of record {i}"
+        );
     }
 
     for partition in 0..3 {

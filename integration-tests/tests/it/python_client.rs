@@ -35,7 +35,16 @@ fn ensure_kafka_python() -> PathBuf {
     let mut last = String::new();
     for attempt in 1..=3 {
         let output = Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input", "--upgrade", "--target"])
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--upgrade",
+                "--target",
+            ])
             .arg(&pydeps)
             .arg(KAFKA_PYTHON)
             .output()

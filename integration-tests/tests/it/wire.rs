@@ -17,8 +17,12 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connects with read and write timeouts set.
 pub fn connect(addr: SocketAddr) -> TcpStream {
     let stream = TcpStream::connect_timeout(&addr, READ_TIMEOUT).expect("connect to the broker");
-    stream.set_read_timeout(Some(READ_TIMEOUT)).expect("set read timeout");
-    stream.set_write_timeout(Some(READ_TIMEOUT)).expect("set write timeout");
+    stream
+        .set_read_timeout(Some(READ_TIMEOUT))
+        .expect("set read timeout");
+    stream
+        .set_write_timeout(Some(READ_TIMEOUT))
+        .expect("set write timeout");
     stream.set_nodelay(true).expect("set nodelay");
     stream
 }
@@ -35,7 +39,9 @@ pub fn request_frame<R: Request>(version: i16, correlation_id: i32, request: &R)
     header
         .encode(&mut body, R::header_version(version))
         .expect("encode request header");
-    request.encode(&mut body, version).expect("encode request body");
+    request
+        .encode(&mut body, version)
+        .expect("encode request body");
     let mut frame = Vec::with_capacity(body.len() + 4);
     frame.put_i32(i32::try_from(body.len()).expect("small request"));
     frame.extend_from_slice(&body);
@@ -98,17 +104,29 @@ pub fn expect_closed(stream: &mut TcpStream, what: &str) {
 /// Decodes a response header of `header_version` and checks its correlation id.
 pub fn split_response(frame: &mut Bytes, header_version: i16, correlation_id: i32) {
     let header = ResponseHeader::decode(frame, header_version).expect("decode response header");
-    assert_eq!(header.correlation_id, correlation_id, "response correlation id");
+    assert_eq!(
+        header.correlation_id, correlation_id,
+        "response correlation id"
+    );
 }
 
 /// Sends `request` and decodes its response, checking the correlation id and
 /// that the whole frame was consumed.
-pub fn round_trip<R: Request>(stream: &mut TcpStream, version: i16, correlation_id: i32, request: &R) -> R::Response {
+pub fn round_trip<R: Request>(
+    stream: &mut TcpStream,
+    version: i16,
+    correlation_id: i32,
+    request: &R,
+) -> R::Response {
     stream
         .write_all(&request_frame(version, correlation_id, request))
         .expect("send request");
     let mut frame = expect_frame(stream);
-    split_response(&mut frame, <R::Response as HeaderVersion>::header_version(version), correlation_id);
+    split_response(
+        &mut frame,
+        <R::Response as HeaderVersion>::header_version(version),
+        correlation_id,
+    );
     let response = R::Response::decode(&mut frame, version).expect("decode response body");
     assert_eq!(frame.remaining(), 0, "bytes left after the response body");
     response
