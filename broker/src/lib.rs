@@ -3,6 +3,7 @@
 //! Partition data is reached only through `logbook_replication`, so the high-watermark rules
 //! cannot be bypassed; Kafka error codes are chosen only in `errors`.
 
+pub mod alloc;
 pub mod broker;
 pub mod config;
 pub mod connection;

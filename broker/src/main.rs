@@ -4,6 +4,9 @@
 use clap::Parser;
 use logbook_broker::config::Config;
 
+#[global_allocator]
+static ALLOCATOR: logbook_broker::alloc::GuardedAllocator = logbook_broker::alloc::GuardedAllocator;
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
