@@ -14,18 +14,28 @@ use crate::wire;
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 /// Topic operations Kafka reports without an authorizer: READ(3), WRITE(4),
 /// CREATE(5), DELETE(6), ALTER(7), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11).
-const TOPIC_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+const TOPIC_OPERATIONS_ALL: i32 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 /// Cluster operations Kafka reports without an authorizer: CREATE(5), ALTER(7),
 /// DESCRIBE(8), CLUSTER_ACTION(9), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11), IDEMPOTENT_WRITE(12).
-const CLUSTER_OPERATIONS_ALL: i32 = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+const CLUSTER_OPERATIONS_ALL: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
 /// A Metadata request for `topics` (None = all) at `version` over a raw socket.
-fn metadata(broker: &Broker, version: i16, topics: Option<&[&str]>, authorized_operations: bool) -> MetadataResponse {
+fn metadata(
+    broker: &Broker,
+    version: i16,
+    topics: Option<&[&str]>,
+    authorized_operations: bool,
+) -> MetadataResponse {
     let request = MetadataRequest::default()
         .with_topics(topics.map(|names| {
             names
                 .iter()
-                .map(|n| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string((*n).to_owned())))))
+                .map(|n| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string((*n).to_owned()))))
+                })
                 .collect()
         }))
         .with_allow_auto_topic_creation(false)
@@ -51,7 +61,10 @@ fn single_node_is_broker_controller_and_leader() {
         .iter()
         .map(|b| (b.node_id.0, b.host.as_str().to_owned(), b.port))
         .collect();
-    assert_eq!(brokers, vec![(7, "127.0.0.1".to_owned(), i32::from(broker.addr().port()))]);
+    assert_eq!(
+        brokers,
+        vec![(7, "127.0.0.1".to_owned(), i32::from(broker.addr().port()))]
+    );
     assert_eq!(response.controller_id, BrokerId(7), "controller id");
 
     assert_eq!(response.topics.len(), 2, "one entry per requested topic");
@@ -62,7 +75,10 @@ fn single_node_is_broker_controller_and_leader() {
         .expect("meta in the answer");
     assert_eq!(meta.error_code, 0);
     assert!(!meta.is_internal);
-    assert!(!meta.topic_id.is_nil(), "topic id must be set from Metadata v10 on");
+    assert!(
+        !meta.topic_id.is_nil(),
+        "topic id must be set from Metadata v10 on"
+    );
     let mut partitions: Vec<(i32, i16, i32, Vec<i32>, Vec<i32>)> = meta
         .partitions
         .iter()
@@ -79,7 +95,9 @@ fn single_node_is_broker_controller_and_leader() {
     partitions.sort();
     assert_eq!(
         partitions,
-        (0..3).map(|i| (i, 0, 7, vec![7], vec![7])).collect::<Vec<_>>()
+        (0..3)
+            .map(|i| (i, 0, 7, vec![7], vec![7]))
+            .collect::<Vec<_>>()
     );
 
     let absent = response
@@ -90,7 +108,11 @@ fn single_node_is_broker_controller_and_leader() {
     assert_eq!(absent.error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
     assert!(absent.partitions.is_empty());
     let all = metadata(&broker, 12, None, false);
-    assert_eq!(all.topics.len(), 1, "Metadata with allow_auto_topic_creation=false created a topic");
+    assert_eq!(
+        all.topics.len(),
+        1,
+        "Metadata with allow_auto_topic_creation=false created a topic"
+    );
 }
 
 #[test]
@@ -104,13 +126,28 @@ fn authorized_operations_bitfields() {
     create_topic(&broker.bootstrap(), "ops", 1, &[]);
 
     let v8 = metadata(&broker, 8, Some(&["ops"]), true);
-    assert_eq!(v8.cluster_authorized_operations, CLUSTER_OPERATIONS_ALL, "v8 cluster operations");
-    assert_eq!(v8.topics[0].topic_authorized_operations, TOPIC_OPERATIONS_ALL, "v8 topic operations");
+    assert_eq!(
+        v8.cluster_authorized_operations, CLUSTER_OPERATIONS_ALL,
+        "v8 cluster operations"
+    );
+    assert_eq!(
+        v8.topics[0].topic_authorized_operations, TOPIC_OPERATIONS_ALL,
+        "v8 topic operations"
+    );
 
     let v12 = metadata(&broker, 12, Some(&["ops"]), true);
-    assert_eq!(v12.topics[0].topic_authorized_operations, TOPIC_OPERATIONS_ALL, "v12 topic operations");
+    assert_eq!(
+        v12.topics[0].topic_authorized_operations, TOPIC_OPERATIONS_ALL,
+        "v12 topic operations"
+    );
 
     let v8_plain = metadata(&broker, 8, Some(&["ops"]), false);
-    assert_eq!(v8_plain.cluster_authorized_operations, AUTHORIZED_OPERATIONS_OMITTED);
-    assert_eq!(v8_plain.topics[0].topic_authorized_operations, AUTHORIZED_OPERATIONS_OMITTED);
+    assert_eq!(
+        v8_plain.cluster_authorized_operations,
+        AUTHORIZED_OPERATIONS_OMITTED
+    );
+    assert_eq!(
+        v8_plain.topics[0].topic_authorized_operations,
+        AUTHORIZED_OPERATIONS_OMITTED
+    );
 }
