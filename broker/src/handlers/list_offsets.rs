@@ -85,7 +85,7 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseE
 pub fn handle(
     broker: &Arc<Broker>,
     request: ListOffsetsRequest,
-    _version: i16,
+    version: i16,
 ) -> ListOffsetsResponse {
     let topics = request
         .topics
@@ -119,7 +119,12 @@ pub fn handle(
                         Ok((offset, timestamp)) => response
                             .with_offset(offset)
                             .with_timestamp(timestamp)
-                            .with_leader_epoch(partition.leader_epoch()),
+                            // The field exists from v4; earlier versions cannot carry it.
+                            .with_leader_epoch(if version >= 4 {
+                                partition.leader_epoch()
+                            } else {
+                                -1
+                            }),
                         Err(e) => response
                             .with_error_code(e.code())
                             .with_offset(-1)

@@ -80,3 +80,6 @@ pub fn dispatch(broker: &Arc<Broker>, header: &RequestHeader, body: RequestKind)
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
