@@ -52,7 +52,10 @@ mod tests {
         let mut buf = BytesMut::new();
         buf.put_i32(8);
         buf.put_slice(&[7u8; 8]);
-        let frame = codec.decode(&mut buf).expect("valid frame").expect("complete frame");
+        let frame = codec
+            .decode(&mut buf)
+            .expect("valid frame")
+            .expect("complete frame");
         assert_eq!(&frame[..], &[7u8; 8]);
     }
 }

@@ -55,6 +55,7 @@ pub fn encode_api_versions_fallback(
 
 fn patch_size(out: &mut BytesMut, start: usize) {
     let size = out.len() - start - 4;
-    let size = i32::try_from(size).expect("a response is smaller than 2 GiB: fetch sizes are capped");
+    let size =
+        i32::try_from(size).expect("a response is smaller than 2 GiB: fetch sizes are capped");
     out[start..start + 4].copy_from_slice(&size.to_be_bytes());
 }

@@ -30,8 +30,8 @@ fn frame(key: ApiKey, version: i16, body: &impl Encodable) -> Bytes {
 fn decodes_each_supported_version() {
     for version in 0..=12 {
         let request = MetadataRequest::default();
-        let decoded = decode_request(frame(ApiKey::Metadata, version, &request), &table)
-            .expect("decodes");
+        let decoded =
+            decode_request(frame(ApiKey::Metadata, version, &request), &table).expect("decodes");
         assert_eq!(decoded.header.correlation_id, 42);
         assert_eq!(decoded.header.client_id.as_deref(), Some("test"));
         assert!(matches!(decoded.body, RequestKind::Metadata(_)));
@@ -41,9 +41,10 @@ fn decodes_each_supported_version() {
 // A version above the table is rejected with its correlation id, so ApiVersions can answer.
 #[test]
 fn rejects_unsupported_version() {
-    let err = decode_request(frame(ApiKey::ApiVersions, 4, &ApiVersionsRequest::default()), &|_| {
-        Some(VersionRange { min: 0, max: 3 })
-    })
+    let err = decode_request(
+        frame(ApiKey::ApiVersions, 4, &ApiVersionsRequest::default()),
+        &|_| Some(VersionRange { min: 0, max: 3 }),
+    )
     .expect_err("unsupported");
     match err {
         DecodeError::UnsupportedVersion { preamble, api_key } => {
@@ -63,7 +64,10 @@ fn rejects_unknown_key_and_short_frames() {
     buf.put_i32(7);
     assert!(matches!(
         decode_request(buf.freeze(), &table),
-        Err(DecodeError::UnknownApiKey(RequestPreamble { correlation_id: 7, .. }))
+        Err(DecodeError::UnknownApiKey(RequestPreamble {
+            correlation_id: 7,
+            ..
+        }))
     ));
     assert!(matches!(
         decode_request(Bytes::from_static(&[0, 3, 0]), &table),
