@@ -2,6 +2,7 @@
 //! and this node's identity.
 
 use crate::config::Config;
+use crate::coordinator::GroupCoordinator;
 use crate::producer_ids::ProducerIdManager;
 use crate::topics::Topics;
 
@@ -13,6 +14,8 @@ pub struct Broker {
     pub topics: Topics,
     /// Producer ids for idempotent producers.
     pub producer_ids: ProducerIdManager,
+    /// Consumer groups and committed offsets.
+    pub groups: std::sync::Arc<GroupCoordinator>,
     /// Host advertised to clients.
     pub advertised_host: String,
     /// Port advertised to clients.

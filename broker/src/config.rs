@@ -55,6 +55,49 @@ pub struct Config {
         default_value_t = 300_000
     )]
     pub log_retention_check_interval_ms: u64,
+    /// How long the first rebalance of an empty group waits for more members
+    /// (`group.initial.rebalance.delay.ms`).
+    #[arg(
+        long,
+        env = "LOGBOOK_GROUP_INITIAL_REBALANCE_DELAY_MS",
+        default_value_t = 3000
+    )]
+    pub group_initial_rebalance_delay_ms: i32,
+    /// Partitions of `__consumer_offsets` when it is created (`offsets.topic.num.partitions`).
+    #[arg(
+        long,
+        env = "LOGBOOK_OFFSETS_TOPIC_NUM_PARTITIONS",
+        default_value_t = 50
+    )]
+    pub offsets_topic_num_partitions: i32,
+    /// How long the offsets of an empty group are kept (`offsets.retention.minutes`).
+    #[arg(
+        long,
+        env = "LOGBOOK_OFFSETS_RETENTION_MINUTES",
+        default_value_t = 10080
+    )]
+    pub offsets_retention_minutes: i64,
+    /// How often expired offsets are removed (`offsets.retention.check.interval.ms`).
+    #[arg(
+        long,
+        env = "LOGBOOK_OFFSETS_RETENTION_CHECK_INTERVAL_MS",
+        default_value_t = 600_000
+    )]
+    pub offsets_retention_check_interval_ms: u64,
+    /// Smallest session timeout a group member may ask for (`group.min.session.timeout.ms`).
+    #[arg(
+        long,
+        env = "LOGBOOK_GROUP_MIN_SESSION_TIMEOUT_MS",
+        default_value_t = 6000
+    )]
+    pub group_min_session_timeout_ms: i32,
+    /// Largest session timeout a group member may ask for (`group.max.session.timeout.ms`).
+    #[arg(
+        long,
+        env = "LOGBOOK_GROUP_MAX_SESSION_TIMEOUT_MS",
+        default_value_t = 1_800_000
+    )]
+    pub group_max_session_timeout_ms: i32,
     /// Limits on what clients may ask of the broker.
     #[command(flatten)]
     pub limits: Limits,
@@ -105,6 +148,10 @@ pub struct Limits {
         default_value_t = 100_000
     )]
     pub partitions_per_topic_max: i32,
+    /// Members one consumer group may have (`group.max.size`); a further member's JoinGroup
+    /// gets GROUP_MAX_SIZE_REACHED.
+    #[arg(long, env = "LOGBOOK_GROUP_MAX_SIZE", default_value_t = 10_000)]
+    pub group_max_size: usize,
 }
 
 impl Config {

@@ -70,6 +70,36 @@ pub fn topic_error(e: &TopicError) -> ResponseError {
     }
 }
 
+/// The code for a group coordinator failure.
+#[must_use]
+pub fn group_error(e: &crate::coordinator::group::GroupError) -> ResponseError {
+    use crate::coordinator::group::GroupError;
+    match e {
+        GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
+        GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
+        GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
+        GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+        GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+        GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
+        GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
+        GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
+        GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
+        GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
+        GroupError::Storage => ResponseError::UnknownServerError,
+    }
+}
+
+/// The numeric code of an optional group error.
+#[must_use]
+pub fn group_code(e: Option<crate::coordinator::group::GroupError>) -> i16 {
+    e.map_or(NONE, |e| group_error(&e).code())
+}
+
 /// The numeric code of an optional error.
 #[must_use]
 pub fn code(e: Option<ResponseError>) -> i16 {

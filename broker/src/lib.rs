@@ -7,6 +7,7 @@ pub mod alloc;
 pub mod broker;
 pub mod config;
 pub mod connection;
+pub mod coordinator;
 pub mod errors;
 pub mod handlers;
 pub mod producer_ids;

@@ -45,12 +45,16 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         )
     })?;
     let producer_ids = ProducerIdManager::open(&config.data_dir.join(crate::topics::METADATA_DIR))?;
+    let groups = tokio::task::block_in_place(|| {
+        crate::coordinator::GroupCoordinator::load(&topics, group_config(&config))
+    })?;
     let listener = TcpListener::bind(config.listen).await?;
     let (advertised_host, advertised_port) = config.advertised();
     let broker = Arc::new(Broker {
         config,
         topics,
         producer_ids,
+        groups,
         advertised_host,
         advertised_port,
     });
@@ -106,10 +110,25 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     {
         tracing::warn!("connections did not finish within the grace period");
     }
+    broker.groups.shutdown();
     tokio::task::block_in_place(|| broker.topics.close_all());
     flusher.shutdown();
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// The group coordinator's settings from the broker's flags.
+fn group_config(config: &Config) -> crate::coordinator::group::GroupConfig {
+    crate::coordinator::group::GroupConfig {
+        initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms.max(0),
+        offsets_topic_num_partitions: config.offsets_topic_num_partitions.max(1),
+        offsets_retention_ms: config.offsets_retention_minutes.saturating_mul(60_000),
+        offsets_retention_check_interval_ms: config.offsets_retention_check_interval_ms,
+        min_session_timeout_ms: config.group_min_session_timeout_ms,
+        max_session_timeout_ms: config.group_max_session_timeout_ms,
+        group_max_size: config.limits.group_max_size.max(1),
+        commit_timeout_ms: config.limits.produce_timeout_ms_max,
+    }
 }
 
 async fn shutdown_signal() {

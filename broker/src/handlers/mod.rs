@@ -18,12 +18,38 @@ use crate::broker::Broker;
 
 pub mod api_versions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_topics;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
+
+tokio::task_local! {
+    /// The client's address for the request being dispatched, when the connection sets it
+    /// (`CLIENT_ADDRESS.sync_scope(peer, || dispatch(..))`); group members report it as their host.
+    pub static CLIENT_ADDRESS: std::net::SocketAddr;
+}
+
+/// The client host as Kafka reports it (`/127.0.0.1`), or "" when the connection did not
+/// set [`CLIENT_ADDRESS`].
+#[must_use]
+pub fn client_host() -> String {
+    CLIENT_ADDRESS
+        .try_with(|address| format!("/{}", address.ip()))
+        .unwrap_or_default()
+}
 
 /// The waiting half of a request; `None` means "send no response" (produce with acks=0).
 pub type ResponseFuture = Pin<Box<dyn Future<Output = Option<ResponseKind>> + Send>>;
@@ -45,6 +71,17 @@ pub fn supported(api_key: ApiKey) -> Option<VersionRange> {
         ApiKey::CreateTopics => Some(create_topics::VERSIONS),
         ApiKey::DeleteTopics => Some(delete_topics::VERSIONS),
         ApiKey::InitProducerId => Some(init_producer_id::VERSIONS),
+        ApiKey::FindCoordinator => Some(find_coordinator::VERSIONS),
+        ApiKey::JoinGroup => Some(join_group::VERSIONS),
+        ApiKey::SyncGroup => Some(sync_group::VERSIONS),
+        ApiKey::Heartbeat => Some(heartbeat::VERSIONS),
+        ApiKey::LeaveGroup => Some(leave_group::VERSIONS),
+        ApiKey::OffsetCommit => Some(offset_commit::VERSIONS),
+        ApiKey::OffsetFetch => Some(offset_fetch::VERSIONS),
+        ApiKey::ListGroups => Some(list_groups::VERSIONS),
+        ApiKey::DescribeGroups => Some(describe_groups::VERSIONS),
+        ApiKey::DeleteGroups => Some(delete_groups::VERSIONS),
+        ApiKey::OffsetDelete => Some(offset_delete::VERSIONS),
         _ => None,
     }
 }
@@ -73,6 +110,33 @@ pub fn dispatch(broker: &Arc<Broker>, header: &RequestHeader, body: RequestKind)
         RequestKind::InitProducerId(req) => ready(ResponseKind::InitProducerId(
             init_producer_id::handle(broker, &req),
         )),
+        RequestKind::FindCoordinator(req) => ready(ResponseKind::FindCoordinator(
+            find_coordinator::handle(broker, &req, version),
+        )),
+        RequestKind::JoinGroup(req) => join_group::handle(broker, header, req, version),
+        RequestKind::SyncGroup(req) => sync_group::handle(broker, &req, version),
+        RequestKind::Heartbeat(req) => {
+            ready(ResponseKind::Heartbeat(heartbeat::handle(broker, &req)))
+        }
+        RequestKind::LeaveGroup(req) => ready(ResponseKind::LeaveGroup(leave_group::handle(
+            broker, &req, version,
+        ))),
+        RequestKind::OffsetCommit(req) => offset_commit::handle(broker, &req, version),
+        RequestKind::OffsetFetch(req) => ready(ResponseKind::OffsetFetch(offset_fetch::handle(
+            broker, &req, version,
+        ))),
+        RequestKind::ListGroups(req) => ready(ResponseKind::ListGroups(list_groups::handle(
+            broker, &req, version,
+        ))),
+        RequestKind::DescribeGroups(req) => ready(ResponseKind::DescribeGroups(
+            describe_groups::handle(broker, &req, version),
+        )),
+        RequestKind::DeleteGroups(req) => ready(ResponseKind::DeleteGroups(delete_groups::handle(
+            broker, &req,
+        ))),
+        RequestKind::OffsetDelete(req) => ready(ResponseKind::OffsetDelete(offset_delete::handle(
+            broker, &req,
+        ))),
         other => {
             // decode_request only lets through keys `supported` lists, so this is a bug.
             tracing::error!(request = ?std::mem::discriminant(&other), "request kind without a handler");

@@ -39,10 +39,16 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
     .expect("topics");
     let producer_ids =
         ProducerIdManager::open(&dir.join(crate::topics::METADATA_DIR)).expect("producer ids");
+    let groups = crate::coordinator::GroupCoordinator::load(
+        &topics,
+        crate::coordinator::group::GroupConfig::default(),
+    )
+    .expect("group coordinator");
     Arc::new(Broker {
         config,
         topics,
         producer_ids,
+        groups,
         advertised_host: "127.0.0.1".into(),
         advertised_port: 9092,
     })
@@ -192,6 +198,105 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
         }
         ApiKey::InitProducerId => RequestKind::InitProducerId(
             InitProducerIdRequest::default().with_transaction_timeout_ms(60_000),
+        ),
+        ApiKey::FindCoordinator => RequestKind::FindCoordinator(if version >= 4 {
+            FindCoordinatorRequest::default()
+                .with_coordinator_keys(vec![StrBytes::from_static_str("g")])
+        } else {
+            FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g"))
+        }),
+        // Answered at once: MEMBER_ID_REQUIRED from v4, INVALID_SESSION_TIMEOUT before.
+        ApiKey::JoinGroup => RequestKind::JoinGroup(
+            JoinGroupRequest::default()
+                .with_group_id(StrBytes::from_static_str("g").into())
+                .with_session_timeout_ms(if version >= 4 { 10_000 } else { 1 })
+                .with_rebalance_timeout_ms(if version >= 1 { 10_000 } else { -1 })
+                .with_protocol_type(StrBytes::from_static_str("consumer"))
+                .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default()
+                    .with_name(StrBytes::from_static_str("range"))
+                    .with_metadata(Bytes::from_static(b"m"))]),
+        ),
+        ApiKey::SyncGroup => RequestKind::SyncGroup({
+            let r = SyncGroupRequest::default()
+                .with_group_id(StrBytes::from_static_str("nogroup").into())
+                .with_member_id(StrBytes::from_static_str("m"));
+            if version >= 5 {
+                r.with_protocol_type(Some(StrBytes::from_static_str("consumer")))
+            } else {
+                r
+            }
+        }),
+        ApiKey::Heartbeat => RequestKind::Heartbeat(
+            HeartbeatRequest::default()
+                .with_group_id(StrBytes::from_static_str("g").into())
+                .with_member_id(StrBytes::from_static_str("m")),
+        ),
+        ApiKey::LeaveGroup => RequestKind::LeaveGroup(if version >= 3 {
+            LeaveGroupRequest::default()
+                .with_group_id(StrBytes::from_static_str("g").into())
+                .with_members(vec![leave_group_request::MemberIdentity::default()
+                    .with_member_id(StrBytes::from_static_str("m"))])
+        } else {
+            LeaveGroupRequest::default()
+                .with_group_id(StrBytes::from_static_str("g").into())
+                .with_member_id(StrBytes::from_static_str("m"))
+        }),
+        ApiKey::OffsetCommit => RequestKind::OffsetCommit(
+            OffsetCommitRequest::default()
+                .with_group_id(StrBytes::from_static_str("standalone").into())
+                .with_generation_id_or_member_epoch(-1)
+                .with_topics(vec![offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(5),
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(9)
+                            .with_committed_offset(5),
+                    ])]),
+        ),
+        ApiKey::OffsetFetch => RequestKind::OffsetFetch(if version >= 8 {
+            OffsetFetchRequest::default().with_groups(vec![
+                offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(StrBytes::from_static_str("standalone").into()),
+                offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(StrBytes::from_static_str("other").into())
+                    .with_topics(Some(vec![
+                        offset_fetch_request::OffsetFetchRequestTopics::default()
+                            .with_name(name("t"))
+                            .with_partition_indexes(vec![0]),
+                    ])),
+            ])
+        } else {
+            OffsetFetchRequest::default()
+                .with_group_id(StrBytes::from_static_str("standalone").into())
+                .with_topics(Some(vec![offset_fetch_request::OffsetFetchRequestTopic::default()
+                    .with_name(name("t"))
+                    .with_partition_indexes(vec![0, 1])]))
+        }),
+        ApiKey::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
+        ApiKey::DescribeGroups => RequestKind::DescribeGroups(
+            DescribeGroupsRequest::default()
+                .with_groups(vec![
+                    StrBytes::from_static_str("standalone").into(),
+                    StrBytes::from_static_str("nope").into(),
+                ])
+                .with_include_authorized_operations(version >= 3),
+        ),
+        ApiKey::DeleteGroups => RequestKind::DeleteGroups(
+            DeleteGroupsRequest::default()
+                .with_groups_names(vec![StrBytes::from_static_str("nope").into()]),
+        ),
+        ApiKey::OffsetDelete => RequestKind::OffsetDelete(
+            OffsetDeleteRequest::default()
+                .with_group_id(StrBytes::from_static_str("standalone").into())
+                .with_topics(vec![offset_delete_request::OffsetDeleteRequestTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![
+                        offset_delete_request::OffsetDeleteRequestPartition::default()
+                            .with_partition_index(0),
+                    ])]),
         ),
         _ => return None,
     })

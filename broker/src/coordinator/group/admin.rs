@@ -1,0 +1,197 @@
+//! Group administration: ListGroups, DescribeGroups, DeleteGroups and OffsetDelete.
+
+use bytes::Bytes;
+
+use super::classic_group::GroupState;
+use super::{now_ms, persistence, GroupCoordinator, GroupError};
+
+/// One group as ListGroups shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupListing {
+    /// Group id.
+    pub group_id: String,
+    /// Protocol type ("" for offset-only groups).
+    pub protocol_type: String,
+    /// State.
+    pub state: GroupState,
+}
+
+/// One member as DescribeGroups shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberDescription {
+    /// Member id.
+    pub member_id: String,
+    /// `group.instance.id`.
+    pub group_instance_id: Option<String>,
+    /// Client id.
+    pub client_id: String,
+    /// Client host.
+    pub client_host: String,
+    /// Metadata for the selected protocol (Stable groups only, as Kafka).
+    pub metadata: Bytes,
+    /// Assignment (Stable groups only).
+    pub assignment: Bytes,
+}
+
+/// A group as DescribeGroups shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupDescription {
+    /// State.
+    pub state: GroupState,
+    /// Protocol type.
+    pub protocol_type: String,
+    /// Selected protocol (Stable groups only).
+    pub protocol: String,
+    /// Members.
+    pub members: Vec<MemberDescription>,
+}
+
+impl GroupCoordinator {
+    /// Every live group, filtered by state names (case-insensitive, as Kafka) when given.
+    #[must_use]
+    pub fn list_groups(&self, states: &[String]) -> Vec<GroupListing> {
+        let groups: Vec<_> = self.groups.read().values().cloned().collect();
+        let mut out: Vec<GroupListing> = groups
+            .iter()
+            .map(|g| {
+                let g = g.lock();
+                GroupListing {
+                    group_id: g.group_id.clone(),
+                    protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                    state: g.state,
+                }
+            })
+            .filter(|l| l.state != GroupState::Dead)
+            .filter(|l| {
+                states.is_empty()
+                    || states
+                        .iter()
+                        .any(|s| s.eq_ignore_ascii_case(l.state.name()))
+            })
+            .collect();
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        out
+    }
+
+    /// DescribeGroups of one group.
+    ///
+    /// # Errors
+    /// GROUP_ID_NOT_FOUND for a group that does not exist.
+    pub fn describe_group(&self, group_id: &str) -> Result<GroupDescription, GroupError> {
+        let group = self.group(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        let g = group.lock();
+        if g.state == GroupState::Dead {
+            return Err(GroupError::GroupIdNotFound);
+        }
+        let stable = g.state == GroupState::Stable;
+        let protocol = g.protocol_name.clone().unwrap_or_default();
+        Ok(GroupDescription {
+            state: g.state,
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            protocol: if stable {
+                protocol.clone()
+            } else {
+                String::new()
+            },
+            members: g
+                .join_order
+                .iter()
+                .filter_map(|id| g.members.get(id))
+                .map(|m| MemberDescription {
+                    member_id: m.member_id.clone(),
+                    group_instance_id: m.group_instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: if stable {
+                        m.metadata(&protocol).cloned().unwrap_or_default()
+                    } else {
+                        Bytes::new()
+                    },
+                    assignment: if stable {
+                        m.assignment.clone()
+                    } else {
+                        Bytes::new()
+                    },
+                })
+                .collect(),
+        })
+    }
+
+    /// DeleteGroups of one group: only an Empty group may go; its offsets and metadata are
+    /// removed with tombstones.
+    ///
+    /// # Errors
+    /// GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, or a storage failure.
+    pub fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
+        let group = self.group(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        let mut g = group.lock();
+        match g.state {
+            GroupState::Dead => return Err(GroupError::GroupIdNotFound),
+            GroupState::Empty => {}
+            GroupState::PreparingRebalance
+            | GroupState::CompletingRebalance
+            | GroupState::Stable => return Err(GroupError::NonEmptyGroup),
+        }
+        let mut records: Vec<_> = g
+            .offsets
+            .keys()
+            .map(|(topic, partition)| (persistence::offset_key(group_id, topic, *partition), None))
+            .collect();
+        records.push((persistence::group_key(group_id), None));
+        self.append(group_id, &records)?;
+        g.offsets.clear();
+        g.transition_to(GroupState::Dead, now_ms());
+        drop(g);
+        self.remove_group(group_id, &group);
+        tracing::info!(group = group_id, "deleted group");
+        Ok(())
+    }
+
+    /// OffsetDelete: removes committed offsets, except of topics a member subscribes to.
+    /// Returns one result per requested (topic, partition).
+    ///
+    /// # Errors
+    /// GROUP_ID_NOT_FOUND; NON_EMPTY_GROUP for a non-consumer group with members.
+    pub fn delete_offsets(
+        &self,
+        group_id: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<Option<GroupError>>, GroupError> {
+        let group = self.group(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        let mut g = group.lock();
+        let subscribed = match g.state {
+            GroupState::Dead => return Err(GroupError::GroupIdNotFound),
+            GroupState::Empty => Default::default(),
+            GroupState::PreparingRebalance
+            | GroupState::CompletingRebalance
+            | GroupState::Stable => {
+                if g.protocol_type.as_deref() != Some("consumer") {
+                    return Err(GroupError::NonEmptyGroup);
+                }
+                g.subscribed_topics().unwrap_or_default()
+            }
+        };
+        let mut results = Vec::with_capacity(partitions.len());
+        let mut records = Vec::new();
+        let mut removed = Vec::new();
+        for (topic, partition) in partitions {
+            if subscribed.contains(topic) {
+                results.push(Some(GroupError::GroupSubscribedToTopic));
+                continue;
+            }
+            results.push(None);
+            let key = (topic.clone(), *partition);
+            if g.offsets.contains_key(&key) {
+                records.push((persistence::offset_key(group_id, topic, *partition), None));
+                removed.push(key);
+            }
+        }
+        if !records.is_empty() {
+            self.append(group_id, &records)?;
+            for key in removed {
+                g.offsets.remove(&key);
+            }
+        }
+        Ok(results)
+    }
+}

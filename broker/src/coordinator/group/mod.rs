@@ -1,0 +1,470 @@
+//! `GroupCoordinator`: Kafka's classic group protocol (JoinGroup, SyncGroup, Heartbeat,
+//! LeaveGroup), committed offsets, and their durable storage in `__consumer_offsets`.
+//!
+//! Thread-safety: each group is a `ClassicGroup` behind its own `parking_lot::Mutex`, held
+//! only for bounded, non-blocking work and never across an `.await`. Requests that must wait
+//! for a rebalance phase (JoinGroup, SyncGroup) get a `oneshot` receiver; the coordinator
+//! keeps the sender in the member and answers it when the phase ends. Timers (session
+//! timeouts, the join phase, pending syncs, MEMBER_ID_REQUIRED members) are tokio tasks that
+//! sleep and then call back with a token; a token that no longer matches means the timer was
+//! superseded, so a late wake-up can never act on newer state.
+
+pub mod classic_group;
+pub mod offsets;
+pub mod persistence;
+
+mod admin;
+mod commit;
+mod rebalance;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use logbook_replication::Partition;
+use parking_lot::{Mutex, RwLock};
+use tokio_util::sync::CancellationToken;
+
+pub use admin::{GroupDescription, GroupListing, MemberDescription};
+pub use classic_group::{ClassicGroup, GroupState, JoinResult, Member, SyncResult};
+pub use commit::{CommitPartition, CommitResult, FetchedTopic};
+
+use crate::topic_config::TopicConfig;
+use crate::topics::{NewTopic, Topic, Topics};
+use persistence::{GroupValue, MemberValue, Persisted};
+
+/// Why a group operation failed; each variant is a Kafka error a client acts on, mapped to
+/// its code in `errors::group_error`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GroupError {
+    /// Empty or otherwise unusable group id.
+    #[error("invalid group id")]
+    InvalidGroupId,
+    /// The group is being deleted or unloaded; find the coordinator again.
+    #[error("coordinator not available")]
+    CoordinatorNotAvailable,
+    /// This broker does not coordinate the group (or its log failed).
+    #[error("not coordinator")]
+    NotCoordinator,
+    /// The member id is not (or no longer) in the group.
+    #[error("unknown member id")]
+    UnknownMemberId,
+    /// KIP-394: rejoin with the member id in the response.
+    #[error("member id required")]
+    MemberIdRequired,
+    /// The request names an older (or newer) generation.
+    #[error("illegal generation")]
+    IllegalGeneration,
+    /// A rebalance is running; rejoin.
+    #[error("rebalance in progress")]
+    RebalanceInProgress,
+    /// Another member now holds this `group.instance.id`.
+    #[error("fenced instance id")]
+    FencedInstanceId,
+    /// Protocol type or protocols incompatible with the group's.
+    #[error("inconsistent group protocol")]
+    InconsistentGroupProtocol,
+    /// Session timeout outside the broker's bounds.
+    #[error("invalid session timeout")]
+    InvalidSessionTimeout,
+    /// The group has `group.max.size` members.
+    #[error("group max size reached")]
+    GroupMaxSizeReached,
+    /// No such group.
+    #[error("group id not found")]
+    GroupIdNotFound,
+    /// DeleteGroups/OffsetDelete of a group that still has members.
+    #[error("group is not empty")]
+    NonEmptyGroup,
+    /// OffsetDelete of a topic the group's members subscribe to.
+    #[error("group is subscribed to the topic")]
+    GroupSubscribedToTopic,
+    /// Commit metadata above `offset.metadata.max.bytes`.
+    #[error("offset metadata too large")]
+    OffsetMetadataTooLarge,
+    /// Writing to `__consumer_offsets` failed.
+    #[error("storage failure")]
+    Storage,
+}
+
+/// Group coordinator settings (broker flags named as Kafka's configs).
+#[derive(Clone, Debug)]
+pub struct GroupConfig {
+    /// `group.initial.rebalance.delay.ms`: how long the first rebalance of an empty group
+    /// waits for more members.
+    pub initial_rebalance_delay_ms: i32,
+    /// `offsets.topic.num.partitions`, used when `__consumer_offsets` is created.
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.retention.minutes`, in ms.
+    pub offsets_retention_ms: i64,
+    /// How often expired offsets are removed (`offsets.retention.check.interval.ms`).
+    pub offsets_retention_check_interval_ms: u64,
+    /// `group.min.session.timeout.ms`.
+    pub min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`.
+    pub max_session_timeout_ms: i32,
+    /// `group.max.size`: members per group.
+    pub group_max_size: usize,
+    /// How long an OffsetCommit waits for its records to become durable.
+    pub commit_timeout_ms: u64,
+}
+
+impl Default for GroupConfig {
+    /// Kafka's defaults.
+    fn default() -> Self {
+        GroupConfig {
+            initial_rebalance_delay_ms: 3000,
+            offsets_topic_num_partitions: 50,
+            offsets_retention_ms: 7 * 24 * 60 * 60 * 1000,
+            offsets_retention_check_interval_ms: 600_000,
+            min_session_timeout_ms: 6000,
+            max_session_timeout_ms: 1_800_000,
+            group_max_size: 10_000,
+            commit_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// A JoinGroup, as the coordinator needs it.
+#[derive(Clone, Debug)]
+pub struct JoinRequest {
+    /// Group id.
+    pub group_id: String,
+    /// Member id ("" for a first join).
+    pub member_id: String,
+    /// `group.instance.id` of a static member.
+    pub group_instance_id: Option<String>,
+    /// The request header's client id.
+    pub client_id: String,
+    /// The client's address.
+    pub client_host: String,
+    /// Rebalance timeout (the session timeout for v0).
+    pub rebalance_timeout_ms: i32,
+    /// Session timeout.
+    pub session_timeout_ms: i32,
+    /// Protocol type (`consumer`, …).
+    pub protocol_type: String,
+    /// Protocols in preference order, with the member's metadata for each.
+    pub protocols: Vec<(String, Bytes)>,
+    /// v4+: a first join gets MEMBER_ID_REQUIRED and must rejoin with the id (KIP-394).
+    pub require_known_member_id: bool,
+}
+
+/// How long a member that joined has to complete its first rebalance (Kafka's
+/// `NewMemberJoinTimeoutMs`).
+const NEW_MEMBER_JOIN_TIMEOUT_MS: i32 = 5 * 60 * 1000;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn duration_ms(ms: i32) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::try_from(ms.max(0)).unwrap_or(0))
+}
+
+/// The group coordinator of this broker. See the module docs for the locking rules.
+pub struct GroupCoordinator {
+    config: GroupConfig,
+    groups: RwLock<HashMap<String, Arc<Mutex<ClassicGroup>>>>,
+    offsets_topic: Arc<Topic>,
+    shutdown: CancellationToken,
+    self_weak: Weak<GroupCoordinator>,
+}
+
+impl GroupCoordinator {
+    /// Creates `__consumer_offsets` if needed (compacted, `offsets_topic_num_partitions`
+    /// partitions), replays it to rebuild every group, and starts the offset-expiry task.
+    /// Call from within the tokio runtime (timers are tasks); it does blocking I/O.
+    ///
+    /// # Errors
+    /// The topic cannot be created, or its log cannot be read.
+    pub fn load(topics: &Topics, config: GroupConfig) -> Result<Arc<Self>, String> {
+        let name = super::GROUP_METADATA_TOPIC_NAME;
+        let topic = match topics.get(name) {
+            Some(t) => t,
+            None => {
+                let topic_config = TopicConfig::from_pairs([("cleanup.policy", Some("compact"))])
+                    .map_err(|e| e.to_string())?;
+                topics
+                    .create(NewTopic {
+                        name,
+                        partitions: config.offsets_topic_num_partitions,
+                        replication_factor: 1,
+                        config: topic_config,
+                    })
+                    .map_err(|e| e.to_string())?
+            }
+        };
+        let coordinator = Arc::new_cyclic(|self_weak| GroupCoordinator {
+            config,
+            groups: RwLock::new(HashMap::new()),
+            offsets_topic: topic,
+            shutdown: CancellationToken::new(),
+            self_weak: self_weak.clone(),
+        });
+        let mut loaded = 0_usize;
+        for partition in &coordinator.offsets_topic.partitions {
+            let records = persistence::replay(partition)
+                .map_err(|e| format!("{}: {e}", partition.topic_partition()))?;
+            loaded += records.len();
+            coordinator.apply_loaded(records);
+        }
+        coordinator.start_loaded_timers();
+        tracing::info!(
+            records = loaded,
+            groups = coordinator.groups.read().len(),
+            "loaded groups from {name}"
+        );
+        let weak = Arc::downgrade(&coordinator);
+        let shutdown = coordinator.shutdown.clone();
+        let period = std::time::Duration::from_millis(
+            coordinator
+                .config
+                .offsets_retention_check_interval_ms
+                .max(100),
+        );
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(period) => {}
+                }
+                let Some(coordinator) = weak.upgrade() else {
+                    return;
+                };
+                coordinator.expire_offsets(now_ms());
+            }
+        });
+        Ok(coordinator)
+    }
+
+    /// Stops the coordinator's timers.
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+        for group in self.groups.read().values() {
+            let mut g = group.lock();
+            g.rebalance_token = g.rebalance_token.wrapping_add(1);
+            for member in g.members.values_mut() {
+                member.cancel_session_timer();
+            }
+        }
+    }
+
+    /// The coordinator's settings.
+    #[must_use]
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    /// The `__consumer_offsets` partition of `group_id` (its leader is the coordinator).
+    #[must_use]
+    pub fn partition_for(&self, group_id: &str) -> i32 {
+        let partitions = i32::try_from(self.offsets_topic.partitions.len()).unwrap_or(i32::MAX);
+        super::partition_for(group_id, partitions)
+    }
+
+    fn offsets_partition(&self, group_id: &str) -> &Arc<Partition> {
+        let index = usize::try_from(self.partition_for(group_id)).unwrap_or(0);
+        &self.offsets_topic.partitions[index]
+    }
+
+    fn group(&self, group_id: &str) -> Option<Arc<Mutex<ClassicGroup>>> {
+        self.groups.read().get(group_id).cloned()
+    }
+
+    fn get_or_create(&self, group_id: &str) -> Arc<Mutex<ClassicGroup>> {
+        if let Some(g) = self.group(group_id) {
+            return g;
+        }
+        Arc::clone(
+            self.groups
+                .write()
+                .entry(group_id.to_string())
+                .or_insert_with(|| Arc::new(Mutex::new(ClassicGroup::new(group_id, now_ms())))),
+        )
+    }
+
+    /// Removes a Dead group from the registry (if it is still the registered one).
+    fn remove_group(&self, group_id: &str, group: &Arc<Mutex<ClassicGroup>>) {
+        let mut groups = self.groups.write();
+        if groups.get(group_id).is_some_and(|g| Arc::ptr_eq(g, group)) {
+            groups.remove(group_id);
+        }
+    }
+
+    /// Appends `records` to the group's `__consumer_offsets` partition; returns the
+    /// partition and the offset that must become durable.
+    fn append(
+        &self,
+        group_id: &str,
+        records: &[(Bytes, Option<Bytes>)],
+    ) -> Result<(Arc<Partition>, i64), GroupError> {
+        let partition = self.offsets_partition(group_id);
+        let mut batch = persistence::encode_batch(records, now_ms()).map_err(|e| {
+            tracing::error!(group = group_id, error = %e, "cannot encode a __consumer_offsets batch");
+            GroupError::Storage
+        })?;
+        match partition.append(&mut batch) {
+            Ok(logbook_replication::AppendOutcome::Appended(info)) => {
+                Ok((Arc::clone(partition), info.last_offset + 1))
+            }
+            Ok(logbook_replication::AppendOutcome::Duplicate(_)) => {
+                // Our batches carry no producer id, so the sequence check never matches.
+                tracing::error!(
+                    group = group_id,
+                    "__consumer_offsets append seen as a duplicate"
+                );
+                Err(GroupError::Storage)
+            }
+            Err(e) => {
+                tracing::warn!(group = group_id, error = %e, "__consumer_offsets append failed");
+                Err(append_error(&e))
+            }
+        }
+    }
+
+    /// Persists the group's metadata (members with their assignments); a tombstone when the
+    /// group is Dead. Durability is not awaited: members hold the same state and a lost
+    /// record costs at most a rebalance.
+    fn store_group(&self, g: &ClassicGroup) {
+        let key = persistence::group_key(&g.group_id);
+        let value = (g.state != GroupState::Dead).then(|| {
+            let protocol = g.protocol_name.clone().unwrap_or_default();
+            persistence::group_value(&GroupValue {
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                generation_id: g.generation_id,
+                protocol_name: g.protocol_name.clone(),
+                leader_id: g.leader_id.clone(),
+                state_timestamp_ms: g.state_timestamp_ms,
+                members: g
+                    .join_order
+                    .iter()
+                    .filter_map(|id| g.members.get(id))
+                    .map(|m| MemberValue {
+                        member_id: m.member_id.clone(),
+                        group_instance_id: m.group_instance_id.clone(),
+                        client_id: m.client_id.clone(),
+                        client_host: m.client_host.clone(),
+                        rebalance_timeout_ms: m.rebalance_timeout_ms,
+                        session_timeout_ms: m.session_timeout_ms,
+                        subscription: m.metadata(&protocol).cloned().unwrap_or_default(),
+                        assignment: m.assignment.clone(),
+                    })
+                    .collect(),
+            })
+        });
+        let _ = self.append(&g.group_id, &[(key, value)]);
+    }
+
+    fn apply_loaded(&self, records: Vec<Persisted>) {
+        for record in records {
+            match record {
+                Persisted::Offset {
+                    group_id,
+                    topic,
+                    partition,
+                    value,
+                } => {
+                    let group = self.get_or_create(&group_id);
+                    let mut g = group.lock();
+                    match value {
+                        Some(v) => {
+                            g.offsets.insert((topic, partition), v);
+                        }
+                        None => {
+                            g.offsets.remove(&(topic, partition));
+                        }
+                    }
+                }
+                Persisted::Group { group_id, value } => match value {
+                    Some(v) => {
+                        let group = self.get_or_create(&group_id);
+                        let mut g = group.lock();
+                        restore_group(&mut g, v);
+                    }
+                    None => {
+                        self.groups.write().remove(&group_id);
+                    }
+                },
+            }
+        }
+    }
+
+    /// Starts session timers for members restored from the log, so members that never
+    /// come back are removed.
+    fn start_loaded_timers(&self) {
+        let groups: Vec<_> = self.groups.read().values().cloned().collect();
+        for group in groups {
+            let mut g = group.lock();
+            let members: Vec<(String, i32)> = g
+                .members
+                .values()
+                .map(|m| (m.member_id.clone(), m.session_timeout_ms))
+                .collect();
+            for (member_id, timeout) in members {
+                self.schedule_session(&mut g, &member_id, timeout);
+            }
+        }
+    }
+}
+
+/// Rebuilds a group's membership from its persisted metadata.
+fn restore_group(g: &mut ClassicGroup, v: GroupValue) {
+    for (_, mut member) in std::mem::take(&mut g.members) {
+        member.cancel_session_timer();
+    }
+    g.join_order.clear();
+    g.static_members.clear();
+    g.pending_sync.clear();
+    g.generation_id = v.generation_id;
+    g.protocol_type = (!v.protocol_type.is_empty()).then_some(v.protocol_type);
+    g.protocol_name = v.protocol_name.clone();
+    g.leader_id = None;
+    g.state_timestamp_ms = v.state_timestamp_ms;
+    let protocol = v.protocol_name.unwrap_or_default();
+    for m in v.members {
+        g.add(Member {
+            member_id: m.member_id,
+            group_instance_id: m.group_instance_id,
+            client_id: m.client_id,
+            client_host: m.client_host,
+            rebalance_timeout_ms: m.rebalance_timeout_ms,
+            session_timeout_ms: m.session_timeout_ms,
+            protocols: vec![(protocol.clone(), m.subscription)],
+            assignment: m.assignment,
+            awaiting_join: None,
+            awaiting_sync: None,
+            is_new: false,
+            session_token: 0,
+            session_timer: None,
+        });
+    }
+    if v.leader_id
+        .as_ref()
+        .is_some_and(|l| g.members.contains_key(l))
+    {
+        g.leader_id = v.leader_id;
+    }
+    g.state = if g.members.is_empty() {
+        GroupState::Empty
+    } else {
+        GroupState::Stable
+    };
+}
+
+/// What a failed `__consumer_offsets` append means to a group client (Kafka maps timeouts
+/// to COORDINATOR_NOT_AVAILABLE and log failures to NOT_COORDINATOR).
+fn append_error(e: &logbook_replication::Error) -> GroupError {
+    use logbook_replication::Error;
+    match e {
+        Error::Timeout { .. } => GroupError::CoordinatorNotAvailable,
+        Error::Closed(_) | Error::Storage(_) => GroupError::NotCoordinator,
+        Error::OutOfOrderSequence { .. } | Error::InvalidProducerEpoch { .. } => {
+            GroupError::Storage
+        }
+    }
+}

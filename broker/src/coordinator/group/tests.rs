@@ -1,0 +1,452 @@
+//! State-machine tests of the classic group protocol, with tokio's paused clock standing in
+//! for session and rebalance timeouts.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use super::*;
+use crate::topic_config::BrokerDefaults;
+
+fn topics(dir: &std::path::Path) -> Topics {
+    let flusher = logbook_replication::Flusher::start(logbook_replication::FlushPolicy::Os, 1);
+    Topics::open(
+        dir,
+        flusher,
+        BrokerDefaults::new(1_048_588, 1 << 30, -1),
+        1000,
+    )
+    .expect("topics")
+}
+
+fn config(initial_delay_ms: i32) -> GroupConfig {
+    GroupConfig {
+        initial_rebalance_delay_ms: initial_delay_ms,
+        offsets_topic_num_partitions: 3,
+        ..GroupConfig::default()
+    }
+}
+
+fn join(member_id: &str, instance: Option<&str>, protocols: &[&str]) -> JoinRequest {
+    JoinRequest {
+        group_id: "g".into(),
+        member_id: member_id.into(),
+        group_instance_id: instance.map(Into::into),
+        client_id: "client".into(),
+        client_host: "/127.0.0.1".into(),
+        rebalance_timeout_ms: 10_000,
+        session_timeout_ms: 6_000,
+        protocol_type: "consumer".into(),
+        protocols: protocols
+            .iter()
+            .map(|p| ((*p).to_string(), Bytes::from(format!("meta-{p}"))))
+            .collect(),
+        require_known_member_id: true,
+    }
+}
+
+async fn recv<T>(rx: oneshot::Receiver<T>) -> T {
+    tokio::time::timeout(Duration::from_secs(600), rx)
+        .await
+        .expect("answered in time")
+        .expect("sender kept")
+}
+
+/// First join of a member: MEMBER_ID_REQUIRED, then the real join.
+async fn join_new(
+    c: &GroupCoordinator,
+    protocols: &[&str],
+) -> (String, oneshot::Receiver<JoinResult>) {
+    let first = recv(c.join_group(join("", None, protocols))).await;
+    assert_eq!(first.error, Some(GroupError::MemberIdRequired));
+    assert!(
+        first.member_id.starts_with("client-"),
+        "{}",
+        first.member_id
+    );
+    let id = first.member_id.clone();
+    (id.clone(), c.join_group(join(&id, None, protocols)))
+}
+
+fn sync(
+    c: &GroupCoordinator,
+    generation: i32,
+    member: &str,
+    assignments: Vec<(String, Bytes)>,
+) -> oneshot::Receiver<SyncResult> {
+    c.sync_group(
+        "g",
+        generation,
+        member,
+        None,
+        Some("consumer"),
+        None,
+        assignments,
+    )
+}
+
+fn state(c: &GroupCoordinator) -> GroupState {
+    c.describe_group("g").expect("group exists").state
+}
+
+#[tokio::test(start_paused = true)]
+async fn single_member_joins_syncs_and_heartbeats() {
+    // Proves: KIP-394 MEMBER_ID_REQUIRED, generation 1 after the first rebalance, the sole
+    // member leads and gets its own metadata, its SyncGroup assignment comes back, and
+    // heartbeats succeed only with the right member and generation.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let (id, rx) = join_new(&c, &["range"]).await;
+    let joined = recv(rx).await;
+    assert_eq!(joined.error, None);
+    assert_eq!(joined.generation_id, 1);
+    assert_eq!(joined.leader, id);
+    assert_eq!(joined.protocol_name.as_deref(), Some("range"));
+    assert_eq!(
+        joined.members,
+        vec![(id.clone(), None, Bytes::from("meta-range"))]
+    );
+    assert_eq!(state(&c), GroupState::CompletingRebalance);
+    let synced = recv(sync(&c, 1, &id, vec![(id.clone(), Bytes::from("A"))])).await;
+    assert_eq!(synced.error, None);
+    assert_eq!(synced.assignment, Bytes::from("A"));
+    assert_eq!(state(&c), GroupState::Stable);
+    assert_eq!(c.heartbeat("g", &id, None, 1), Ok(()));
+    assert_eq!(
+        c.heartbeat("g", &id, None, 0),
+        Err(GroupError::IllegalGeneration)
+    );
+    assert_eq!(
+        c.heartbeat("g", "nobody", None, 1),
+        Err(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        c.heartbeat("nogroup", &id, None, 1),
+        Err(GroupError::UnknownMemberId)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn second_member_triggers_rebalance_and_protocol_vote() {
+    // Proves: a joining member moves a Stable group to PreparingRebalance (heartbeat says
+    // REBALANCE_IN_PROGRESS), the generation increments, the protocol both support with most
+    // votes wins, only the leader gets member metadata, and SyncGroup hands out each
+    // member's own assignment; a stale-generation SyncGroup gets ILLEGAL_GENERATION.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let (a, rx) = join_new(&c, &["roundrobin", "range"]).await;
+    assert_eq!(recv(rx).await.generation_id, 1);
+    recv(sync(&c, 1, &a, vec![])).await;
+    let (b, rx_b) = join_new(&c, &["range", "roundrobin"]).await;
+    assert_eq!(state(&c), GroupState::PreparingRebalance);
+    assert_eq!(
+        c.heartbeat("g", &a, None, 1),
+        Err(GroupError::RebalanceInProgress)
+    );
+    let rx_a = c.join_group(join(&a, None, &["roundrobin", "range"]));
+    let (ja, jb) = (recv(rx_a).await, recv(rx_b).await);
+    assert_eq!((ja.generation_id, jb.generation_id), (2, 2));
+    // One vote each; the tie goes to the leader's preference.
+    assert_eq!(ja.protocol_name.as_deref(), Some("roundrobin"));
+    assert_eq!(ja.leader, a);
+    assert_eq!(ja.members.len(), 2);
+    assert!(jb.members.is_empty());
+    assert_eq!(
+        recv(sync(&c, 1, &b, vec![])).await.error,
+        Some(GroupError::IllegalGeneration)
+    );
+    let rx_b = sync(&c, 2, &b, vec![]);
+    let rx_a = sync(
+        &c,
+        2,
+        &a,
+        vec![
+            (a.clone(), Bytes::from("pa")),
+            (b.clone(), Bytes::from("pb")),
+        ],
+    );
+    assert_eq!(recv(rx_a).await.assignment, Bytes::from("pa"));
+    assert_eq!(recv(rx_b).await.assignment, Bytes::from("pb"));
+    assert_eq!(state(&c), GroupState::Stable);
+    // A member with no common protocol is refused.
+    let bad = recv(c.join_group(join("", None, &["sticky"]))).await;
+    assert_eq!(bad.error, Some(GroupError::InconsistentGroupProtocol));
+}
+
+#[tokio::test(start_paused = true)]
+async fn session_timeout_evicts_silent_member() {
+    // Proves: a member that stops heartbeating is removed after session.timeout.ms, the
+    // survivor is told to rejoin, and the next generation has only the survivor.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let (a, rx) = join_new(&c, &["range"]).await;
+    recv(rx).await;
+    recv(sync(&c, 1, &a, vec![])).await;
+    let (b, rx_b) = join_new(&c, &["range"]).await;
+    let rx_a = c.join_group(join(&a, None, &["range"]));
+    recv(rx_a).await;
+    recv(rx_b).await;
+    let rx_b = sync(&c, 2, &b, vec![]);
+    recv(sync(&c, 2, &a, vec![])).await;
+    recv(rx_b).await;
+    // a heartbeats every 2 s; b is silent.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(c.heartbeat("g", &a, None, 2), Ok(()));
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        c.heartbeat("g", &b, None, 2),
+        Err(GroupError::UnknownMemberId)
+    );
+    assert_eq!(
+        c.heartbeat("g", &a, None, 2),
+        Err(GroupError::RebalanceInProgress)
+    );
+    let rejoined = recv(c.join_group(join(&a, None, &["range"]))).await;
+    assert_eq!(rejoined.generation_id, 3);
+    assert_eq!(rejoined.members.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn rebalance_timeout_removes_member_that_does_not_rejoin() {
+    // Proves: the join phase ends after the rebalance timeout even if a member never
+    // rejoins; that member is dropped from the new generation.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let (a, rx) = join_new(&c, &["range"]).await;
+    recv(rx).await;
+    recv(sync(&c, 1, &a, vec![])).await;
+    let (_b, rx_b) = join_new(&c, &["range"]).await;
+    // a keeps heartbeating (so its session lives) but never rejoins.
+    let hb = async {
+        for _ in 0..6 {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let _ = c.heartbeat("g", &a, None, 1);
+        }
+    };
+    let (jb, ()) = tokio::join!(recv(rx_b), hb);
+    assert_eq!(jb.generation_id, 2);
+    assert_eq!(jb.members.len(), 1, "only b is in generation 2");
+    assert_eq!(
+        c.heartbeat("g", &a, None, 1),
+        Err(GroupError::UnknownMemberId)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn initial_delay_collects_members_into_one_generation() {
+    // Proves: group.initial.rebalance.delay.ms holds the first rebalance open so members
+    // joining within it form generation 1 together.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = GroupCoordinator::load(&topics(dir.path()), config(3000)).expect("load");
+    let (_a, mut rx_a) = join_new(&c, &["range"]).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        rx_a.try_recv().is_err(),
+        "still waiting in the initial delay"
+    );
+    let (_b, rx_b) = join_new(&c, &["range"]).await;
+    let (ja, jb) = (recv(rx_a).await, recv(rx_b).await);
+    assert_eq!((ja.generation_id, jb.generation_id), (1, 1));
+    assert_eq!(ja.members.len() + jb.members.len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn static_member_rejoins_without_rebalance() {
+    // Proves: a static member that comes back with a new member id (restart) gets the
+    // current generation and its old assignment without a rebalance; the old member id is
+    // fenced (FENCED_INSTANCE_ID).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let old = recv(c.join_group(join("", Some("i1"), &["range"]))).await;
+    assert_eq!(old.error, None, "static members get an id at once");
+    let old_id = old.member_id;
+    recv(sync(
+        &c,
+        1,
+        &old_id,
+        vec![(old_id.clone(), Bytes::from("mine"))],
+    ))
+    .await;
+    let again = recv(c.join_group(join("", Some("i1"), &["range"]))).await;
+    assert_eq!(again.error, None);
+    assert_eq!(again.generation_id, 1, "no rebalance");
+    assert_ne!(again.member_id, old_id);
+    assert!(
+        again.skip_assignment,
+        "the static leader skips the assignment"
+    );
+    assert_eq!(state(&c), GroupState::Stable);
+    let synced = recv(c.sync_group("g", 1, &again.member_id, Some("i1"), None, None, vec![])).await;
+    assert_eq!(synced.assignment, Bytes::from("mine"));
+    assert_eq!(
+        c.heartbeat("g", &old_id, Some("i1"), 1),
+        Err(GroupError::FencedInstanceId)
+    );
+    // LeaveGroup by instance id alone.
+    let left = c
+        .leave_group("g", &[(String::new(), Some("i1".into()))])
+        .expect("leave");
+    assert_eq!(left, vec![Ok(())]);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(state(&c), GroupState::Empty);
+}
+
+#[tokio::test(start_paused = true)]
+async fn commits_survive_reload_and_admin_errors() {
+    // Proves: generation checks on OffsetCommit (standalone -1 accepted for an empty group,
+    // ILLEGAL_GENERATION for a member of another generation), metadata strings round-trip,
+    // offsets and groups reload from __consumer_offsets, DeleteGroups refuses a non-empty
+    // group and removes an empty one, and OffsetDelete removes offsets.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = topics(dir.path());
+    let c = GroupCoordinator::load(&t, config(0)).expect("load");
+    let commit = |p: i32, offset: i64| CommitPartition {
+        topic: "t".into(),
+        partition: p,
+        offset,
+        leader_epoch: 3,
+        metadata: Some(format!("m{p}")),
+    };
+    let r = c.commit_offsets("g", -1, "", None, &[commit(0, 10), commit(1, 20)]);
+    assert_eq!(r.errors, vec![None, None]);
+    let r = c.commit_offsets("h", 5, "m", None, &[commit(0, 1)]);
+    assert_eq!(r.errors, vec![Some(GroupError::IllegalGeneration)]);
+    let too_long = CommitPartition {
+        metadata: Some("x".repeat(5000)),
+        ..commit(2, 1)
+    };
+    let r = c.commit_offsets("g", -1, "", None, &[too_long]);
+    assert_eq!(r.errors, vec![Some(GroupError::OffsetMetadataTooLarge)]);
+    let (a, rx) = join_new(&c, &["range"]).await;
+    recv(rx).await;
+    recv(sync(&c, 1, &a, vec![])).await;
+    let r = c.commit_offsets("g", 0, &a, None, &[commit(0, 11)]);
+    assert_eq!(r.errors, vec![Some(GroupError::IllegalGeneration)]);
+    let r = c.commit_offsets("g", 1, &a, None, &[commit(0, 12)]);
+    assert_eq!(r.errors, vec![None]);
+    assert_eq!(c.delete_group("g"), Err(GroupError::NonEmptyGroup));
+    assert_eq!(c.delete_group("nope"), Err(GroupError::GroupIdNotFound));
+    c.shutdown();
+    drop(c);
+    let c = GroupCoordinator::load(&t, config(0)).expect("reload");
+    let fetched = c.fetch_offsets("g", None);
+    assert_eq!(fetched.len(), 1);
+    let (topic, partitions) = &fetched[0];
+    assert_eq!(topic, "t");
+    let got: Vec<(i32, i64, String, i32)> = partitions
+        .iter()
+        .map(|(p, o)| {
+            let o = o.as_ref().expect("committed");
+            (*p, o.offset, o.metadata.clone(), o.leader_epoch)
+        })
+        .collect();
+    assert_eq!(got, vec![(0, 12, "m0".into(), 3), (1, 20, "m1".into(), 3)]);
+    // The member came back from the log, so the group is Stable with generation 1.
+    let described = c.describe_group("g").expect("described");
+    assert_eq!(described.state, GroupState::Stable);
+    assert_eq!(described.members.len(), 1);
+    assert_eq!(c.heartbeat("g", &a, None, 1), Ok(()));
+    assert_eq!(
+        c.leave_group("g", &[(a.clone(), None)]).expect("leave"),
+        vec![Ok(())]
+    );
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(state(&c), GroupState::Empty);
+    assert_eq!(
+        c.delete_offsets("g", &[("t".into(), 1)])
+            .expect("delete offsets"),
+        vec![None]
+    );
+    assert_eq!(c.fetch_offsets("g", None)[0].1.len(), 1);
+    assert_eq!(c.delete_group("g"), Ok(()));
+    assert_eq!(c.describe_group("g"), Err(GroupError::GroupIdNotFound));
+    c.shutdown();
+    drop(c);
+    let c = GroupCoordinator::load(&t, config(0)).expect("reload");
+    assert!(
+        c.fetch_offsets("g", None).is_empty(),
+        "deletion survives reload"
+    );
+    assert!(c.list_groups(&[]).is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn offsets_of_empty_group_expire() {
+    // Proves: offsets.retention.minutes removes a standalone group's offsets once expired,
+    // and the group with them.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let r = c.commit_offsets(
+        "g",
+        -1,
+        "",
+        None,
+        &[CommitPartition {
+            topic: "t".into(),
+            partition: 0,
+            offset: 5,
+            leader_epoch: -1,
+            metadata: None,
+        }],
+    );
+    assert_eq!(r.errors, vec![None]);
+    c.expire_offsets(now_ms());
+    assert_eq!(c.fetch_offsets("g", None).len(), 1, "not yet expired");
+    c.expire_offsets(now_ms() + c.config().offsets_retention_ms + 1);
+    assert!(c.fetch_offsets("g", None).is_empty());
+    assert!(c.list_groups(&[]).is_empty());
+}
+
+#[test]
+fn persisted_records_round_trip() {
+    // Proves: the __consumer_offsets key/value codecs decode what they encode.
+    let value = persistence::GroupValue {
+        protocol_type: "consumer".into(),
+        generation_id: 7,
+        protocol_name: Some("range".into()),
+        leader_id: Some("m1".into()),
+        state_timestamp_ms: 42,
+        members: vec![persistence::MemberValue {
+            member_id: "m1".into(),
+            group_instance_id: Some("i".into()),
+            client_id: "c".into(),
+            client_host: "/h".into(),
+            rebalance_timeout_ms: 1,
+            session_timeout_ms: 2,
+            subscription: Bytes::from("s"),
+            assignment: Bytes::from("a"),
+        }],
+    };
+    let decoded = persistence::decode_record(
+        &persistence::group_key("g"),
+        Some(&persistence::group_value(&value)),
+    );
+    assert_eq!(
+        decoded,
+        Ok(Persisted::Group {
+            group_id: "g".into(),
+            value: Some(value)
+        })
+    );
+    let decoded = persistence::decode_record(&persistence::offset_key("g", "t", 3), None);
+    assert_eq!(
+        decoded,
+        Ok(Persisted::Offset {
+            group_id: "g".into(),
+            topic: "t".into(),
+            partition: 3,
+            value: None
+        })
+    );
+}
+
+#[test]
+fn member_id_required_is_code_79() {
+    assert_eq!(
+        crate::errors::group_error(&GroupError::MemberIdRequired).code(),
+        79
+    );
+}

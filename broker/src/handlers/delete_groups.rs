@@ -1,0 +1,27 @@
+//! DeleteGroups (API key 42): remove empty groups and their committed offsets.
+
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
+use kafka_protocol::protocol::VersionRange;
+
+use crate::broker::Broker;
+use crate::errors;
+
+/// Versions served.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
+
+/// Answers DeleteGroups.
+#[must_use]
+pub fn handle(broker: &Broker, request: &DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let results = request
+        .groups_names
+        .iter()
+        .map(|group_id| {
+            let result = broker.groups.delete_group(group_id.0.as_str());
+            DeletableGroupResult::default()
+                .with_group_id(group_id.clone())
+                .with_error_code(errors::group_code(result.err()))
+        })
+        .collect();
+    DeleteGroupsResponse::default().with_results(results)
+}

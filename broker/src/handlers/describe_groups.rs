@@ -1,0 +1,78 @@
+//! DescribeGroups (API key 15): state, protocol and members (client ids, hosts, metadata and
+//! assignments) of groups.
+
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use crate::broker::Broker;
+use crate::coordinator::group::GroupError;
+use crate::errors;
+
+/// Versions served.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
+
+/// First version that answers GROUP_ID_NOT_FOUND for an unknown group (KIP-1043); older
+/// versions describe it as Dead with no error.
+const NOT_FOUND_VERSION: i16 = 6;
+
+/// Kafka's operations on a group: READ (3), DELETE (6), DESCRIBE (8), as a bit field.
+const GROUP_AUTHORIZED_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+
+/// Answers DescribeGroups.
+#[must_use]
+pub fn handle(
+    broker: &Broker,
+    request: &DescribeGroupsRequest,
+    version: i16,
+) -> DescribeGroupsResponse {
+    let groups = request
+        .groups
+        .iter()
+        .map(|group_id| {
+            let mut described = DescribedGroup::default().with_group_id(group_id.clone());
+            if version >= 3 && request.include_authorized_operations {
+                described.authorized_operations = GROUP_AUTHORIZED_OPERATIONS;
+            }
+            match broker.groups.describe_group(group_id.0.as_str()) {
+                Ok(d) => described
+                    .with_group_state(StrBytes::from_static_str(d.state.name()))
+                    .with_protocol_type(StrBytes::from_string(d.protocol_type))
+                    .with_protocol_data(StrBytes::from_string(d.protocol))
+                    .with_members(
+                        d.members
+                            .into_iter()
+                            .map(|m| {
+                                DescribedGroupMember::default()
+                                    .with_member_id(StrBytes::from_string(m.member_id))
+                                    .with_group_instance_id(if version >= 4 {
+                                        m.group_instance_id.map(StrBytes::from_string)
+                                    } else {
+                                        None
+                                    })
+                                    .with_client_id(StrBytes::from_string(m.client_id))
+                                    .with_client_host(StrBytes::from_string(m.client_host))
+                                    .with_member_metadata(m.metadata)
+                                    .with_member_assignment(m.assignment)
+                            })
+                            .collect(),
+                    ),
+                Err(GroupError::GroupIdNotFound) if version < NOT_FOUND_VERSION => {
+                    described.with_group_state(StrBytes::from_static_str("Dead"))
+                }
+                Err(e) => {
+                    let error = errors::group_error(&e);
+                    let mut d = described.with_error_code(error.code());
+                    if version >= NOT_FOUND_VERSION {
+                        d.error_message = Some(StrBytes::from_string(format!(
+                            "Group {} not found.",
+                            group_id.0.as_str()
+                        )));
+                    }
+                    d
+                }
+            }
+        })
+        .collect();
+    DescribeGroupsResponse::default().with_groups(groups)
+}

@@ -1,0 +1,93 @@
+//! FindCoordinator (API key 10): which broker coordinates a group. The coordinator of a
+//! group is the leader of its `__consumer_offsets` partition; on one node that is us.
+//! Transaction coordinators (key type 1) do not exist yet.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+use kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+
+/// Versions served.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
+
+/// First version with the batched `coordinator_keys` form (KIP-699).
+const BATCHED_VERSION: i16 = 4;
+const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
+
+/// The coordinator of one key: (node id, host, port) or the error.
+fn coordinator_of(
+    broker: &Broker,
+    key: &str,
+    key_type: i8,
+) -> Result<(i32, String, i32), ResponseError> {
+    match key_type {
+        KEY_TYPE_GROUP => {
+            // The leader of the group's __consumer_offsets partition; on a single node every
+            // partition is led by this broker.
+            let _partition = broker.groups.partition_for(key);
+            Ok((
+                broker.node_id(),
+                broker.advertised_host.clone(),
+                broker.advertised_port,
+            ))
+        }
+        KEY_TYPE_TRANSACTION => Err(ResponseError::CoordinatorNotAvailable),
+        _ => Err(ResponseError::InvalidRequest),
+    }
+}
+
+/// Answers FindCoordinator.
+#[must_use]
+pub fn handle(
+    broker: &Arc<Broker>,
+    request: &FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
+    let mut response = FindCoordinatorResponse::default();
+    if version >= BATCHED_VERSION {
+        response.error_message = None;
+        response.coordinators = request
+            .coordinator_keys
+            .iter()
+            .map(
+                |key| match coordinator_of(broker, key.as_str(), request.key_type) {
+                    Ok((node_id, host, port)) => Coordinator::default()
+                        .with_key(key.clone())
+                        .with_node_id(BrokerId(node_id))
+                        .with_host(StrBytes::from_string(host))
+                        .with_port(port)
+                        .with_error_message(Some(StrBytes::from_static_str("NONE"))),
+                    Err(e) => Coordinator::default()
+                        .with_key(key.clone())
+                        .with_node_id(BrokerId(-1))
+                        .with_port(-1)
+                        .with_error_code(e.code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                },
+            )
+            .collect();
+        return response;
+    }
+    // Kafka sends `Errors.message()`, which is "NONE" on success.
+    let error_message = |m: String| (version >= 1).then(|| StrBytes::from_string(m));
+    match coordinator_of(broker, request.key.as_str(), request.key_type) {
+        Ok((node_id, host, port)) => {
+            response.node_id = BrokerId(node_id);
+            response.host = StrBytes::from_string(host);
+            response.port = port;
+            response.error_message = error_message("NONE".to_string());
+        }
+        Err(e) => {
+            response.error_code = e.code();
+            response.node_id = BrokerId(-1);
+            response.port = -1;
+            response.error_message = error_message(e.to_string());
+        }
+    }
+    response
+}

@@ -1,0 +1,23 @@
+//! Heartbeat (API key 12): a group member proves it is alive between rebalances, and learns
+//! of a rebalance (REBALANCE_IN_PROGRESS). Group state lives in `GroupCoordinator`.
+
+use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use crate::broker::Broker;
+use crate::errors;
+
+/// Versions served.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+
+/// Answers Heartbeat.
+#[must_use]
+pub fn handle(broker: &Broker, request: &HeartbeatRequest) -> HeartbeatResponse {
+    let result = broker.groups.heartbeat(
+        request.group_id.0.as_str(),
+        request.member_id.as_str(),
+        request.group_instance_id.as_ref().map(StrBytes::as_str),
+        request.generation_id,
+    );
+    HeartbeatResponse::default().with_error_code(errors::group_code(result.err()))
+}

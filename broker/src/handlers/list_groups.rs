@@ -1,0 +1,51 @@
+//! ListGroups (API key 16): every group this coordinator knows, including groups that only
+//! hold offsets; filtered by state (v4+, case-insensitive) and type (v5+: all our groups are
+//! "classic").
+
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use crate::broker::Broker;
+
+/// Versions served.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+
+/// The group type of every group served here (KIP-848 "consumer" groups are not).
+const CLASSIC: &str = "classic";
+
+/// Answers ListGroups.
+#[must_use]
+pub fn handle(broker: &Broker, request: &ListGroupsRequest, version: i16) -> ListGroupsResponse {
+    let types_match = request.types_filter.is_empty()
+        || request
+            .types_filter
+            .iter()
+            .any(|t| t.as_str().eq_ignore_ascii_case(CLASSIC));
+    if !types_match {
+        return ListGroupsResponse::default();
+    }
+    let states: Vec<String> = request
+        .states_filter
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let groups = broker
+        .groups
+        .list_groups(&states)
+        .into_iter()
+        .map(|g| {
+            let mut listed = ListedGroup::default()
+                .with_group_id(StrBytes::from_string(g.group_id).into())
+                .with_protocol_type(StrBytes::from_string(g.protocol_type));
+            if version >= 4 {
+                listed.group_state = StrBytes::from_static_str(g.state.name());
+            }
+            if version >= 5 {
+                listed.group_type = StrBytes::from_static_str(CLASSIC);
+            }
+            listed
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}

@@ -1,0 +1,120 @@
+//! OffsetCommit (API key 8): store a group's consumed positions. The answer waits until the
+//! commit's `__consumer_offsets` batch is durable, so an acknowledged commit survives a crash.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, ResponseKind};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+use kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+use crate::coordinator::group::CommitPartition;
+use crate::errors;
+use crate::handlers::ResponseFuture;
+
+/// Versions served (v10 names topics by id; not served).
+pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 9 };
+
+/// Commits what can be committed now and returns the future of the answer.
+pub fn handle(broker: &Arc<Broker>, request: &OffsetCommitRequest, version: i16) -> ResponseFuture {
+    // Per partition in request order: Some(error) decided here, or None = handed to the group.
+    let mut decided: Vec<Vec<Option<ResponseError>>> = Vec::with_capacity(request.topics.len());
+    let mut commits = Vec::new();
+    for topic in &request.topics {
+        let name = topic.name.0.as_str();
+        let known = broker.topics.get(name);
+        let mut row = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
+            let exists = known.as_ref().is_some_and(|t| {
+                usize::try_from(p.partition_index).is_ok_and(|i| i < t.partitions.len())
+            });
+            if exists {
+                row.push(None);
+                commits.push(CommitPartition {
+                    topic: name.to_string(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: if version >= 6 {
+                        p.committed_leader_epoch
+                    } else {
+                        -1
+                    },
+                    metadata: p.committed_metadata.as_ref().map(ToString::to_string),
+                });
+            } else {
+                row.push(Some(ResponseError::UnknownTopicOrPartition));
+            }
+        }
+        decided.push(row);
+    }
+    let result = broker.groups.commit_offsets(
+        request.group_id.0.as_str(),
+        request.generation_id_or_member_epoch,
+        request.member_id.as_str(),
+        request.group_instance_id.as_ref().map(StrBytes::as_str),
+        &commits,
+    );
+    let timeout = Duration::from_millis(broker.groups.config().commit_timeout_ms);
+    let names: Vec<(StrBytes, Vec<i32>)> = request
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.0.clone(),
+                t.partitions.iter().map(|p| p.partition_index).collect(),
+            )
+        })
+        .collect();
+    Box::pin(async move {
+        let mut group_errors: Vec<Option<ResponseError>> = result
+            .errors
+            .iter()
+            .map(|e| e.map(|e| errors::group_error(&e)))
+            .collect();
+        if let Some((partition, end_offset)) = result.durable {
+            if let Err(e) = partition.wait_durable(end_offset, timeout).await {
+                tracing::warn!(error = %e, "offset commit not durable");
+                let error = match e {
+                    logbook_replication::Error::Timeout { .. } => {
+                        ResponseError::CoordinatorNotAvailable
+                    }
+                    _ => ResponseError::NotCoordinator,
+                };
+                for slot in &mut group_errors {
+                    slot.get_or_insert(error);
+                }
+            }
+        }
+        let mut group_errors = group_errors.into_iter();
+        let topics = names
+            .into_iter()
+            .zip(decided)
+            .map(|((name, partitions), row)| {
+                OffsetCommitResponseTopic::default()
+                    .with_name(name.into())
+                    .with_partitions(
+                        partitions
+                            .into_iter()
+                            .zip(row)
+                            .map(|(index, early)| {
+                                let error = match early {
+                                    Some(e) => Some(e),
+                                    None => group_errors.next().flatten(),
+                                };
+                                OffsetCommitResponsePartition::default()
+                                    .with_partition_index(index)
+                                    .with_error_code(errors::code(error))
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        Some(ResponseKind::OffsetCommit(
+            OffsetCommitResponse::default().with_topics(topics),
+        ))
+    })
+}

@@ -1,0 +1,111 @@
+//! OffsetFetch (API key 9): a group's committed offsets, for one group (v1-7) or several
+//! (v8+). `require_stable` is accepted: there are no pending transactional commits yet, so
+//! every offset is stable.
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use crate::broker::Broker;
+use crate::coordinator::group::FetchedTopic;
+
+/// Versions served (v10 names topics by id; not served).
+pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };
+
+/// First version with the multi-group form (KIP-709).
+const GROUPS_VERSION: i16 = 8;
+
+/// "No committed offset", as Kafka answers it.
+const NO_OFFSET: i64 = -1;
+
+fn fetch(
+    broker: &Broker,
+    group_id: &str,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+) -> Vec<FetchedTopic> {
+    broker.groups.fetch_offsets(group_id, topics.as_deref())
+}
+
+/// Answers OffsetFetch.
+#[must_use]
+pub fn handle(broker: &Broker, request: &OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+    let epoch = |e: i32| if version >= 5 { e } else { -1 };
+    if version >= GROUPS_VERSION {
+        let groups = request
+            .groups
+            .iter()
+            .map(|g| {
+                let topics = g.topics.as_ref().map(|ts| {
+                    ts.iter()
+                        .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                        .collect()
+                });
+                let fetched = fetch(broker, g.group_id.0.as_str(), topics);
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id.clone())
+                    .with_topics(
+                        fetched
+                            .into_iter()
+                            .map(|(topic, partitions)| {
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(StrBytes::from_string(topic).into())
+                                    .with_partitions(
+                                        partitions
+                                            .into_iter()
+                                            .map(|(index, committed)| {
+                                                let (offset, leader_epoch, metadata) = committed
+                                                    .map_or((NO_OFFSET, -1, String::new()), |c| {
+                                                        (c.offset, c.leader_epoch, c.metadata)
+                                                    });
+                                                OffsetFetchResponsePartitions::default()
+                                                    .with_partition_index(index)
+                                                    .with_committed_offset(offset)
+                                                    .with_committed_leader_epoch(leader_epoch)
+                                                    .with_metadata(Some(StrBytes::from_string(
+                                                        metadata,
+                                                    )))
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let topics = request.topics.as_ref().map(|ts| {
+        ts.iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+            .collect()
+    });
+    let fetched = fetch(broker, request.group_id.0.as_str(), topics);
+    OffsetFetchResponse::default().with_topics(
+        fetched
+            .into_iter()
+            .map(|(topic, partitions)| {
+                OffsetFetchResponseTopic::default()
+                    .with_name(StrBytes::from_string(topic).into())
+                    .with_partitions(
+                        partitions
+                            .into_iter()
+                            .map(|(index, committed)| {
+                                let (offset, leader_epoch, metadata) = committed
+                                    .map_or((NO_OFFSET, -1, String::new()), |c| {
+                                        (c.offset, c.leader_epoch, c.metadata)
+                                    });
+                                OffsetFetchResponsePartition::default()
+                                    .with_partition_index(index)
+                                    .with_committed_offset(offset)
+                                    .with_committed_leader_epoch(epoch(leader_epoch))
+                                    .with_metadata(Some(StrBytes::from_string(metadata)))
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}
