@@ -2,9 +2,9 @@
 //! on a free loopback port with its own data directory, so every test gets a broker
 //! of its own and tests can run in parallel.
 //!
-//! The binary is built once per test process (`cargo build --release -p
-//! logbook-broker --bin logbook`) into the target directory the tests themselves
-//! were built in; `LOGBOOK_BIN` overrides the path and skips the build.
+//! The binary is built once per test process (see `broker_binary`) into the
+//! target directory the tests themselves were built in; `LOGBOOK_BIN`
+//! overrides the path and skips the build.
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -259,23 +259,31 @@ pub fn broker_binary() -> &'static Path {
             .expect("integration-tests lives inside the workspace")
             .to_path_buf();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let status = Command::new(cargo)
-            .current_dir(&workspace)
-            .env("CARGO_TARGET_DIR", &target_dir)
-            .args([
+        // Built with the same feature unification as `cargo test --release
+        // --workspace` (dev-dependencies of every member active), so every
+        // dependency artifact that command just built is reused and only the
+        // binary is linked (seconds, not the minutes a `-p logbook-broker` build
+        // with its own feature set takes). If another member's tests do not
+        // compile, fall back to building the broker package alone.
+        let build = |args: &[&str]| {
+            Command::new(&cargo)
+                .current_dir(&workspace)
+                .env("CARGO_TARGET_DIR", &target_dir)
+                .args(args)
+                .status()
+                .expect("run cargo build for the broker")
+                .success()
+        };
+        let built = build(&["build", "--release", "--workspace", "--tests", "--bins"])
+            || build(&[
                 "build",
                 "--release",
                 "-p",
                 "logbook-broker",
                 "--bin",
                 "logbook",
-            ])
-            .status()
-            .expect("run cargo build for the broker");
-        assert!(
-            status.success(),
-            "cargo build of the broker failed: {status}"
-        );
+            ]);
+        assert!(built, "cargo build of the broker failed");
         let binary = target_dir.join("release").join("logbook");
         assert!(binary.is_file(), "{} missing after build", binary.display());
         binary

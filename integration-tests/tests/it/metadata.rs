@@ -79,7 +79,9 @@ fn single_node_is_broker_controller_and_leader() {
         !meta.topic_id.is_nil(),
         "topic id must be set from Metadata v10 on"
     );
-    let mut partitions: Vec<(i32, i16, i32, Vec<i32>, Vec<i32>)> = meta
+    // (partition, error code, leader, replicas, isr)
+    type PartitionView = (i32, i16, i32, Vec<i32>, Vec<i32>);
+    let mut partitions: Vec<PartitionView> = meta
         .partitions
         .iter()
         .map(|p| {

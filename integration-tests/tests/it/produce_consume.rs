@@ -104,14 +104,8 @@ fn idempotent_producer_round_trip() {
     let broker = Broker::start();
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "idempotent", 2, &[]);
-    let records: Vec<Record> = (0..2000)
-        .map(|i| {
-            Record::new(
-                i32::try_from(i % 2).expect("0 or 1"),
-                format!("k{i}"),
-                format!("v{i}"),
-            )
-        })
+    let records: Vec<Record> = (0..2000_i32)
+        .map(|i| Record::new(i % 2, format!("k{i}"), format!("v{i}")))
         .collect();
     let acked = produce_ok(
         &bootstrap,
