@@ -293,6 +293,14 @@ public final class Main {
                 ensure(ends.get(new TopicPartition(topic, 0)).offset() == 0, "end offset %s", ends);
                 admin.deleteTopics(List.of(topic)).all().get(30, TimeUnit.SECONDS);
             });
+            check("1k", "deleteTopics by topic id", () -> {
+                String t = "jt-delid-" + RUN;
+                var res = admin.createTopics(List.of(new NewTopic(t, 1, (short) 1)));
+                Uuid id = res.topicId(t).get(30, TimeUnit.SECONDS);
+                admin.deleteTopics(org.apache.kafka.common.TopicCollection.ofTopicIds(List.of(id))).all().get(30, TimeUnit.SECONDS);
+                Set<String> names = admin.listTopics().names().get(30, TimeUnit.SECONDS);
+                ensure(!names.contains(t), "topic still listed after delete by id: %s", names);
+            });
         }
     }
 
