@@ -78,6 +78,11 @@ pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> M
             .unwrap_or_default()
             .into_iter()
             .map(|wanted| match wanted.name {
+                // Clients that ask by id (v10+) may still send an empty name, not null.
+                Some(_) if !wanted.topic_id.is_nil() => match broker.topics.get_by_id(&wanted.topic_id) {
+                    Some(topic) => describe_topic(broker, &topic),
+                    None => failed_topic(None, wanted.topic_id, ResponseError::UnknownTopicId),
+                },
                 Some(name) => {
                     let result = tokio::task::block_in_place(|| {
                         broker
