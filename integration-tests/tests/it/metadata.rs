@@ -109,10 +109,24 @@ fn single_node_is_broker_controller_and_leader() {
         .expect("absent in the answer");
     assert_eq!(absent.error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
     assert!(absent.partitions.is_empty());
+    // Internal topics (__consumer_offsets, which a broker may create at
+    // start) are left out of the count.
     let all = metadata(&broker, 12, None, false);
+    for topic in &all.topics {
+        let name = topic.name.as_ref().map_or("", |n| n.0.as_str());
+        if name == "__consumer_offsets" || name == "__transaction_state" {
+            assert!(topic.is_internal, "{name} must be marked internal");
+        }
+    }
+    let user_topics: Vec<&str> = all
+        .topics
+        .iter()
+        .filter(|t| !t.is_internal)
+        .filter_map(|t| t.name.as_ref().map(|n| n.0.as_str()))
+        .collect();
     assert_eq!(
-        all.topics.len(),
-        1,
+        user_topics,
+        vec!["meta"],
         "Metadata with allow_auto_topic_creation=false created a topic"
     );
 }
