@@ -21,8 +21,22 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
 /// `topic_authorized_operations` when the client did not ask for them.
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
+/// Operations on the cluster a client may perform, as Kafka reports them without an
+/// authorizer: bits of `AclOperation` CREATE(5), CLUSTER_ACTION(7), DESCRIBE_CONFIGS(8),
+/// ALTER_CONFIGS(9), IDEMPOTENT_WRITE(10), CREATE_TOKENS(11), DESCRIBE_TOKENS(12).
+const CLUSTER_OPERATIONS_ALL: i32 = 8096;
+
+/// Operations on a topic without an authorizer, as Kafka 4.0 reports them: READ(3),
+/// WRITE(4), CREATE(5), DELETE(6), ALTER(7), DESCRIBE(8), DESCRIBE_CONFIGS(10),
+/// ALTER_CONFIGS(11).
+const TOPIC_OPERATIONS_ALL: i32 = 3576;
+
 /// Describes one existing topic.
-pub(crate) fn describe_topic(broker: &Broker, topic: &Topic) -> MetadataResponseTopic {
+pub(crate) fn describe_topic(
+    broker: &Broker,
+    topic: &Topic,
+    operations: i32,
+) -> MetadataResponseTopic {
     let node = BrokerId(broker.node_id());
     let partitions = topic
         .partitions
@@ -42,7 +56,7 @@ pub(crate) fn describe_topic(broker: &Broker, topic: &Topic) -> MetadataResponse
         .with_topic_id(topic.id)
         .with_is_internal(topic.name.starts_with("__"))
         .with_partitions(partitions)
-        .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED)
+        .with_topic_authorized_operations(operations)
 }
 
 fn failed_topic(
@@ -65,12 +79,24 @@ pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> M
     };
     let auto_create = broker.config.auto_create_topics_enable
         && (version < 4 || request.allow_auto_topic_creation);
+    // Only v8+ carries the fields; older requests decode the flags as false.
+    let topic_operations = if version >= 8 && request.include_topic_authorized_operations {
+        TOPIC_OPERATIONS_ALL
+    } else {
+        OPERATIONS_NOT_REQUESTED
+    };
+    let cluster_operations =
+        if (8..=10).contains(&version) && request.include_cluster_authorized_operations {
+            CLUSTER_OPERATIONS_ALL
+        } else {
+            OPERATIONS_NOT_REQUESTED
+        };
     let topics = if all_topics {
         broker
             .topics
             .all()
             .iter()
-            .map(|t| describe_topic(broker, t))
+            .map(|t| describe_topic(broker, t, topic_operations))
             .collect()
     } else {
         request
@@ -80,7 +106,7 @@ pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> M
             .map(|wanted| match wanted.name {
                 // Clients that ask by id (v10+) may still send an empty name, not null.
                 Some(_) if !wanted.topic_id.is_nil() => match broker.topics.get_by_id(&wanted.topic_id) {
-                    Some(topic) => describe_topic(broker, &topic),
+                    Some(topic) => describe_topic(broker, &topic, topic_operations),
                     None => failed_topic(None, wanted.topic_id, ResponseError::UnknownTopicId),
                 },
                 Some(name) => {
@@ -90,7 +116,7 @@ pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> M
                             .get_or_create(name.as_str(), auto_create, broker.config.num_partitions)
                     });
                     match result {
-                        Ok(topic) => describe_topic(broker, &topic),
+                        Ok(topic) => describe_topic(broker, &topic, topic_operations),
                         Err(e) => {
                             if !matches!(e, TopicError::Unknown(_)) {
                                 tracing::debug!(topic = %name.as_str(), error = %e, "metadata auto-create refused");
@@ -100,7 +126,7 @@ pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> M
                     }
                 }
                 None => match broker.topics.get_by_id(&wanted.topic_id) {
-                    Some(topic) => describe_topic(broker, &topic),
+                    Some(topic) => describe_topic(broker, &topic, topic_operations),
                     None => failed_topic(None, wanted.topic_id, ResponseError::UnknownTopicId),
                 },
             })
@@ -117,5 +143,5 @@ pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> M
         )))
         .with_controller_id(BrokerId(broker.node_id()))
         .with_topics(topics)
-        .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED)
+        .with_cluster_authorized_operations(cluster_operations)
 }
