@@ -299,3 +299,198 @@ fn pipelined_requests_answered_in_order() {
     );
     assert_round_trip(&broker.bootstrap(), "after-pipelining");
 }
+
+/// Builds one uncompressed v2 batch of `count` keyed (or key-less) records.
+fn record_batch(count: i64, keyed: bool) -> bytes::Bytes {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let records: Vec<Record> = (0..count)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i,
+            sequence: -1,
+            timestamp: 1_000 + i,
+            key: keyed.then(|| bytes::Bytes::from(format!("k{i}"))),
+            value: Some(bytes::Bytes::from(format!("v{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encode batch");
+    buf.freeze()
+}
+
+/// Sends one Produce v9 (acks=-1) of `records` to `topic`-0 and returns the partition's
+/// (error code, base offset).
+fn produce_raw(stream: &mut std::net::TcpStream, topic: &str, records: bytes::Bytes) -> (i16, i64) {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, TopicName};
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])]);
+    let response = wire::round_trip(stream, 9, 77, &request);
+    let partition = &response.responses[0].partition_responses[0];
+    (partition.error_code, partition.base_offset)
+}
+
+// Batches that fail validation get Kafka's per-partition error codes, nothing is
+// appended (the next good batch still gets offset 0), and the connection stays usable:
+// a flipped CRC byte → CORRUPT_MESSAGE (2), a magic-1 message set →
+// UNSUPPORTED_FOR_MESSAGE_FORMAT (43), a length running past the data → CORRUPT_MESSAGE.
+#[test]
+fn invalid_batches_get_kafka_error_codes() {
+    let broker = Broker::start();
+    let mut stream = connect(broker.addr());
+    let good = record_batch(3, true);
+
+    let mut flipped = good.to_vec();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 0xff;
+    assert_eq!(
+        produce_raw(&mut stream, "validated", flipped.into()).0,
+        2,
+        "flipped CRC byte"
+    );
+
+    let mut magic1 = good.to_vec();
+    magic1[16] = 1;
+    assert_eq!(
+        produce_raw(&mut stream, "validated", magic1.into()).0,
+        43,
+        "magic 1"
+    );
+
+    let mut long = good.to_vec();
+    long[8..12].copy_from_slice(&10_000i32.to_be_bytes());
+    assert_eq!(
+        produce_raw(&mut stream, "validated", long.into()).0,
+        2,
+        "length past the data"
+    );
+
+    assert_eq!(
+        produce_raw(&mut stream, "validated", good.clone()),
+        (0, 0),
+        "first good batch gets offset 0"
+    );
+    assert_eq!(
+        produce_raw(&mut stream, "validated", good),
+        (0, 3),
+        "second good batch follows it"
+    );
+}
+
+// A compacted topic refuses records without a key with INVALID_RECORD (87), as Kafka does,
+// and accepts keyed ones.
+#[test]
+fn compacted_topic_rejects_null_keys() {
+    let broker = Broker::start();
+    crate::common::create_topic(
+        &broker.bootstrap(),
+        "compacted",
+        1,
+        &[("cleanup.policy", "compact")],
+    );
+    let mut stream = connect(broker.addr());
+    assert_eq!(
+        produce_raw(&mut stream, "compacted", record_batch(2, false)).0,
+        87
+    );
+    assert_eq!(
+        produce_raw(&mut stream, "compacted", record_batch(2, true)),
+        (0, 0)
+    );
+}
+
+// A request claiming a 2^31-element array in a 20-byte frame must not make the broker
+// allocate it: the connection closes and the broker keeps serving.
+#[test]
+fn huge_array_length_does_not_crash() {
+    let mut broker = Broker::start();
+    for (version, array_len) in [
+        (1i16, &0x7fff_ffffi32.to_be_bytes()[..]),
+        (9, &[0xff, 0xff, 0xff, 0xff, 0x0f][..]),
+    ] {
+        let mut stream = connect(broker.addr());
+        let mut body = BytesMut::new();
+        body.put_i16(ApiKey::Metadata as i16);
+        body.put_i16(version);
+        body.put_i32(5);
+        body.put_i16(-1); // null client id
+        if version >= 9 {
+            body.put_u8(0); // no tagged fields in the header
+        }
+        body.put_slice(array_len);
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&i32::try_from(body.len()).expect("small").to_be_bytes());
+        frame.extend_from_slice(&body);
+        stream.write_all(&frame).expect("send");
+        expect_closed(&mut stream, "metadata with a huge array length");
+    }
+    assert!(broker.is_running(), "broker died:\n{}", broker.log_tail());
+    assert_round_trip(&broker.bootstrap(), "after-huge-array");
+}
+
+// A topic with message.timestamp.type=LogAppendTime stamps batches with the broker's clock:
+// the produce response carries it and consumers see it instead of the producer's 1000.
+#[test]
+fn log_append_time_topic_stamps_batches() {
+    let broker = Broker::start();
+    crate::common::create_topic(
+        &broker.bootstrap(),
+        "stamped",
+        1,
+        &[("message.timestamp.type", "LogAppendTime")],
+    );
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    let mut stream = connect(broker.addr());
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, TopicName};
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("stamped")))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(record_batch(2, true)))])]);
+    let response = wire::round_trip(&mut stream, 9, 1, &request);
+    let partition = &response.responses[0].partition_responses[0];
+    assert_eq!(partition.error_code, 0);
+    assert!(
+        partition.log_append_time_ms >= before,
+        "log append time {} < {before}",
+        partition.log_append_time_ms
+    );
+    let consumed = crate::common::consume(&broker.bootstrap(), "stamped", 0, 0, 2, &[]);
+    for c in &consumed {
+        assert_eq!(
+            c.timestamp,
+            rdkafka::Timestamp::LogAppendTime(partition.log_append_time_ms),
+            "record timestamp is the broker's"
+        );
+    }
+}
