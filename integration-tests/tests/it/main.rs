@@ -9,6 +9,7 @@ mod admin_topics;
 mod bad_input;
 mod compression;
 mod durability;
+mod groups;
 mod large_messages;
 mod list_offsets;
 mod metadata;

@@ -1,0 +1,791 @@
+//! Consumer groups with real clients: rdkafka consumers sharing partitions through the
+//! classic rebalance protocol, committed offsets surviving SIGKILL, static membership,
+//! cooperative-sticky, group administration (rdkafka admin and raw requests), and
+//! kafka-python's group consumer.
+
+use std::collections::BTreeSet;
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use integration_tests::{target_dir, Broker};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::message::Message;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+use crate::common::{self, Record};
+use crate::wire;
+
+/// Broker flags for group tests: no initial rebalance delay, so groups form at once.
+const FAST_GROUPS: &[&str] = &["--group-initial-rebalance-delay-ms", "0"];
+/// How long a group may take to settle into the expected assignment.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// Records every rebalance callback of a consumer.
+#[derive(Default)]
+struct Rebalances {
+    events: Mutex<Vec<(String, BTreeSet<i32>)>>,
+}
+
+impl ClientContext for Rebalances {}
+
+impl ConsumerContext for Rebalances {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let (kind, partitions) = match rebalance {
+            Rebalance::Assign(tpl) => ("assign", partitions_of(tpl)),
+            Rebalance::Revoke(tpl) => ("revoke", partitions_of(tpl)),
+            Rebalance::Error(_) => ("error", BTreeSet::new()),
+        };
+        self.events
+            .lock()
+            .expect("events lock")
+            .push((kind.to_owned(), partitions));
+    }
+}
+
+impl Rebalances {
+    fn events(&self) -> Vec<(String, BTreeSet<i32>)> {
+        self.events.lock().expect("events lock").clone()
+    }
+}
+
+type GroupConsumer = BaseConsumer<Rebalances>;
+
+fn partitions_of(tpl: &TopicPartitionList) -> BTreeSet<i32> {
+    tpl.elements().iter().map(|e| e.partition()).collect()
+}
+
+/// A subscribing consumer in `group` with fast heartbeats and a 6 s session timeout.
+fn group_consumer(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    extra: &[(&str, &str)],
+) -> GroupConsumer {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("client.id", "it-client")
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "300")
+        .set("max.poll.interval.ms", "10000")
+        .set("socket.timeout.ms", "10000")
+        .set("fetch.wait.max.ms", "100")
+        .set("topic.metadata.refresh.interval.ms", "1000");
+    for (key, value) in extra {
+        config.set(*key, *value);
+    }
+    let consumer: GroupConsumer = config
+        .create_with_context(Rebalances::default())
+        .expect("create group consumer");
+    consumer.subscribe(&[topic]).expect("subscribe");
+    consumer
+}
+
+fn assignment(consumer: &GroupConsumer) -> BTreeSet<i32> {
+    partitions_of(&consumer.assignment().expect("assignment"))
+}
+
+/// Polls every consumer until `done` holds for their assignments for a full second.
+fn settle(
+    consumers: &[&GroupConsumer],
+    what: &str,
+    done: impl Fn(&[BTreeSet<i32>]) -> bool,
+) -> Vec<BTreeSet<i32>> {
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    let mut stable_since: Option<Instant> = None;
+    loop {
+        for c in consumers {
+            let _ = c.poll(Duration::from_millis(20));
+        }
+        let current: Vec<BTreeSet<i32>> = consumers.iter().map(|c| assignment(c)).collect();
+        if done(&current) {
+            let since = *stable_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > Duration::from_secs(1) {
+                return current;
+            }
+        } else {
+            stable_since = None;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: assignments never settled: {current:?}"
+        );
+    }
+}
+
+/// True when the sets are disjoint, each non-empty, and together are exactly `0..n`.
+fn partition_of_all(sets: &[BTreeSet<i32>], n: i32) -> bool {
+    let total: usize = sets.iter().map(BTreeSet::len).sum();
+    let union: BTreeSet<i32> = sets.iter().flatten().copied().collect();
+    sets.iter().all(|s| !s.is_empty())
+        && total == union.len()
+        && union == (0..n).collect::<BTreeSet<_>>()
+}
+
+/// A raw connection with a read timeout long enough for a parked JoinGroup.
+fn raw(broker: &Broker) -> TcpStream {
+    let stream = wire::connect(broker.addr());
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("set read timeout");
+    stream
+}
+
+fn group_id(s: &str) -> GroupId {
+    StrBytes::from_string(s.to_owned()).into()
+}
+
+fn topic_name(s: &str) -> TopicName {
+    StrBytes::from_string(s.to_owned()).into()
+}
+
+/// Consumer-protocol subscription metadata (version 1) for `topics`.
+fn subscription(topics: &[&str]) -> Bytes {
+    let mut buf = BytesMut::new();
+    buf.put_i16(1);
+    ConsumerProtocolSubscription::default()
+        .with_topics(
+            topics
+                .iter()
+                .map(|t| StrBytes::from_string((*t).to_owned()))
+                .collect(),
+        )
+        .encode(&mut buf, 1)
+        .expect("encode subscription");
+    buf.freeze()
+}
+
+/// The partitions of `topic` in a consumer-protocol assignment.
+fn assigned(assignment: &Bytes, topic: &str) -> BTreeSet<i32> {
+    let mut buf = assignment.clone();
+    if buf.len() < 2 {
+        return BTreeSet::new();
+    }
+    let version = buf.get_i16();
+    let decoded = ConsumerProtocolAssignment::decode(&mut buf, version.clamp(0, 3))
+        .expect("decode assignment");
+    decoded
+        .assigned_partitions
+        .iter()
+        .filter(|tp| tp.topic.0.as_str() == topic)
+        .flat_map(|tp| tp.partitions.iter().copied())
+        .collect()
+}
+
+/// A raw group member: JoinGroup (v5, with the MEMBER_ID_REQUIRED round trip) and SyncGroup,
+/// then silence. Returns (member id, generation, assigned partitions).
+fn raw_member_joins(
+    stream: &mut TcpStream,
+    group: &str,
+    topic: &str,
+) -> (String, i32, BTreeSet<i32>) {
+    let mut request = JoinGroupRequest::default()
+        .with_group_id(group_id(group))
+        .with_session_timeout_ms(6000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+        )
+        .with_name(StrBytes::from_static_str("range"))
+        .with_metadata(subscription(&[topic]))]);
+    let first = wire::round_trip(stream, 5, 1, &request);
+    assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED on the first join");
+    request.member_id = first.member_id.clone();
+    let joined = wire::round_trip(stream, 5, 2, &request);
+    assert_eq!(joined.error_code, 0, "join");
+    assert!(joined.members.is_empty(), "the raw member does not lead");
+    let sync = SyncGroupRequest::default()
+        .with_group_id(group_id(group))
+        .with_generation_id(joined.generation_id)
+        .with_member_id(joined.member_id.clone());
+    let synced = wire::round_trip(stream, 3, 3, &sync);
+    assert_eq!(synced.error_code, 0, "sync");
+    (
+        joined.member_id.to_string(),
+        joined.generation_id,
+        assigned(&synced.assignment, topic),
+    )
+}
+
+#[test]
+fn consumers_share_partitions_take_over_on_leave_and_evict_silent_member() {
+    // Proves: two rdkafka consumers split a six-partition topic 3/3; a third member (raw
+    // wire, so it can die without leaving) joins, gets 2 partitions disjoint from the
+    // others' 4; when it goes silent it is evicted after its 6 s session timeout (not
+    // before) and the two take over all six; when one consumer closes (LeaveGroup) the
+    // last one owns all six.
+    let broker = Broker::start_with(FAST_GROUPS);
+    let bootstrap = broker.bootstrap();
+    common::create_topic(&bootstrap, "share", 6, &[]);
+    let c1 = group_consumer(&bootstrap, "share-g", "share", &[]);
+    let c2 = group_consumer(&bootstrap, "share-g", "share", &[]);
+    let two = settle(&[&c1, &c2], "two consumers", |s| partition_of_all(s, 6));
+    assert_eq!((two[0].len(), two[1].len()), (3, 3));
+
+    // The raw member's JoinGroup waits for the others to rejoin, so keep them polling.
+    let mut stream = raw(&broker);
+    let joiner = std::thread::spawn(move || {
+        let result = raw_member_joins(&mut stream, "share-g", "share");
+        (result, stream)
+    });
+    while !joiner.is_finished() {
+        c1.poll(Duration::from_millis(20));
+        c2.poll(Duration::from_millis(20));
+    }
+    let ((raw_id, _generation, raw_partitions), _stream) = joiner.join().expect("raw member");
+    let silent_since = Instant::now();
+    assert_eq!(
+        raw_partitions.len(),
+        2,
+        "range gives each of three members two partitions"
+    );
+    let three = settle(&[&c1, &c2], "three members", |s| {
+        s.iter().all(|p| p.len() == 2)
+            && partition_of_all(&[s[0].clone(), s[1].clone(), raw_partitions.clone()], 6)
+    });
+    assert!(three.iter().all(|s| s.is_disjoint(&raw_partitions)));
+
+    // The raw member is now silent: after its session timeout the two own all six again.
+    let after = settle(&[&c1, &c2], "after eviction", |s| partition_of_all(s, 6));
+    let evicted_after = silent_since.elapsed();
+    assert!(
+        evicted_after >= Duration::from_secs(5),
+        "evicted too early: {evicted_after:?}"
+    );
+    assert_eq!((after[0].len(), after[1].len()), (3, 3));
+    let described = describe(&broker, "share-g", 5);
+    assert_eq!(described.members.len(), 2);
+    assert!(described
+        .members
+        .iter()
+        .all(|m| m.member_id.as_str() != raw_id));
+
+    // c2 closes (LeaveGroup): c1 takes everything.
+    drop(c2);
+    let last = settle(&[&c1], "after leave", |s| s[0].len() == 6);
+    assert_eq!(last[0], (0..6).collect());
+    assert_eq!(describe(&broker, "share-g", 5).members.len(), 1);
+}
+
+/// Reads records from a group consumer until `count` arrived; returns (partition, offset, value).
+fn read_n(consumer: &GroupConsumer, count: usize) -> Vec<(i32, i64, String)> {
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    let mut out = Vec::new();
+    while out.len() < count {
+        assert!(
+            Instant::now() < deadline,
+            "read only {} of {count}",
+            out.len()
+        );
+        match consumer.poll(Duration::from_millis(50)) {
+            None => {}
+            Some(Err(e)) => panic!("consume: {e}"),
+            Some(Ok(m)) => out.push((
+                m.partition(),
+                m.offset(),
+                String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+            )),
+        }
+    }
+    out
+}
+
+fn records(partition: i32, n: usize) -> Vec<Record> {
+    (0..n)
+        .map(|i| Record::new(partition, format!("k{i}"), format!("v{i}")))
+        .collect()
+}
+
+#[test]
+fn committed_offset_survives_sigkill() {
+    // Proves: a synchronous commit is durable: after SIGKILL and restart, a new consumer of
+    // the same group resumes exactly after the committed offset (offset 40: no gap, no
+    // duplicate) and reads to the end.
+    let mut broker = Broker::start_with(FAST_GROUPS);
+    let bootstrap = broker.bootstrap();
+    common::create_topic(&bootstrap, "resume", 1, &[]);
+    common::produce_ok(&bootstrap, "resume", &records(0, 100), &[]);
+    let consumer = group_consumer(&bootstrap, "resume-g", "resume", &[]);
+    let first = read_n(&consumer, 40);
+    assert_eq!(
+        first.iter().map(|r| r.1).collect::<Vec<_>>(),
+        (0..40).collect::<Vec<_>>()
+    );
+    let mut commit = TopicPartitionList::new();
+    commit
+        .add_partition_offset("resume", 0, Offset::Offset(40))
+        .expect("commit list");
+    consumer.commit(&commit, CommitMode::Sync).expect("commit");
+    broker.kill();
+    std::mem::forget(consumer); // its broker is gone; closing would only wait for timeouts
+    broker.restart();
+    let resumed = group_consumer(
+        &bootstrap,
+        "resume-g",
+        "resume",
+        &[("auto.offset.reset", "error")],
+    );
+    let rest = read_n(&resumed, 60);
+    assert_eq!(
+        rest.iter().map(|r| r.1).collect::<Vec<_>>(),
+        (40..100).collect::<Vec<_>>()
+    );
+    assert_eq!(rest[0].2, "v40");
+    let committed = resumed
+        .committed(common::CLIENT_TIMEOUT)
+        .expect("committed");
+    assert_eq!(
+        committed.find_partition("resume", 0).map(|e| e.offset()),
+        Some(Offset::Offset(40))
+    );
+}
+
+#[test]
+fn two_groups_each_read_everything() {
+    // Proves: groups are independent: each of two groups on one topic reads all 30 records.
+    let broker = Broker::start_with(FAST_GROUPS);
+    let bootstrap = broker.bootstrap();
+    common::create_topic(&bootstrap, "both", 3, &[]);
+    for p in 0..3 {
+        common::produce_ok(&bootstrap, "both", &records(p, 10), &[]);
+    }
+    let a = group_consumer(&bootstrap, "both-a", "both", &[]);
+    let b = group_consumer(&bootstrap, "both-b", "both", &[]);
+    for consumer in [&a, &b] {
+        let mut got: Vec<(i32, i64)> = read_n(consumer, 30)
+            .into_iter()
+            .map(|r| (r.0, r.1))
+            .collect();
+        got.sort_unstable();
+        let want: Vec<(i32, i64)> = (0..3).flat_map(|p| (0..10).map(move |o| (p, o))).collect();
+        assert_eq!(got, want);
+    }
+}
+
+/// DescribeGroups of one group at `version`.
+fn describe(
+    broker: &Broker,
+    group: &str,
+    version: i16,
+) -> describe_groups_response::DescribedGroup {
+    let mut stream = raw(broker);
+    let response = wire::round_trip(
+        &mut stream,
+        version,
+        7,
+        &DescribeGroupsRequest::default().with_groups(vec![group_id(group)]),
+    );
+    response.groups.into_iter().next().expect("one group")
+}
+
+/// The group's generation, found by a Heartbeat of `member_id` at each candidate
+/// generation (only the current one is accepted).
+fn generation_of(broker: &Broker, group: &str, member_id: &str) -> i32 {
+    let mut stream = raw(broker);
+    for generation in 1..50 {
+        let response = wire::round_trip(
+            &mut stream,
+            4,
+            generation,
+            &HeartbeatRequest::default()
+                .with_group_id(group_id(group))
+                .with_member_id(StrBytes::from_string(member_id.to_owned()))
+                .with_generation_id(generation),
+        );
+        if response.error_code == 0 {
+            return generation;
+        }
+        assert_eq!(
+            response.error_code, 22,
+            "ILLEGAL_GENERATION for generation {generation}"
+        );
+    }
+    panic!("no generation accepted for {member_id}");
+}
+
+#[test]
+fn static_member_restart_does_not_rebalance() {
+    // Proves: a static member (group.instance.id) that restarts within its session timeout
+    // gets its previous assignment back with the generation unchanged, and the other member
+    // sees no rebalance at all.
+    let broker = Broker::start_with(FAST_GROUPS);
+    let bootstrap = broker.bootstrap();
+    common::create_topic(&bootstrap, "static", 4, &[]);
+    let static_cfg =
+        |id: &'static str| [("group.instance.id", id), ("session.timeout.ms", "10000")];
+    let s1 = group_consumer(&bootstrap, "static-g", "static", &static_cfg("s1"));
+    let s2 = group_consumer(&bootstrap, "static-g", "static", &static_cfg("s2"));
+    let before = settle(&[&s1, &s2], "two static members", |s| {
+        partition_of_all(s, 4)
+    });
+    let described = describe(&broker, "static-g", 5);
+    let member_of = |d: &describe_groups_response::DescribedGroup, instance: &str| {
+        d.members
+            .iter()
+            .find(|m| m.group_instance_id.as_ref().map(StrBytes::as_str) == Some(instance))
+            .map(|m| m.member_id.to_string())
+            .expect("static member listed")
+    };
+    let s2_id = member_of(&described, "s2");
+    let generation = generation_of(&broker, "static-g", &s2_id);
+    let s2_events = s2.context().events().len();
+
+    drop(s1); // librdkafka sends no LeaveGroup for a static member
+    let s1 = group_consumer(&bootstrap, "static-g", "static", &static_cfg("s1"));
+    let after = settle(&[&s1, &s2], "restarted static member", |s| {
+        s[0] == before[0] && s[1] == before[1]
+    });
+    assert_eq!(after, before);
+    let described = describe(&broker, "static-g", 5);
+    assert_eq!(described.group_state.as_str(), "Stable");
+    assert_eq!(described.members.len(), 2);
+    assert_eq!(
+        generation_of(&broker, "static-g", &s2_id),
+        generation,
+        "no new generation"
+    );
+    assert_eq!(
+        s2.context().events().len(),
+        s2_events,
+        "s2 saw no rebalance"
+    );
+}
+
+#[test]
+fn cooperative_sticky_keeps_unaffected_partitions() {
+    // Proves: with cooperative-sticky, when a second member joins, the first only gives up
+    // the partitions that move (incremental revoke) and keeps the rest in place.
+    let broker = Broker::start_with(FAST_GROUPS);
+    let bootstrap = broker.bootstrap();
+    common::create_topic(&bootstrap, "coop", 6, &[]);
+    let strategy = [("partition.assignment.strategy", "cooperative-sticky")];
+    let c1 = group_consumer(&bootstrap, "coop-g", "coop", &strategy);
+    settle(&[&c1], "alone", |s| s[0].len() == 6);
+    let c2 = group_consumer(&bootstrap, "coop-g", "coop", &strategy);
+    let after = settle(&[&c1, &c2], "two cooperative members", |s| {
+        partition_of_all(s, 6) && s[0].len() == 3
+    });
+    let revoked: BTreeSet<i32> = c1
+        .context()
+        .events()
+        .iter()
+        .filter(|(kind, _)| kind == "revoke")
+        .flat_map(|(_, p)| p.iter().copied())
+        .collect();
+    assert_eq!(revoked, after[1], "c1 revoked exactly what c2 got");
+    assert!(
+        revoked.is_disjoint(&after[0]),
+        "kept partitions were never revoked"
+    );
+}
+
+fn commit_raw(
+    stream: &mut TcpStream,
+    group: &str,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    metadata: &str,
+) -> i16 {
+    let response = wire::round_trip(
+        stream,
+        8,
+        11,
+        &OffsetCommitRequest::default()
+            .with_group_id(group_id(group))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(topic_name(topic))
+                    .with_partitions(vec![
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(partition)
+                            .with_committed_offset(offset)
+                            .with_committed_metadata(Some(StrBytes::from_string(
+                                metadata.to_owned(),
+                            ))),
+                    ]),
+            ]),
+    );
+    response.topics[0].partitions[0].error_code
+}
+
+#[test]
+fn admin_list_describe_delete_groups_and_offsets() {
+    // Proves: ListGroups (all, state filter) lists a Stable group that never committed and
+    // an offsets-only group; DescribeGroups shows state, protocol, client id and host and
+    // the member's assignment, and an unknown group as Dead (v5) or GROUP_ID_NOT_FOUND (v6);
+    // OffsetCommit/OffsetFetch keep metadata strings (v1 single-group and v8 multi-group);
+    // OffsetDelete refuses a subscribed topic (GROUP_SUBSCRIBED_TO_TOPIC) and deletes
+    // others; DeleteGroups gives NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, or deletes.
+    let broker = Broker::start_with(FAST_GROUPS);
+    let bootstrap = broker.bootstrap();
+    common::create_topic(&bootstrap, "adm", 2, &[]);
+    common::create_topic(&bootstrap, "other", 1, &[]);
+    let busy = group_consumer(&bootstrap, "busy", "adm", &[]);
+    settle(&[&busy], "busy group", |s| s[0].len() == 2);
+    let mut stream = raw(&broker);
+    assert_eq!(commit_raw(&mut stream, "idle", "adm", 1, 17, "meta-17"), 0);
+    assert_eq!(
+        commit_raw(&mut stream, "idle", "nope", 0, 1, ""),
+        3,
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    );
+
+    let listed = wire::round_trip(&mut stream, 4, 12, &ListGroupsRequest::default());
+    let mut groups: Vec<(String, String, String)> = listed
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                g.group_id.0.to_string(),
+                g.protocol_type.to_string(),
+                g.group_state.to_string(),
+            )
+        })
+        .collect();
+    groups.sort();
+    assert_eq!(
+        groups,
+        vec![
+            ("busy".into(), "consumer".into(), "Stable".into()),
+            ("idle".into(), String::new(), "Empty".into())
+        ]
+    );
+    let stable = wire::round_trip(
+        &mut stream,
+        4,
+        13,
+        &ListGroupsRequest::default().with_states_filter(vec![StrBytes::from_static_str("stable")]),
+    );
+    assert_eq!(stable.groups.len(), 1);
+    assert_eq!(stable.groups[0].group_id.0.as_str(), "busy");
+    let rd_groups = busy
+        .fetch_group_list(Some("busy"), common::CLIENT_TIMEOUT)
+        .expect("group list");
+    let g = &rd_groups.groups()[0];
+    assert_eq!(
+        (g.name(), g.state(), g.protocol_type(), g.protocol()),
+        ("busy", "Stable", "consumer", "range")
+    );
+    assert_eq!(g.members().len(), 1);
+    assert_eq!(g.members()[0].client_id(), "it-client");
+
+    let d = describe(&broker, "busy", 5);
+    assert_eq!(
+        (
+            d.error_code,
+            d.group_state.as_str(),
+            d.protocol_type.as_str(),
+            d.protocol_data.as_str()
+        ),
+        (0, "Stable", "consumer", "range")
+    );
+    assert_eq!(d.members.len(), 1);
+    assert_eq!(d.members[0].client_id.as_str(), "it-client");
+    assert_eq!(
+        assigned(&d.members[0].member_assignment, "adm"),
+        BTreeSet::from([0, 1])
+    );
+    let unknown_v5 = describe(&broker, "ghost", 5);
+    assert_eq!(
+        (unknown_v5.error_code, unknown_v5.group_state.as_str()),
+        (0, "Dead")
+    );
+    assert_eq!(
+        describe(&broker, "ghost", 6).error_code,
+        69,
+        "GROUP_ID_NOT_FOUND"
+    );
+
+    // OffsetFetch v1 (one group) and v8 (several groups), with the metadata string.
+    let v1 = wire::round_trip(
+        &mut stream,
+        1,
+        14,
+        &OffsetFetchRequest::default()
+            .with_group_id(group_id("idle"))
+            .with_topics(Some(vec![
+                offset_fetch_request::OffsetFetchRequestTopic::default()
+                    .with_name(topic_name("adm"))
+                    .with_partition_indexes(vec![0, 1]),
+            ])),
+    );
+    let got: Vec<(i32, i64, String)> = v1.topics[0]
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.partition_index,
+                p.committed_offset,
+                p.metadata
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(got, vec![(0, -1, String::new()), (1, 17, "meta-17".into())]);
+    let v8 = wire::round_trip(
+        &mut stream,
+        8,
+        15,
+        &OffsetFetchRequest::default()
+            .with_require_stable(true)
+            .with_groups(vec![
+                offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(group_id("idle"))
+                    .with_topics(None),
+                offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(group_id("busy"))
+                    .with_topics(None),
+            ]),
+    );
+    assert_eq!(v8.groups.len(), 2);
+    let idle = &v8.groups[0];
+    assert_eq!(idle.topics.len(), 1);
+    assert_eq!(idle.topics[0].partitions[0].committed_offset, 17);
+    assert_eq!(
+        idle.topics[0].partitions[0]
+            .metadata
+            .as_ref()
+            .map(StrBytes::as_str),
+        Some("meta-17")
+    );
+    assert!(v8.groups[1].topics.is_empty(), "busy never committed");
+
+    // OffsetDelete: the busy group's subscribed topic is refused, another topic deleted.
+    let mut busy_commit = TopicPartitionList::new();
+    busy_commit
+        .add_partition_offset("other", 0, Offset::Offset(0))
+        .expect("list");
+    // A member commit of a topic it does not subscribe to.
+    busy.commit(&busy_commit, CommitMode::Sync)
+        .expect("commit other");
+    let delete_offsets = |group: &str, topic: &str| {
+        wire::round_trip(
+            &mut raw(&broker),
+            0,
+            16,
+            &OffsetDeleteRequest::default()
+                .with_group_id(group_id(group))
+                .with_topics(vec![
+                    offset_delete_request::OffsetDeleteRequestTopic::default()
+                        .with_name(topic_name(topic))
+                        .with_partitions(vec![
+                            offset_delete_request::OffsetDeleteRequestPartition::default()
+                                .with_partition_index(0),
+                        ]),
+                ]),
+        )
+    };
+    let refused = delete_offsets("busy", "adm");
+    assert_eq!(
+        (
+            refused.error_code,
+            refused.topics[0].partitions[0].error_code
+        ),
+        (0, 86)
+    );
+    let deleted = delete_offsets("busy", "other");
+    assert_eq!(
+        (
+            deleted.error_code,
+            deleted.topics[0].partitions[0].error_code
+        ),
+        (0, 0)
+    );
+    assert_eq!(delete_offsets("ghost", "adm").error_code, 69);
+
+    // DeleteGroups through rdkafka's admin client.
+    let admin = common::admin(&bootstrap);
+    let results =
+        common::block_on(admin.delete_groups(&["busy", "ghost", "idle"], &common::admin_options()))
+            .expect("DeleteGroups");
+    let codes: Vec<String> = results
+        .iter()
+        .map(|r| match r {
+            Ok(g) => format!("{g}: ok"),
+            Err((g, code)) => format!("{g}: {code:?}"),
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        vec!["busy: NonEmptyGroup", "ghost: GroupIdNotFound", "idle: ok"]
+    );
+    let listed = wire::round_trip(&mut stream, 4, 17, &ListGroupsRequest::default());
+    assert_eq!(listed.groups.len(), 1, "idle is gone");
+}
+
+/// Makes kafka-python importable (as python_client.rs does); returns its PYTHONPATH.
+fn kafka_python() -> std::path::PathBuf {
+    let pydeps = target_dir().join("pydeps");
+    let importable = |p: &Path| {
+        Command::new("python3")
+            .args(["-c", "import kafka"])
+            .env("PYTHONPATH", p)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !importable(&pydeps) {
+        let status = Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--target",
+            ])
+            .arg(&pydeps)
+            .arg("kafka-python==2.3.3")
+            .status()
+            .expect("run pip");
+        assert!(
+            status.success() && importable(&pydeps),
+            "cannot install kafka-python"
+        );
+    }
+    pydeps
+}
+
+#[test]
+fn kafka_python_group_commit_and_resume() {
+    // Proves: kafka-python's group consumer (its own FindCoordinator/JoinGroup/SyncGroup/
+    // OffsetCommit/OffsetFetch code) reads 50 records, commits at 30 with metadata, and a
+    // second consumer of the group resumes at exactly offset 30.
+    let pythonpath = kafka_python();
+    let broker = Broker::start_with(FAST_GROUPS);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/groups.py");
+    let output = Command::new("timeout")
+        .arg("120")
+        .arg("python3")
+        .arg(&script)
+        .arg(broker.bootstrap())
+        .env("PYTHONPATH", &pythonpath)
+        .env("PYTHONUNBUFFERED", "1")
+        .output()
+        .expect("run groups.py");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "groups.py failed: {}\n{stdout}\n{stderr}",
+        output.status
+    );
+    assert_eq!(
+        stdout.trim(),
+        "kafka-python groups ok: first=0..29 committed=30 meta=py-meta resumed=30..49"
+    );
+}
