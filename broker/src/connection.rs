@@ -78,7 +78,9 @@ pub async fn serve(
             Ok(request) => {
                 let api_version = request.header.request_api_version;
                 let correlation_id = request.header.correlation_id;
-                let response = handlers::dispatch(&broker, &request.header, request.body);
+                let response = handlers::CLIENT_ADDRESS.sync_scope(peer, || {
+                    handlers::dispatch(&broker, &request.header, request.body)
+                });
                 Pending::Response {
                     api_key: request.api_key,
                     api_version,

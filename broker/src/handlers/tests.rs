@@ -152,8 +152,8 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                     ])]),
             )
         }
-        ApiKey::ListOffsets => RequestKind::ListOffsets(
-            ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
+        ApiKey::ListOffsets => RequestKind::ListOffsets(ListOffsetsRequest::default().with_topics(
+            vec![ListOffsetsTopic::default()
                 .with_name(name("t"))
                 .with_partitions(
                     [-1i64, -2, -3, 1001, 99_999]
@@ -165,10 +165,10 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                                 .with_timestamp(ts)
                         })
                         .collect(),
-                )]),
-        ),
-        ApiKey::CreateTopics => RequestKind::CreateTopics(
-            CreateTopicsRequest::default().with_topics(vec![
+                )],
+        )),
+        ApiKey::CreateTopics => {
+            RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
                 CreatableTopic::default()
                     .with_name(name(&format!("created-{version}")))
                     .with_num_partitions(2)
@@ -181,8 +181,8 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                     .with_name(name(".."))
                     .with_num_partitions(1)
                     .with_replication_factor(1),
-            ]),
-        ),
+            ]))
+        }
         ApiKey::DeleteTopics => {
             let request = if version >= 6 {
                 DeleteTopicsRequest::default().with_topics(vec![
@@ -212,9 +212,10 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                 .with_session_timeout_ms(if version >= 4 { 10_000 } else { 1 })
                 .with_rebalance_timeout_ms(if version >= 1 { 10_000 } else { -1 })
                 .with_protocol_type(StrBytes::from_static_str("consumer"))
-                .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default()
-                    .with_name(StrBytes::from_static_str("range"))
-                    .with_metadata(Bytes::from_static(b"m"))]),
+                .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+                )
+                .with_name(StrBytes::from_static_str("range"))
+                .with_metadata(Bytes::from_static(b"m"))]),
         ),
         ApiKey::SyncGroup => RequestKind::SyncGroup({
             let r = SyncGroupRequest::default()
@@ -245,16 +246,18 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
             OffsetCommitRequest::default()
                 .with_group_id(StrBytes::from_static_str("standalone").into())
                 .with_generation_id_or_member_epoch(-1)
-                .with_topics(vec![offset_commit_request::OffsetCommitRequestTopic::default()
-                    .with_name(name("t"))
-                    .with_partitions(vec![
-                        offset_commit_request::OffsetCommitRequestPartition::default()
-                            .with_partition_index(0)
-                            .with_committed_offset(5),
-                        offset_commit_request::OffsetCommitRequestPartition::default()
-                            .with_partition_index(9)
-                            .with_committed_offset(5),
-                    ])]),
+                .with_topics(vec![
+                    offset_commit_request::OffsetCommitRequestTopic::default()
+                        .with_name(name("t"))
+                        .with_partitions(vec![
+                            offset_commit_request::OffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(5),
+                            offset_commit_request::OffsetCommitRequestPartition::default()
+                                .with_partition_index(9)
+                                .with_committed_offset(5),
+                        ]),
+                ]),
         ),
         ApiKey::OffsetFetch => RequestKind::OffsetFetch(if version >= 8 {
             OffsetFetchRequest::default().with_groups(vec![
@@ -271,9 +274,11 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
         } else {
             OffsetFetchRequest::default()
                 .with_group_id(StrBytes::from_static_str("standalone").into())
-                .with_topics(Some(vec![offset_fetch_request::OffsetFetchRequestTopic::default()
-                    .with_name(name("t"))
-                    .with_partition_indexes(vec![0, 1])]))
+                .with_topics(Some(vec![
+                    offset_fetch_request::OffsetFetchRequestTopic::default()
+                        .with_name(name("t"))
+                        .with_partition_indexes(vec![0, 1]),
+                ]))
         }),
         ApiKey::ListGroups => RequestKind::ListGroups(ListGroupsRequest::default()),
         ApiKey::DescribeGroups => RequestKind::DescribeGroups(
@@ -291,12 +296,14 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
         ApiKey::OffsetDelete => RequestKind::OffsetDelete(
             OffsetDeleteRequest::default()
                 .with_group_id(StrBytes::from_static_str("standalone").into())
-                .with_topics(vec![offset_delete_request::OffsetDeleteRequestTopic::default()
-                    .with_name(name("t"))
-                    .with_partitions(vec![
-                        offset_delete_request::OffsetDeleteRequestPartition::default()
-                            .with_partition_index(0),
-                    ])]),
+                .with_topics(vec![
+                    offset_delete_request::OffsetDeleteRequestTopic::default()
+                        .with_name(name("t"))
+                        .with_partitions(vec![
+                            offset_delete_request::OffsetDeleteRequestPartition::default()
+                                .with_partition_index(0),
+                        ]),
+                ]),
         ),
         _ => return None,
     })
