@@ -171,6 +171,19 @@ fn resolve_topic(
     data: &TopicProduceData,
     version: i16,
 ) -> Result<Arc<Topic>, ResponseError> {
+    let topic = resolve_any_topic(broker, data, version)?;
+    // Internal topics belong to the coordinators; Kafka refuses client appends to them.
+    if topic.name == crate::coordinator::GROUP_METADATA_TOPIC_NAME {
+        return Err(ResponseError::InvalidTopicException);
+    }
+    Ok(topic)
+}
+
+fn resolve_any_topic(
+    broker: &Broker,
+    data: &TopicProduceData,
+    version: i16,
+) -> Result<Arc<Topic>, ResponseError> {
     if version >= TOPIC_ID_VERSION {
         return broker
             .topics

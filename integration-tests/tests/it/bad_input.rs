@@ -494,3 +494,15 @@ fn log_append_time_topic_stamps_batches() {
         );
     }
 }
+
+// Clients cannot append to the internal __consumer_offsets topic: INVALID_TOPIC_EXCEPTION
+// (17), as Kafka answers; the coordinator's own records are unaffected.
+#[test]
+fn produce_to_internal_topic_is_refused() {
+    let broker = Broker::start();
+    let mut stream = connect(broker.addr());
+    assert_eq!(
+        produce_raw(&mut stream, "__consumer_offsets", record_batch(1, true)).0,
+        17
+    );
+}
