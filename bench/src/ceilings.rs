@@ -1,0 +1,83 @@
+//! The machine's ceilings, measured in the same run as the broker: durable sequential
+//! writes on the data directory's filesystem, small fsyncs per second, and loopback TCP.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::Res;
+
+/// Writes `total_mib` MiB sequentially to a new file in `dir`, `fdatasync` after each
+/// MiB; returns MB/s (10^6 bytes per second).
+pub fn disk_fdatasync_mb_s(dir: &Path, total_mib: u64) -> Res<f64> {
+    let mut file = tempfile::tempfile_in(dir)?;
+    let block: Vec<u8> = (0..1024 * 1024_u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    let started = Instant::now();
+    for _ in 0..total_mib {
+        file.write_all(&block)?;
+        file.sync_data()?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    #[expect(clippy::cast_precision_loss, reason = "sizes stay far below 2^52")]
+    let bytes = (total_mib * 1024 * 1024) as f64;
+    Ok(bytes / seconds / 1e6)
+}
+
+/// Appends 4 KiB + `fdatasync` repeatedly for `seconds`; returns (fsyncs per second,
+/// median fsync milliseconds).
+pub fn fsyncs_per_second(dir: &Path, seconds: f64) -> Res<(f64, f64)> {
+    let mut file: File = tempfile::tempfile_in(dir)?;
+    let block = vec![7_u8; 4096];
+    let started = Instant::now();
+    let mut micros = Vec::new();
+    while started.elapsed().as_secs_f64() < seconds {
+        let t = Instant::now();
+        file.write_all(&block)?;
+        file.sync_data()?;
+        micros.push(u64::try_from(t.elapsed().as_micros())?);
+    }
+    micros.sort_unstable();
+    #[expect(clippy::cast_precision_loss, reason = "counts are small")]
+    let rate = micros.len() as f64 / started.elapsed().as_secs_f64();
+    Ok((rate, crate::kafka::quantile_ms(&micros, 0.5)))
+}
+
+/// Streams `total_mib` MiB over one loopback TCP connection (256 KiB writes, a reader
+/// that discards); returns MB/s.
+pub fn loopback_mb_s(rt: &tokio::runtime::Runtime, total_mib: u64) -> Res<f64> {
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let reader_task = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await?;
+            let mut buffer = vec![0_u8; 256 * 1024];
+            let mut received = 0_u64;
+            loop {
+                let n = socket.read(&mut buffer).await?;
+                if n == 0 {
+                    break;
+                }
+                received += n as u64;
+            }
+            Ok::<u64, std::io::Error>(received)
+        });
+        let chunk = vec![1_u8; 256 * 1024];
+        let started = Instant::now();
+        let mut socket = tokio::net::TcpStream::connect(addr).await?;
+        for _ in 0..total_mib * 4 {
+            socket.write_all(&chunk).await?;
+        }
+        socket.shutdown().await?;
+        drop(socket);
+        let received = tokio::time::timeout(Duration::from_secs(120), reader_task).await???;
+        let seconds = started.elapsed().as_secs_f64();
+        #[expect(clippy::cast_precision_loss, reason = "sizes stay far below 2^52")]
+        let mb_s = received as f64 / seconds / 1e6;
+        Ok(mb_s)
+    })
+}

@@ -1,0 +1,517 @@
+//! The rdkafka (librdkafka) clients the bench drives: topic creation, a fixed-volume
+//! multi-instance producer, a counting consumer, and a paced producer with a
+//! latency-measuring consumer.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::util::Timeout;
+
+use crate::Res;
+
+/// `key=value` librdkafka properties.
+type Properties = Vec<(String, String)>;
+
+/// `--producer-arg` / `--consumer-arg` overrides, applied last to every client.
+static OVERRIDES: OnceLock<(Properties, Properties)> = OnceLock::new();
+
+/// Sets the `key=value` overrides for producers and consumers (once, at start-up).
+pub fn set_overrides(producer: &[String], consumer: &[String]) -> Res<()> {
+    let parse = |args: &[String]| -> Res<Properties> {
+        args.iter()
+            .map(|a| {
+                a.split_once('=')
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .ok_or_else(|| format!("expected key=value, got {a:?}").into())
+            })
+            .collect()
+    };
+    OVERRIDES
+        .set((parse(producer)?, parse(consumer)?))
+        .map_err(|_| "client overrides set twice".into())
+}
+
+fn apply(config: &mut ClientConfig, producer: bool) {
+    if let Some((p, c)) = OVERRIDES.get() {
+        for (k, v) in if producer { p } else { c } {
+            config.set(k, v);
+        }
+    }
+}
+
+/// How long a consumer may see no new record before the bench calls it stuck.
+const STALL: Duration = Duration::from_secs(30);
+/// Marks a latency-probe payload: `[MAGIC][send time ns][sequence]…`.
+const MAGIC: u32 = 0x4c42_4c54;
+
+/// Creates one topic with `partitions` partitions (replication factor 1).
+pub fn create_topic(
+    rt: &tokio::runtime::Runtime,
+    bootstrap: &str,
+    name: &str,
+    partitions: i32,
+) -> Res<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("socket.timeout.ms", "300000")
+        .create()?;
+    let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+    let options = AdminOptions::new()
+        .operation_timeout(Some(Duration::from_secs(300)))
+        .request_timeout(Some(Duration::from_secs(300)));
+    let results = rt.block_on(admin.create_topics([&topic], &options))?;
+    for result in results {
+        result.map_err(|(topic, code)| format!("create topic {topic}: {code}"))?;
+    }
+    Ok(())
+}
+
+/// Producer delivery counters shared by the callback and the sending thread.
+#[derive(Default)]
+struct Deliveries {
+    ok: AtomicU64,
+    failed: AtomicU64,
+    first_error: Mutex<Option<String>>,
+}
+
+/// Counts delivery reports.
+struct CountingContext(Arc<Deliveries>);
+
+impl ClientContext for CountingContext {}
+
+impl ProducerContext for CountingContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, (): ()) {
+        match result {
+            Ok(_) => {
+                self.0.ok.fetch_add(1, Ordering::Relaxed);
+            }
+            Err((error, _)) => {
+                self.0.failed.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut first) = self.0.first_error.lock() {
+                    first.get_or_insert_with(|| error.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// Producer settings.
+#[derive(Clone, Debug)]
+pub struct ProducerSettings {
+    /// `acks`: "all" or "1".
+    pub acks: &'static str,
+    /// `linger.ms`.
+    pub linger_ms: u32,
+    /// `batch.size` (None: the client default).
+    pub batch_bytes: Option<u32>,
+}
+
+impl ProducerSettings {
+    /// The throughput producer: linger 5 ms, 1 MiB batches, no compression.
+    pub fn tuned(acks: &'static str) -> ProducerSettings {
+        ProducerSettings {
+            acks,
+            linger_ms: 5,
+            batch_bytes: Some(1024 * 1024),
+        }
+    }
+
+    /// Client defaults (librdkafka: linger.ms 5) except `acks`.
+    pub fn default_with(acks: &'static str) -> ProducerSettings {
+        ProducerSettings {
+            acks,
+            linger_ms: 5,
+            batch_bytes: None,
+        }
+    }
+
+    fn config(&self, bootstrap: &str) -> ClientConfig {
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", bootstrap)
+            .set("acks", self.acks)
+            .set("linger.ms", self.linger_ms.to_string())
+            .set("compression.type", "none")
+            .set("queue.buffering.max.kbytes", "65536")
+            .set("message.timeout.ms", "120000");
+        if let Some(batch) = self.batch_bytes {
+            // The client caps a batch at message.max.bytes too (default 1,000,000);
+            // the broker's limit is 1 MiB + 12.
+            config
+                .set("batch.size", batch.to_string())
+                .set("message.max.bytes", (batch + 12).to_string());
+        }
+        apply(&mut config, true);
+        config
+    }
+}
+
+/// Outcome of a fixed-volume produce run.
+#[derive(Clone, Copy, Debug)]
+pub struct ProduceRun {
+    /// Records acknowledged.
+    pub records: u64,
+    /// Value bytes acknowledged.
+    pub bytes: u64,
+    /// Records that failed.
+    pub errors: u64,
+}
+
+/// Sends `total_records` values of `value_bytes` bytes to `partitions` partitions of
+/// `topic` from `instances` producer instances (each its own connection and thread),
+/// round-robin over partitions, and waits for every delivery report. `on_start` runs
+/// once all producers are connected, just before the first record is sent.
+#[expect(clippy::too_many_arguments, reason = "a flat description of one run")]
+pub fn produce_fixed(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    settings: &ProducerSettings,
+    instances: usize,
+    total_records: u64,
+    value_bytes: usize,
+    on_start: &(dyn Fn() + Sync),
+) -> Res<ProduceRun> {
+    let deliveries = Arc::new(Deliveries::default());
+    let mut producers = Vec::with_capacity(instances);
+    for _ in 0..instances {
+        let producer: BaseProducer<CountingContext> = settings
+            .config(bootstrap)
+            .create_with_context(CountingContext(Arc::clone(&deliveries)))?;
+        // Connects and learns the partition leaders before the clock starts.
+        producer
+            .client()
+            .fetch_metadata(Some(topic), Duration::from_secs(30))?;
+        producers.push(producer);
+    }
+    let barrier = Barrier::new(instances + 1);
+    let instances_u64 = instances as u64;
+    let send_errors = AtomicU64::new(0);
+    std::thread::scope(|scope| -> Res<()> {
+        let mut handles = Vec::with_capacity(instances);
+        for (k, producer) in producers.iter().enumerate() {
+            let barrier = &barrier;
+            let send_errors = &send_errors;
+            let k_u64 = k as u64;
+            let share =
+                total_records / instances_u64 + u64::from(k_u64 < total_records % instances_u64);
+            handles.push(scope.spawn(move || -> Res<()> {
+                let mut value = vec![0_u8; value_bytes];
+                for (i, byte) in value.iter_mut().enumerate() {
+                    #[expect(clippy::cast_possible_truncation, reason = "a byte pattern")]
+                    let b = (i * 31 + k) as u8;
+                    *byte = b;
+                }
+                barrier.wait();
+                let parts = u64::try_from(partitions)?;
+                for i in 0..share {
+                    let partition = i32::try_from((i + k_u64) % parts)?;
+                    let mut record = BaseRecord::<(), [u8], ()>::to(topic)
+                        .payload(&value[..])
+                        .partition(partition);
+                    loop {
+                        match producer.send(record) {
+                            Ok(()) => break,
+                            Err((
+                                KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull),
+                                back,
+                            )) => {
+                                record = back;
+                                producer.poll(Duration::from_millis(1));
+                            }
+                            Err((_, _)) => {
+                                send_errors.fetch_add(1, Ordering::Relaxed);
+                                break;
+                            }
+                        }
+                    }
+                    if i % 1024 == 0 {
+                        producer.poll(Duration::ZERO);
+                    }
+                }
+                producer.flush(Duration::from_secs(300))?;
+                Ok(())
+            }));
+        }
+        on_start();
+        barrier.wait();
+        for handle in handles {
+            handle.join().map_err(|_| "producer thread panicked")??;
+        }
+        Ok(())
+    })?;
+    let records = deliveries.ok.load(Ordering::Relaxed);
+    let errors = deliveries.failed.load(Ordering::Relaxed) + send_errors.load(Ordering::Relaxed);
+    if errors > 0 {
+        let first = deliveries.first_error.lock().ok().and_then(|e| e.clone());
+        eprintln!("  {errors} records failed; first error: {first:?}");
+    }
+    Ok(ProduceRun {
+        records,
+        bytes: records * value_bytes as u64,
+        errors,
+    })
+}
+
+/// A consumer assigned every partition of `topic` from the beginning (librdkafka wants
+/// a `group.id` even for manual assignment; nothing joins or commits).
+pub fn assigned_consumer(bootstrap: &str, topic: &str, partitions: i32) -> Res<BaseConsumer> {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "logbook-bench")
+        .set("enable.auto.commit", "false")
+        .set("enable.partition.eof", "false")
+        .set("max.partition.fetch.bytes", (4 * 1024 * 1024).to_string());
+    apply(&mut config, false);
+    let consumer: BaseConsumer = config.create()?;
+    let mut list = TopicPartitionList::with_capacity(usize::try_from(partitions)?);
+    for partition in 0..partitions {
+        list.add_partition_offset(topic, partition, Offset::Beginning)?;
+    }
+    consumer.assign(&list)?;
+    Ok(consumer)
+}
+
+/// Outcome of reading a topic back.
+#[derive(Clone, Copy, Debug)]
+pub struct ConsumeRun {
+    /// Records received.
+    pub records: u64,
+    /// Value bytes received.
+    pub bytes: u64,
+    /// When the first record arrived.
+    pub first: Instant,
+    /// When the last record arrived.
+    pub last: Instant,
+}
+
+/// Polls `consumer` until `expected` records arrived (or nothing arrives for `STALL`).
+pub fn consume_count(consumer: &BaseConsumer, expected: u64) -> Res<ConsumeRun> {
+    let mut records = 0_u64;
+    let mut bytes = 0_u64;
+    let mut last_progress = Instant::now();
+    let mut first = None;
+    while records < expected {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(message)) => {
+                records += 1;
+                bytes += message.payload_len() as u64;
+                last_progress = Instant::now();
+                first.get_or_insert(last_progress);
+            }
+            Some(Err(error)) => eprintln!("  consumer error: {error}"),
+            None => {
+                if last_progress.elapsed() > STALL {
+                    return Err(
+                        format!("consumer stalled at {records} of {expected} records").into(),
+                    );
+                }
+            }
+        }
+    }
+    Ok(ConsumeRun {
+        records,
+        bytes,
+        first: first.unwrap_or(last_progress),
+        last: last_progress,
+    })
+}
+
+/// End-to-end latencies of one paced run.
+#[derive(Clone, Debug)]
+pub struct LatencyRun {
+    /// Measured latencies (after the warm-up), microseconds, sorted.
+    pub micros: Vec<u64>,
+    /// Records sent but never received (or failed).
+    pub lost: u64,
+}
+
+impl LatencyRun {
+    /// The `q`-quantile (0..=1) in milliseconds (nearest rank).
+    pub fn quantile_ms(&self, q: f64) -> f64 {
+        quantile_ms(&self.micros, q)
+    }
+}
+
+/// The `q`-quantile (0..=1) of sorted microseconds, in milliseconds (nearest rank).
+pub fn quantile_ms(sorted_micros: &[u64], q: f64) -> f64 {
+    if sorted_micros.is_empty() {
+        return f64::NAN;
+    }
+    #[expect(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "ranks are small and non-negative"
+    )]
+    let rank = ((q * sorted_micros.len() as f64).ceil() as usize).clamp(1, sorted_micros.len());
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "latencies in microseconds are small"
+    )]
+    let ms = sorted_micros.get(rank - 1).copied().unwrap_or(0) as f64 / 1000.0;
+    ms
+}
+
+/// Sends `rate` records/s of `value_bytes` each for `seconds` (round-robin over
+/// `partitions`) from one producer, while one consumer assigned to every partition
+/// measures each record's age on arrival (send time is in the payload; same clock).
+/// Records sent during the first `warmup` seconds are not counted.
+#[expect(clippy::too_many_arguments, reason = "a flat description of one run")]
+pub fn latency_run(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    settings: &ProducerSettings,
+    rate: u32,
+    seconds: f64,
+    warmup: f64,
+    value_bytes: usize,
+) -> Res<LatencyRun> {
+    let epoch = Instant::now();
+    let deliveries = Arc::new(Deliveries::default());
+    let producer: BaseProducer<CountingContext> = settings
+        .config(bootstrap)
+        .create_with_context(CountingContext(Arc::clone(&deliveries)))?;
+    producer
+        .client()
+        .fetch_metadata(Some(topic), Duration::from_secs(30))?;
+    let consumer = assigned_consumer(bootstrap, topic, partitions)?;
+    // Let the consumer connect and start fetching before the first probe.
+    let settle = Instant::now();
+    while settle.elapsed() < Duration::from_millis(500) {
+        let _ = consumer.poll(Duration::from_millis(50));
+    }
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "positive and small"
+    )]
+    let total = (f64::from(rate) * seconds) as u64;
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "positive and small"
+    )]
+    let warm_records = (f64::from(rate) * warmup) as u64;
+    let done = AtomicBool::new(false);
+    let value_len = value_bytes.max(16);
+    let (micros, received) = std::thread::scope(|scope| -> Res<(Vec<u64>, u64)> {
+        let consumer_thread = scope.spawn(|| {
+            let mut micros = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+            let mut received = 0_u64;
+            let mut idle_since: Option<Instant> = None;
+            loop {
+                match consumer.poll(Duration::from_millis(20)) {
+                    Some(Ok(message)) => {
+                        let now = epoch.elapsed();
+                        let Some((sent, seq)) = message.payload().and_then(decode_probe) else {
+                            continue;
+                        };
+                        received += 1;
+                        if seq >= warm_records {
+                            let age = now.saturating_sub(Duration::from_nanos(sent));
+                            micros.push(u64::try_from(age.as_micros()).unwrap_or(u64::MAX));
+                        }
+                        idle_since = None;
+                        if received >= total {
+                            break;
+                        }
+                    }
+                    Some(Err(error)) => eprintln!("  consumer error: {error}"),
+                    None => {
+                        if done.load(Ordering::Acquire) {
+                            let idle = idle_since.get_or_insert_with(Instant::now);
+                            if idle.elapsed() > Duration::from_secs(10) {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            (micros, received)
+        });
+        let mut value = vec![0_u8; value_len];
+        let start = Instant::now();
+        let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
+        let parts = u64::try_from(partitions)?;
+        let mut next = 0_u64;
+        while next < total {
+            let due = interval.saturating_mul(u32::try_from(next)?);
+            let elapsed = start.elapsed();
+            if elapsed < due {
+                std::thread::sleep(due.saturating_sub(elapsed).min(Duration::from_millis(1)));
+                producer.poll(Duration::ZERO);
+                continue;
+            }
+            let sent = u64::try_from(epoch.elapsed().as_nanos())?;
+            encode_probe(&mut value, sent, next);
+            let partition = i32::try_from(next % parts)?;
+            let record = BaseRecord::<(), [u8], ()>::to(topic)
+                .payload(&value[..])
+                .partition(partition);
+            if producer.send(record).is_err() {
+                deliveries.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            next += 1;
+        }
+        producer.flush(Duration::from_secs(60))?;
+        done.store(true, Ordering::Release);
+        let (micros, received) = consumer_thread
+            .join()
+            .map_err(|_| "consumer thread panicked")?;
+        Ok((micros, received))
+    })?;
+    let mut micros = micros;
+    micros.sort_unstable();
+    let failed = deliveries.failed.load(Ordering::Relaxed);
+    Ok(LatencyRun {
+        micros,
+        lost: total.saturating_sub(received).max(failed),
+    })
+}
+
+fn encode_probe(value: &mut [u8], sent_ns: u64, seq: u64) {
+    if let Some(head) = value.get_mut(0..20) {
+        head[0..4].copy_from_slice(&MAGIC.to_be_bytes());
+        head[4..12].copy_from_slice(&sent_ns.to_le_bytes());
+        head[12..20].copy_from_slice(&seq.to_le_bytes());
+    }
+}
+
+fn decode_probe(payload: &[u8]) -> Option<(u64, u64)> {
+    let magic = u32::from_be_bytes(payload.get(0..4)?.try_into().ok()?);
+    if magic != MAGIC {
+        return None;
+    }
+    let sent = u64::from_le_bytes(payload.get(4..12)?.try_into().ok()?);
+    let seq = u64::from_le_bytes(payload.get(12..20)?.try_into().ok()?);
+    Some((sent, seq))
+}
+
+/// Sum of the high watermarks of `partitions` partitions of `topic` (after a restart:
+/// how many records survived).
+pub fn high_watermark_sum(bootstrap: &str, topic: &str, partitions: i32) -> Res<u64> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let mut sum = 0_u64;
+    for partition in 0..partitions {
+        let (_, high) =
+            consumer.fetch_watermarks(topic, partition, Timeout::After(Duration::from_secs(30)))?;
+        sum += u64::try_from(high)?;
+    }
+    Ok(sum)
+}

@@ -1,0 +1,144 @@
+//! What the bench reads from `/proc`: CPU time, memory and disk reads of the broker
+//! process and of the bench itself, and the load average.
+
+use std::time::Instant;
+
+/// A process whose counters are read from `/proc`.
+#[derive(Clone, Copy, Debug)]
+pub enum Proc {
+    /// This process (the clients: librdkafka threads and the bench's own).
+    Me,
+    /// Another process, e.g. the broker.
+    Pid(u32),
+}
+
+impl Proc {
+    fn path(self, file: &str) -> String {
+        match self {
+            Proc::Me => format!("/proc/self/{file}"),
+            Proc::Pid(pid) => format!("/proc/{pid}/{file}"),
+        }
+    }
+}
+
+/// Clock ticks per second of `utime`/`stime` in `/proc/<pid>/stat`.
+fn clock_ticks_per_second() -> f64 {
+    #[expect(unsafe_code, reason = "sysconf has no safe wrapper in libc")]
+    // SAFETY: sysconf takes a constant name, touches no memory of ours and is thread-safe.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "a small positive constant (100)"
+        )]
+        let ticks = ticks as f64;
+        ticks
+    } else {
+        100.0
+    }
+}
+
+/// User plus system CPU seconds the process (all its threads, living and exited) used.
+pub fn cpu_seconds(proc: Proc) -> Option<f64> {
+    let stat = std::fs::read_to_string(proc.path("stat")).ok()?;
+    // The command name (field 2) may hold spaces; the fields after its closing ')' do not.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Field 3 (state) is fields[0]; utime is field 14, stime field 15.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "tick counts stay far below 2^52"
+    )]
+    let seconds = (utime + stime) as f64 / clock_ticks_per_second();
+    Some(seconds)
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in MiB.
+pub fn status_mib(proc: Proc, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(proc.path("status")).ok()?;
+    let line = status
+        .lines()
+        .find(|line| line.split(':').next() == Some(field))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    #[expect(clippy::cast_precision_loss, reason = "KiB counts stay far below 2^52")]
+    let mib = kib as f64 / 1024.0;
+    Some(mib)
+}
+
+/// Resident memory now, MiB.
+pub fn rss_mib(proc: Proc) -> Option<f64> {
+    status_mib(proc, "VmRSS")
+}
+
+/// Peak resident memory since the process started, MiB.
+pub fn peak_rss_mib(proc: Proc) -> Option<f64> {
+    status_mib(proc, "VmHWM")
+}
+
+/// Bytes the process caused to be read from the block device (not page-cache hits).
+pub fn disk_read_bytes(proc: Proc) -> Option<u64> {
+    let io = std::fs::read_to_string(proc.path("io")).ok()?;
+    io.lines()
+        .find_map(|line| line.strip_prefix("read_bytes:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The 1-, 5- and 15-minute load averages, as `/proc/loadavg` prints them.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg").ok().map_or_else(
+        || "?".to_owned(),
+        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
+}
+
+/// CPU time of the broker and of the bench, and the broker's disk reads, at one instant.
+#[derive(Clone, Copy, Debug)]
+pub struct Usage {
+    at: Instant,
+    broker_cpu: Option<f64>,
+    client_cpu: Option<f64>,
+    broker_read: Option<u64>,
+}
+
+/// What happened between two `Usage` samples.
+#[derive(Clone, Copy, Debug)]
+pub struct UsageDelta {
+    /// Wall-clock seconds.
+    pub wall: f64,
+    /// Broker CPU seconds (user + system), if the broker's pid is known.
+    pub broker_cpu: Option<f64>,
+    /// Bench (client) CPU seconds.
+    pub client_cpu: Option<f64>,
+    /// Bytes the broker read from the block device.
+    pub broker_disk_read: Option<u64>,
+}
+
+impl Usage {
+    /// Samples now; `broker` is `None` when benchmarking a broker whose pid is unknown.
+    pub fn sample(broker: Option<u32>) -> Usage {
+        Usage {
+            at: Instant::now(),
+            broker_cpu: broker.and_then(|pid| cpu_seconds(Proc::Pid(pid))),
+            client_cpu: cpu_seconds(Proc::Me),
+            broker_read: broker.and_then(|pid| disk_read_bytes(Proc::Pid(pid))),
+        }
+    }
+
+    /// The difference from this sample to a new one taken now.
+    pub fn since(&self, broker: Option<u32>) -> UsageDelta {
+        let now = Usage::sample(broker);
+        UsageDelta {
+            wall: now.at.duration_since(self.at).as_secs_f64(),
+            broker_cpu: now.broker_cpu.zip(self.broker_cpu).map(|(b, a)| b - a),
+            client_cpu: now.client_cpu.zip(self.client_cpu).map(|(b, a)| b - a),
+            broker_disk_read: now
+                .broker_read
+                .zip(self.broker_read)
+                .map(|(b, a)| b.saturating_sub(a)),
+        }
+    }
+}

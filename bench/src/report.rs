@@ -1,0 +1,212 @@
+//! The human tables, the flat metric map behind the JSON line, and `--check`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::Res;
+
+/// One printed table.
+pub struct Table {
+    title: String,
+    headers: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with a title (printed above it) and column headers.
+    pub fn new(title: impl Into<String>, headers: &[&str]) -> Table {
+        Table {
+            title: title.into(),
+            headers: headers.iter().map(|h| (*h).to_owned()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Appends a row (as many cells as headers).
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// The table as aligned text; the first column is left-aligned, the rest right-aligned.
+    pub fn render(&self) -> String {
+        let mut widths: Vec<usize> = self.headers.iter().map(String::len).collect();
+        for row in &self.rows {
+            for (i, cell) in row.iter().enumerate() {
+                if let Some(w) = widths.get_mut(i) {
+                    *w = (*w).max(cell.chars().count());
+                }
+            }
+        }
+        let line = |cells: &[String]| {
+            let mut out = String::from("  ");
+            for (i, cell) in cells.iter().enumerate() {
+                let w = widths.get(i).copied().unwrap_or(0);
+                if i == 0 {
+                    let _ = write!(out, "{cell:<w$}");
+                } else {
+                    let _ = write!(out, "  {cell:>w$}");
+                }
+            }
+            out.trim_end().to_owned()
+        };
+        let mut out = format!("{}\n{}\n", self.title, line(&self.headers));
+        for row in &self.rows {
+            out.push_str(&line(row));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Formats an optional figure with `decimals` digits, or "-".
+pub fn fmt(value: Option<f64>, decimals: usize) -> String {
+    match value {
+        Some(v) if v.is_finite() => format!("{v:.decimals$}"),
+        _ => "-".to_owned(),
+    }
+}
+
+/// Formats a ratio as a percentage, or "-".
+pub fn pct(value: Option<f64>) -> String {
+    match value {
+        Some(v) if v.is_finite() => format!("{:.0}%", v * 100.0),
+        _ => "-".to_owned(),
+    }
+}
+
+/// Everything a run produced: tables in order and the flat metric map.
+#[derive(Default)]
+pub struct Report {
+    /// Rendered tables, in section order.
+    pub tables: Vec<String>,
+    /// `section.scenario.figure` → value; this is what the JSON line and `--check` use.
+    pub metrics: BTreeMap<String, f64>,
+}
+
+impl Report {
+    /// Records a metric if the value is known and finite.
+    pub fn metric(&mut self, key: impl Into<String>, value: Option<f64>) {
+        if let Some(v) = value.filter(|v| v.is_finite()) {
+            self.metrics.insert(key.into(), v);
+        }
+    }
+
+    /// Prints a table now and keeps it for the final summary.
+    pub fn table(&mut self, table: &Table) {
+        let text = table.render();
+        println!("\n{text}");
+        self.tables.push(text);
+    }
+}
+
+/// How `--check` judges one metric against the baseline: only gross regressions fail.
+enum Rule {
+    /// Fails above `factor` × baseline + `slack`.
+    AtMost { factor: f64, slack: f64 },
+    /// Fails below baseline / `factor`.
+    AtLeast { factor: f64 },
+    /// Fails when above zero, whatever the baseline.
+    Zero,
+    /// Reported only.
+    Info,
+}
+
+fn rule_for(key: &str) -> Rule {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    if matches!(last, "errors" | "lost" | "missing" | "unserved" | "failed") {
+        return Rule::Zero;
+    }
+    // Per-scenario figures, ceilings and the scale section's latencies swing too much on
+    // a shared two-core machine to guard; the guarded figures are totals and medians.
+    match key {
+        "produce.total.broker_cpu_s_per_gb" | "consume.total.broker_cpu_s_per_gb" => Rule::AtMost {
+            factor: 2.0,
+            slack: 0.2,
+        },
+        "produce.total.mb_s" | "consume.total.mb_s" => Rule::AtLeast { factor: 5.0 },
+        "latency.acks_all.p99_ms" | "latency.acks_1.p99_ms" => Rule::AtMost {
+            factor: 5.0,
+            slack: 5.0,
+        },
+        "startup.empty.idle_rss_mib" | "recovery.idle_rss_mib" => Rule::AtMost {
+            factor: 2.0,
+            slack: 16.0,
+        },
+        "produce.peak_rss_mib"
+        | "consume.peak_rss_mib"
+        | "scale.peak_rss_mib"
+        // Peak RSS swings up to 4x between identical quick runs (96-354 MiB).
+        | "connections.open.rss_mib" => Rule::AtMost {
+            factor: 3.0,
+            slack: 128.0,
+        },
+        "startup.empty.accept_ms" | "recovery.accept_ms" => Rule::AtMost {
+            factor: 5.0,
+            slack: 1000.0,
+        },
+        _ => Rule::Info,
+    }
+}
+
+/// Compares `current` with the baseline JSON file (a line this program printed);
+/// prints one line per checked metric and returns whether everything passed.
+pub fn check(current: &BTreeMap<String, f64>, baseline_path: &Path) -> Res<bool> {
+    let text = std::fs::read_to_string(baseline_path)
+        .map_err(|e| format!("read {}: {e}", baseline_path.display()))?;
+    let baseline: serde_json::Value = serde_json::from_str(text.trim())?;
+    let metrics = baseline
+        .get("metrics")
+        .and_then(serde_json::Value::as_object)
+        .ok_or("baseline has no \"metrics\" object")?;
+    let mut ok = true;
+    println!(
+        "\ncheck against {} (fails only on gross regressions)",
+        baseline_path.display()
+    );
+    for (key, value) in current {
+        let base = metrics.get(key).and_then(serde_json::Value::as_f64);
+        let (verdict, limit) = match (rule_for(key), base) {
+            (Rule::Zero, _) => (*value <= 0.0, Some(0.0)),
+            (Rule::AtMost { factor, slack }, Some(b)) => {
+                let limit = b * factor + slack;
+                (*value <= limit, Some(limit))
+            }
+            (Rule::AtLeast { factor }, Some(b)) => {
+                let limit = b / factor;
+                (*value >= limit, Some(limit))
+            }
+            _ => continue,
+        };
+        ok &= verdict;
+        println!(
+            "  {} {key}: {value:.3} (baseline {}, limit {})",
+            if verdict { "ok  " } else { "FAIL" },
+            fmt(base, 3),
+            fmt(limit, 3)
+        );
+    }
+    println!("check: {}", if ok { "passed" } else { "FAILED" });
+    Ok(ok)
+}
+
+/// Seconds since the epoch as `YYYY-MM-DD HH:MM UTC`.
+pub fn utc_date(unix: u64) -> String {
+    let days = i64::try_from(unix / 86_400).unwrap_or(0);
+    let secs = unix % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        secs / 3600,
+        secs % 3600 / 60
+    )
+}
