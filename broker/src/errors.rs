@@ -90,6 +90,7 @@ pub fn group_error(e: &crate::coordinator::group::GroupError) -> ResponseError {
         GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
         GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
         GroupError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
+        GroupError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
         GroupError::Storage => ResponseError::UnknownServerError,
     }
 }

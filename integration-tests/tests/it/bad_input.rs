@@ -506,3 +506,56 @@ fn produce_to_internal_topic_is_refused() {
         17
     );
 }
+
+// Flexible request versions can carry strings longer than the int16-length fields of
+// __consumer_offsets: a 40,000-byte group id gets INVALID_GROUP_ID (24) on JoinGroup and
+// OffsetCommit, a 40,000-byte topic in a commit gets UNKNOWN_TOPIC_OR_PARTITION (3), and the
+// broker keeps serving.
+#[test]
+fn overlong_group_strings_are_refused() {
+    use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::{GroupId, JoinGroupRequest, OffsetCommitRequest, TopicName};
+    let mut broker = Broker::start_with(&["--group-initial-rebalance-delay-ms", "0"]);
+    let mut stream = connect(broker.addr());
+    let long = "g".repeat(40_000);
+    let join = JoinGroupRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(long.clone())))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(StrBytes::from_static_str("range"))
+            .with_metadata(bytes::Bytes::from_static(b"\x00\x00"))]);
+    let response = wire::round_trip(&mut stream, 9, 1, &join);
+    assert_eq!(
+        response.error_code, 24,
+        "JoinGroup with a 40,000-byte group id"
+    );
+
+    let commit = |group: String, topic: String| {
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic)))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(5)])])
+    };
+    assert_round_trip(&broker.bootstrap(), "t");
+    let response = wire::round_trip(&mut stream, 9, 2, &commit(long.clone(), "t".into()));
+    assert_eq!(
+        response.topics[0].partitions[0].error_code, 24,
+        "commit with a long group id"
+    );
+    let response = wire::round_trip(&mut stream, 9, 3, &commit("g".into(), long));
+    assert_eq!(
+        response.topics[0].partitions[0].error_code, 3,
+        "commit with a long topic"
+    );
+    assert!(broker.is_running(), "broker died:\n{}", broker.log_tail());
+    assert_round_trip(&broker.bootstrap(), "after-long-strings");
+}

@@ -55,7 +55,7 @@ impl GroupCoordinator {
             errors: vec![Some(e); partitions.len()],
             durable: None,
         };
-        if group_id.is_empty() {
+        if group_id.is_empty() || group_id.len() > persistence::STRING_BYTES_MAX {
             return all(GroupError::InvalidGroupId);
         }
         let group = match self.group(group_id) {
@@ -93,6 +93,11 @@ impl GroupCoordinator {
             let metadata = p.metadata.clone().unwrap_or_default();
             if metadata.len() > OFFSET_METADATA_BYTES_MAX {
                 errors.push(Some(GroupError::OffsetMetadataTooLarge));
+                continue;
+            }
+            // No topic can have such a name, and the record key could not hold it.
+            if p.topic.len() > persistence::STRING_BYTES_MAX {
+                errors.push(Some(GroupError::UnknownTopicOrPartition));
                 continue;
             }
             errors.push(None);

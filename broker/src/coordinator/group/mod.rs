@@ -84,6 +84,9 @@ pub enum GroupError {
     /// Commit metadata above `offset.metadata.max.bytes`.
     #[error("offset metadata too large")]
     OffsetMetadataTooLarge,
+    /// A commit names a topic that cannot exist.
+    #[error("unknown topic")]
+    UnknownTopicOrPartition,
     /// Writing to `__consumer_offsets` failed.
     #[error("storage failure")]
     Storage,

@@ -91,6 +91,10 @@ pub enum Persisted {
     },
 }
 
+/// Longest string the int16-length fields of Kafka's `__consumer_offsets` schemas hold;
+/// callers refuse longer group ids, instance ids, topics and protocol names up front.
+pub const STRING_BYTES_MAX: usize = i16::MAX as usize;
+
 fn put_string(buf: &mut BytesMut, s: &str) {
     let len = i16::try_from(s.len()).expect("strings persisted are checked to be < 32 KiB");
     buf.put_i16(len);

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::classic_group::{ClassicGroup, GroupState, JoinResult, Member, SyncResult};
+use super::persistence;
 use super::NEW_MEMBER_JOIN_TIMEOUT_MS;
 use super::{duration_ms, now_ms, GroupCoordinator, GroupError, JoinRequest};
 
@@ -24,10 +25,23 @@ impl GroupCoordinator {
     /// MEMBER_ID_REQUIRED, or a rejoin that needs no rebalance).
     pub fn join_group(&self, req: JoinRequest) -> oneshot::Receiver<JoinResult> {
         let (tx, rx) = oneshot::channel();
-        if req.group_id.is_empty() {
+        // Persisted strings are int16-length in Kafka's __consumer_offsets schemas; the
+        // flexible request versions can carry longer ones, which we refuse up front.
+        let too_long = |s: &str| s.len() > persistence::STRING_BYTES_MAX;
+        if req.group_id.is_empty()
+            || too_long(&req.group_id)
+            || req.group_instance_id.as_deref().is_some_and(too_long)
+        {
             let _ = tx.send(JoinResult::error(
                 &req.member_id,
                 GroupError::InvalidGroupId,
+            ));
+            return rx;
+        }
+        if too_long(&req.protocol_type) || req.protocols.iter().any(|(name, _)| too_long(name)) {
+            let _ = tx.send(JoinResult::error(
+                &req.member_id,
+                GroupError::InconsistentGroupProtocol,
             ));
             return rx;
         }
@@ -89,7 +103,13 @@ impl GroupCoordinator {
         req: JoinRequest,
         tx: oneshot::Sender<JoinResult>,
     ) {
-        let member_id = format!("{}-{}", req.client_id, uuid::Uuid::new_v4());
+        // The client id part is cut so the member id fits an int16-length string.
+        let client_part: String = req
+            .client_id
+            .chars()
+            .take(persistence::STRING_BYTES_MAX / 8)
+            .collect();
+        let member_id = format!("{client_part}-{}", uuid::Uuid::new_v4());
         if let Some(instance) = req.group_instance_id.clone() {
             if let Some(old_member_id) = g.static_members.get(&instance).cloned() {
                 self.replace_static_member(g, req, &old_member_id, member_id, tx);
