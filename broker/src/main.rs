@@ -8,6 +8,7 @@ use logbook_broker::config::Config;
 static ALLOCATOR: logbook_broker::alloc::GuardedAllocator = logbook_broker::alloc::GuardedAllocator;
 
 fn main() -> std::process::ExitCode {
+    logbook_broker::alloc::tune_malloc();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
