@@ -343,6 +343,9 @@ impl Topics {
         let _admin = self.admin.lock();
         self.validate_new(&new)?;
         let topic = self.open_topic(new.name, Uuid::new_v4(), new.partitions, new.config)?;
+        // The new partition directories must survive a crash before the registry names
+        // them and before any write to them is acknowledged: one fsync covers them all.
+        std::fs::File::open(&self.data_dir)?.sync_all()?;
         self.insert(Arc::clone(&topic));
         if let Err(e) = self.persist() {
             self.by_name.write().remove(new.name);

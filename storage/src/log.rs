@@ -205,7 +205,8 @@ impl Log {
             checkpoint::sync_dir(dir)?;
             log.log_start_offset = base;
             log.recovery_point = base;
-            log.write_recovery_point()?;
+            // No recovery-point file is written for an empty log: without one, recovery
+            // scans from the first segment, which is exactly right for a log this new.
             log.check_invariants();
             return Ok(log);
         }
@@ -352,7 +353,12 @@ impl Log {
         assert!(rp <= end, "recovery point {rp} > log end {end}");
     }
 
+    /// Durably records the recovery point, unless the file already holds it (each write
+    /// costs two fsyncs, and a broker opens and closes thousands of partitions).
     fn write_recovery_point(&mut self) -> io::Result<()> {
+        if self.checkpointed_recovery_point == self.recovery_point {
+            return Ok(());
+        }
         checkpoint::write(&self.dir, RECOVERY_POINT_FILE, &[self.recovery_point])?;
         self.checkpointed_recovery_point = self.recovery_point;
         Ok(())
