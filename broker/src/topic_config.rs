@@ -239,6 +239,21 @@ pub enum ConfigError {
     },
 }
 
+/// Kafka's `ConfigType` code of a topic config (DescribeConfigs v3+): BOOLEAN 1, STRING 2,
+/// INT 3, LONG 5, DOUBLE 6, LIST 7; 0 for an unknown name.
+#[must_use]
+pub fn config_type(name: &str) -> i8 {
+    match definition(name).map(|d| d.kind) {
+        Some(Kind::Bool) => 1,
+        Some(Kind::Enum(_)) => 2,
+        Some(Kind::Int(_)) => 3,
+        Some(Kind::Long(_)) => 5,
+        Some(Kind::Ratio) => 6,
+        Some(Kind::List(_) | Kind::Any) => 7,
+        None => 0,
+    }
+}
+
 fn definition(name: &str) -> Option<&'static Definition> {
     DEFINITIONS.iter().find(|d| d.name == name)
 }

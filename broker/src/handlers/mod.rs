@@ -20,6 +20,7 @@ pub mod api_versions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;
+pub mod describe_configs;
 pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
@@ -70,6 +71,7 @@ pub fn supported(api_key: ApiKey) -> Option<VersionRange> {
         ApiKey::ApiVersions => Some(api_versions::VERSIONS),
         ApiKey::CreateTopics => Some(create_topics::VERSIONS),
         ApiKey::DeleteTopics => Some(delete_topics::VERSIONS),
+        ApiKey::DescribeConfigs => Some(describe_configs::VERSIONS),
         ApiKey::InitProducerId => Some(init_producer_id::VERSIONS),
         ApiKey::FindCoordinator => Some(find_coordinator::VERSIONS),
         ApiKey::JoinGroup => Some(join_group::VERSIONS),
@@ -107,6 +109,9 @@ pub fn dispatch(broker: &Arc<Broker>, header: &RequestHeader, body: RequestKind)
         RequestKind::ListOffsets(req) => ready(ResponseKind::ListOffsets(list_offsets::handle(
             broker, req, version,
         ))),
+        RequestKind::DescribeConfigs(req) => ready(ResponseKind::DescribeConfigs(
+            describe_configs::handle(broker, &req, version),
+        )),
         RequestKind::InitProducerId(req) => ready(ResponseKind::InitProducerId(
             init_producer_id::handle(broker, &req),
         )),

@@ -196,6 +196,24 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
             };
             RequestKind::DeleteTopics(request)
         }
+        ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(
+            DescribeConfigsRequest::default()
+                .with_include_synonyms(true)
+                .with_resources(vec![
+                    describe_configs_request::DescribeConfigsResource::default()
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_static_str("t")),
+                    describe_configs_request::DescribeConfigsResource::default()
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_static_str("missing")),
+                    describe_configs_request::DescribeConfigsResource::default()
+                        .with_resource_type(4)
+                        .with_resource_name(StrBytes::from_static_str("1"))
+                        .with_configuration_keys(Some(vec![StrBytes::from_static_str(
+                            "num.partitions",
+                        )])),
+                ]),
+        ),
         ApiKey::InitProducerId => RequestKind::InitProducerId(
             InitProducerIdRequest::default().with_transaction_timeout_ms(60_000),
         ),

@@ -8,6 +8,7 @@ mod wire;
 mod admin_topics;
 mod bad_input;
 mod compression;
+mod describe_configs;
 mod durability;
 mod groups;
 mod large_messages;
