@@ -390,6 +390,64 @@ impl Topics {
         }
     }
 
+    /// Grows a topic to `total` partitions (CreatePartitions): opens the new partitions'
+    /// logs, then swaps in a `Topic` holding old and new and records it in the registry.
+    /// Holders of the previous `Arc<Topic>` keep seeing the old partition list.
+    ///
+    /// # Errors
+    /// `Unknown`; `InvalidPartitions` unless `total` exceeds the current count (and is
+    /// within the limit); `InvalidName` for internal topics; I/O errors.
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        validate_only: bool,
+    ) -> Result<(), TopicError> {
+        let _admin = self.admin.lock();
+        let topic = self
+            .get(name)
+            .ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+        if name.starts_with("__") {
+            return Err(TopicError::InvalidName {
+                name: name.to_string(),
+                reason: "the partitions of internal topics cannot be changed",
+            });
+        }
+        let current = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+        if total <= current || total > self.partitions_max {
+            return Err(TopicError::InvalidPartitions(total));
+        }
+        if validate_only {
+            return Ok(());
+        }
+        let log_config = topic.config.log_config(&self.defaults);
+        let mut partitions = topic.partitions.clone();
+        for p in current..total {
+            let tp = TopicPartition {
+                topic: name.to_string(),
+                partition: p,
+            };
+            let dir = self.data_dir.join(format!("{name}-{p}"));
+            partitions.push(Partition::open(
+                tp,
+                &dir,
+                log_config.clone(),
+                self.flusher.clone(),
+            )?);
+        }
+        std::fs::File::open(&self.data_dir)?.sync_all()?;
+        let grown = Arc::new(Topic {
+            name: topic.name.clone(),
+            id: topic.id,
+            partitions,
+            config: topic.config.clone(),
+        });
+        self.insert(grown);
+        self.persist()?;
+        tracing::info!(topic = %name, from = current, to = total, "added partitions");
+        Ok(())
+    }
+
     /// Deletes a topic: removes it from the registry, then its data from disk.
     ///
     /// # Errors

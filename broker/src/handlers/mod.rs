@@ -17,6 +17,7 @@ use kafka_protocol::protocol::VersionRange;
 use crate::broker::Broker;
 
 pub mod api_versions;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_topics;
@@ -71,6 +72,7 @@ pub fn supported(api_key: ApiKey) -> Option<VersionRange> {
         ApiKey::ApiVersions => Some(api_versions::VERSIONS),
         ApiKey::CreateTopics => Some(create_topics::VERSIONS),
         ApiKey::DeleteTopics => Some(delete_topics::VERSIONS),
+        ApiKey::CreatePartitions => Some(create_partitions::VERSIONS),
         ApiKey::DescribeConfigs => Some(describe_configs::VERSIONS),
         ApiKey::InitProducerId => Some(init_producer_id::VERSIONS),
         ApiKey::FindCoordinator => Some(find_coordinator::VERSIONS),
@@ -109,6 +111,9 @@ pub fn dispatch(broker: &Arc<Broker>, header: &RequestHeader, body: RequestKind)
         RequestKind::ListOffsets(req) => ready(ResponseKind::ListOffsets(list_offsets::handle(
             broker, req, version,
         ))),
+        RequestKind::CreatePartitions(req) => ready(ResponseKind::CreatePartitions(
+            create_partitions::handle(broker, &req),
+        )),
         RequestKind::DescribeConfigs(req) => ready(ResponseKind::DescribeConfigs(
             describe_configs::handle(broker, &req, version),
         )),

@@ -196,6 +196,16 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
             };
             RequestKind::DeleteTopics(request)
         }
+        ApiKey::CreatePartitions => {
+            RequestKind::CreatePartitions(CreatePartitionsRequest::default().with_topics(vec![
+                create_partitions_request::CreatePartitionsTopic::default()
+                    .with_name(name("t"))
+                    .with_count(1),
+                create_partitions_request::CreatePartitionsTopic::default()
+                    .with_name(name("missing"))
+                    .with_count(4),
+            ]))
+        }
         ApiKey::DescribeConfigs => RequestKind::DescribeConfigs(
             DescribeConfigsRequest::default()
                 .with_include_synonyms(true)

@@ -334,3 +334,48 @@ fn topics_and_data_survive_sigterm_and_sigkill_restarts() {
         );
     }
 }
+
+// CreatePartitions grows a topic (kafka-topics.sh --alter --partitions): 2 → 5 partitions
+// whose directories exist, the count survives a restart, and shrinking or
+// an unknown topic is refused with INVALID_PARTITIONS / UNKNOWN_TOPIC_OR_PARTITION.
+#[test]
+fn create_partitions_grows_a_topic() {
+    use rdkafka::admin::NewPartitions;
+    let mut broker = Broker::start();
+    let bootstrap = broker.bootstrap();
+    crate::common::create_topic(&bootstrap, "grown", 2, &[]);
+    let client = crate::common::admin(&bootstrap);
+    let results = crate::common::block_on(client.create_partitions(
+        &[
+            NewPartitions::new("grown", 5),
+            NewPartitions::new("grown-missing", 3),
+        ],
+        &crate::common::admin_options(),
+    ))
+    .expect("create partitions");
+    assert_eq!(results[0], Ok("grown".to_string()));
+    assert_eq!(
+        results[1],
+        Err((
+            "grown-missing".to_string(),
+            rdkafka::types::RDKafkaErrorCode::UnknownTopicOrPartition
+        ))
+    );
+    let results = crate::common::block_on(client.create_partitions(
+        &[NewPartitions::new("grown", 3)],
+        &crate::common::admin_options(),
+    ))
+    .expect("create partitions");
+    assert_eq!(
+        results[0],
+        Err((
+            "grown".to_string(),
+            rdkafka::types::RDKafkaErrorCode::InvalidPartitions
+        ))
+    );
+    drop(client);
+    crate::common::wait_for_topics(&bootstrap, &[("grown", 5)], "after growing");
+    broker.restart();
+    crate::common::wait_for_topics(&broker.bootstrap(), &[("grown", 5)], "after restart");
+    assert!(broker.data_dir().join("grown-4").is_dir());
+}

@@ -1,0 +1,54 @@
+//! CreatePartitions (API key 37): grow a topic's partition count (`kafka-topics.sh --alter
+//! --partitions`). Partitions are never removed; manual assignments may only name this
+//! broker.
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+use kafka_protocol::ResponseError;
+
+use crate::broker::Broker;
+use crate::errors;
+
+/// Versions served.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
+
+/// Answers a CreatePartitions request.
+pub fn handle(broker: &Arc<Broker>, request: &CreatePartitionsRequest) -> CreatePartitionsResponse {
+    let mut seen = std::collections::HashSet::new();
+    let results = request
+        .topics
+        .iter()
+        .map(|t| {
+            let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+            if !seen.insert(t.name.as_str().to_string()) {
+                return result
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_error_message(Some(StrBytes::from_static_str("duplicate topic in request")));
+            }
+            let bad_assignment = t.assignments.as_ref().is_some_and(|a| {
+                a.iter().any(|p| p.broker_ids.iter().any(|b| b.0 != broker.node_id()))
+            });
+            if bad_assignment {
+                return result
+                    .with_error_code(ResponseError::InvalidReplicaAssignment.code())
+                    .with_error_message(Some(StrBytes::from_static_str("unknown broker id in assignment")));
+            }
+            let outcome = tokio::task::block_in_place(|| {
+                broker.topics.add_partitions(t.name.as_str(), t.count, request.validate_only)
+            });
+            match outcome {
+                Ok(()) => result,
+                Err(e) => {
+                    tracing::info!(topic = %t.name.as_str(), error = %e, "create partitions refused");
+                    result
+                        .with_error_code(errors::topic_error(&e).code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                }
+            }
+        })
+        .collect();
+    CreatePartitionsResponse::default().with_results(results)
+}
