@@ -25,6 +25,17 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
+/// The records of a stored batch; a batch that no longer decodes is a disk problem.
+fn summarize(
+    partition: &Partition,
+    batch: &bytes::Bytes,
+) -> Result<Vec<crate::records::RecordSummary>, ResponseError> {
+    crate::records::summarize(batch).map_err(|e| {
+        tracing::error!(partition = %partition.topic_partition(), error = %e, "stored batch does not decode");
+        ResponseError::CorruptMessage
+    })
+}
+
 /// (offset, timestamp) answered for one partition.
 fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseError> {
     let offsets = partition
@@ -43,10 +54,7 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseE
             let Some(batch) = batch else {
                 return Ok((-1, -1));
             };
-            let records = crate::records::summarize(&batch).map_err(|e| {
-                tracing::error!(partition = %partition.topic_partition(), error = %e, "stored batch does not decode");
-                ResponseError::CorruptMessage
-            })?;
+            let records = summarize(partition, &batch)?;
             // The earliest record holding the largest timestamp, as Kafka answers.
             let best = records.iter().filter(|r| r.offset < high_watermark).fold(
                 None::<(i64, i64)>,
@@ -64,10 +72,7 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseE
             let Some(batch) = batch else {
                 return Ok((-1, -1));
             };
-            let records = crate::records::summarize(&batch).map_err(|e| {
-                tracing::error!(partition = %partition.topic_partition(), error = %e, "stored batch does not decode");
-                ResponseError::CorruptMessage
-            })?;
+            let records = summarize(partition, &batch)?;
             Ok(records
                 .iter()
                 .find(|r| {
