@@ -12,6 +12,7 @@
 //! (group commit).
 
 mod checkpoint; // small durable files, write-temp-fsync-rename
+mod index_file; // per-use descriptors for .index/.timeindex
 pub mod error;
 pub mod log; // Log
 mod log_segment; // LogSegment

@@ -307,8 +307,8 @@ impl LogSegment {
             );
             self.track_batch(position, header, index_interval_bytes);
         }
-        self.offset_index.flush()?;
-        self.time_index.flush()
+        // Index entries stay in memory until the segment rolls or closes (index_file.rs).
+        Ok(())
     }
 
     /// Rebuilds both indexes by reading the whole `.log` from position 0, validating
@@ -584,8 +584,8 @@ impl LogSegment {
 
     /// fsyncs the indexes now (a rolled segment's indexes are final).
     pub(crate) fn sync_indexes(&self) -> io::Result<()> {
-        self.offset_index.file().sync_data()?;
-        self.time_index.file().sync_data()
+        self.offset_index.sync()?;
+        self.time_index.sync()
     }
 
     /// Unlinks the three files. Open handles (e.g. in a `SyncHandle`) stay valid.

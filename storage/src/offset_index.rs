@@ -2,11 +2,10 @@
 //! finds its batch with a binary search and a short header scan instead of reading the
 //! segment from the start.
 
-use std::fs::{File, OpenOptions};
+use crate::index_file::open_index_file;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// An index entry is a 4-byte relative offset followed by a 4-byte file position.
 pub(crate) const OFFSET_INDEX_ENTRY_BYTES: usize = 8;
@@ -25,7 +24,6 @@ const _: () = assert!(OFFSET_INDEX_ENTRY_BYTES == 8);
 /// already written to the file, so an append writes its new entries with one `pwrite`.
 pub(crate) struct OffsetIndex {
     path: PathBuf,
-    file: Arc<File>,
     base_offset: i64,
     entries: Vec<(u32, u32)>,
     flushed: usize,
@@ -37,12 +35,7 @@ impl OffsetIndex {
     /// call [`OffsetIndex::sanity_check`] before trusting it.
     pub(crate) fn open(path: &Path, base_offset: i64) -> io::Result<(Self, bool)> {
         let existed = path.exists();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
+        drop(open_index_file(path)?);
         let bytes = std::fs::read(path)?;
         let whole = bytes.len() % OFFSET_INDEX_ENTRY_BYTES == 0;
         let entries = bytes
@@ -58,7 +51,6 @@ impl OffsetIndex {
         let flushed = entries.len();
         let index = Self {
             path: path.to_path_buf(),
-            file: Arc::new(file),
             base_offset,
             entries,
             flushed,
@@ -95,10 +87,9 @@ impl OffsetIndex {
         }
         Ok(())
     }
-
-    /// Shared handle for fsync outside the log's lock.
-    pub(crate) fn file(&self) -> &Arc<File> {
-        &self.file
+    /// fdatasyncs the index file (opened for the call: an index holds no descriptor).
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        open_index_file(&self.path)?.sync_data()
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -160,7 +151,7 @@ impl OffsetIndex {
             bytes.extend(rel.to_be_bytes());
             bytes.extend(pos.to_be_bytes());
         }
-        self.file
+        open_index_file(&self.path)?
             .write_all_at(&bytes, (self.flushed * OFFSET_INDEX_ENTRY_BYTES) as u64)?;
         self.flushed = self.entries.len();
         Ok(())
@@ -174,7 +165,7 @@ impl OffsetIndex {
     fn truncate_entries(&mut self, keep: usize) -> io::Result<()> {
         self.entries.truncate(keep);
         self.flushed = self.flushed.min(keep);
-        self.file
+        open_index_file(&self.path)?
             .set_len((self.flushed * OFFSET_INDEX_ENTRY_BYTES) as u64)
     }
 }

@@ -2,11 +2,10 @@
 //! timestamp skips to the right region of the segment, and retention knows a segment's
 //! largest timestamp without reading it.
 
-use std::fs::{File, OpenOptions};
+use crate::index_file::open_index_file;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// A time index entry is an 8-byte timestamp followed by a 4-byte relative offset.
 pub(crate) const TIME_INDEX_ENTRY_BYTES: usize = 12;
@@ -23,7 +22,6 @@ const _: () = assert!(TIME_INDEX_ENTRY_BYTES == 12);
 /// Not preallocated, not checksummed: rebuilt from the `.log` when damaged.
 pub(crate) struct TimeIndex {
     path: PathBuf,
-    file: Arc<File>,
     base_offset: i64,
     entries: Vec<(i64, u32)>,
     flushed: usize,
@@ -34,12 +32,7 @@ impl TimeIndex {
     /// the file existed with a whole number of entries.
     pub(crate) fn open(path: &Path, base_offset: i64) -> io::Result<(Self, bool)> {
         let existed = path.exists();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
+        drop(open_index_file(path)?);
         let bytes = std::fs::read(path)?;
         let whole = bytes.len() % TIME_INDEX_ENTRY_BYTES == 0;
         let entries = bytes
@@ -55,7 +48,6 @@ impl TimeIndex {
         let flushed = entries.len();
         let index = Self {
             path: path.to_path_buf(),
-            file: Arc::new(file),
             base_offset,
             entries,
             flushed,
@@ -83,8 +75,10 @@ impl TimeIndex {
         Ok(())
     }
 
-    pub(crate) fn file(&self) -> &Arc<File> {
-        &self.file
+
+    /// fdatasyncs the index file (opened for the call: an index holds no descriptor).
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        open_index_file(&self.path)?.sync_data()
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -145,7 +139,7 @@ impl TimeIndex {
             bytes.extend(ts.to_be_bytes());
             bytes.extend(rel.to_be_bytes());
         }
-        self.file
+        open_index_file(&self.path)?
             .write_all_at(&bytes, (self.flushed * TIME_INDEX_ENTRY_BYTES) as u64)?;
         self.flushed = self.entries.len();
         Ok(())
@@ -159,7 +153,7 @@ impl TimeIndex {
     fn truncate_entries(&mut self, keep: usize) -> io::Result<()> {
         self.entries.truncate(keep);
         self.flushed = self.flushed.min(keep);
-        self.file
+        open_index_file(&self.path)?
             .set_len((self.flushed * TIME_INDEX_ENTRY_BYTES) as u64)
     }
 }
