@@ -9,13 +9,16 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use std::io;
+
 use futures::StreamExt;
 use kafka_protocol::messages::ApiKey;
 use logbook_protocol::{
-    decode_request, encode_api_versions_fallback, encode_response, frame_codec, DecodeError,
+    decode_request, encode_api_versions_fallback, encode_response_with_records, frame_codec,
+    Chunk, DecodeError, FileRegion, ResponseBuf,
 };
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
@@ -24,7 +27,8 @@ use tokio_util::sync::CancellationToken;
 use crate::broker::Broker;
 use crate::handlers::{self, ResponseFuture};
 
-/// Bytes of encoded responses gathered before a write when more are queued.
+/// Bytes of responses (records in files included) gathered before a write when more are
+/// queued.
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
 /// A response owed to the client, in request order.
@@ -114,7 +118,7 @@ async fn write_loop(
     mut rx: mpsc::Receiver<Pending>,
     peer: SocketAddr,
 ) {
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut buf = ResponseBuf::new();
     while let Some(pending) = rx.recv().await {
         let encoded = match pending {
             Pending::Response {
@@ -123,16 +127,21 @@ async fn write_loop(
                 correlation_id,
                 response,
             } => match response.await {
-                Some(body) => {
-                    encode_response(&mut buf, api_key, api_version, correlation_id, &body)
-                }
+                Some(response) => encode_response_with_records(
+                    &mut buf,
+                    api_key,
+                    api_version,
+                    correlation_id,
+                    &response.body,
+                    response.records,
+                ),
                 None => Ok(()),
             },
             Pending::ApiVersionsFallback { correlation_id } => {
                 let body = handlers::api_versions::response(
                     kafka_protocol::ResponseError::UnsupportedVersion.code(),
                 );
-                encode_api_versions_fallback(&mut buf, correlation_id, &body)
+                encode_api_versions_fallback(buf.tail(), correlation_id, &body)
             }
         };
         if let Err(e) = encoded {
@@ -143,14 +152,75 @@ async fn write_loop(
         if !rx.is_empty() && buf.len() < WRITE_BATCH_BYTES {
             continue;
         }
-        if let Err(e) = out.write_all(&buf).await {
+        if let Err(e) = send(&mut out, &mut buf).await {
             tracing::debug!(%peer, error = %e, "write failed; closing connection");
             return;
         }
-        buf.clear();
     }
     if !buf.is_empty() {
-        let _ = out.write_all(&buf).await;
+        let _ = send(&mut out, &mut buf).await;
     }
     let _ = out.shutdown().await;
+}
+
+/// Writes out everything buffered: memory chunks with `write`, file chunks with
+/// `sendfile` (page cache to socket, no copy through our memory). The socket is corked
+/// meanwhile when files are involved, so the small memory chunks between record sets
+/// leave in full segments rather than one packet each.
+async fn send(out: &mut OwnedWriteHalf, buf: &mut ResponseBuf) -> io::Result<()> {
+    let chunks = buf.take_chunks();
+    let corked = chunks.len() > 1;
+    if corked {
+        set_cork(out, true);
+    }
+    let result = async {
+        for chunk in chunks {
+            match chunk {
+                Chunk::Mem(mem) => out.write_all(&mem).await?,
+                Chunk::File(region) => send_file(out, &region).await?,
+            }
+        }
+        Ok(())
+    }
+    .await;
+    if corked {
+        set_cork(out, false);
+    }
+    result
+}
+
+fn set_cork(out: &OwnedWriteHalf, on: bool) {
+    let stream: &TcpStream = out.as_ref();
+    if let Err(e) = rustix::net::sockopt::set_tcp_cork(stream, on) {
+        tracing::debug!(error = %e, on, "TCP_CORK failed");
+    }
+}
+
+/// Sends `region` with `sendfile`, waiting for the socket to drain when it is full.
+/// A file shorter than the region (truncated under us) is an error: the response promised
+/// those bytes, so the connection cannot continue.
+async fn send_file(out: &OwnedWriteHalf, region: &FileRegion) -> io::Result<()> {
+    let stream: &TcpStream = out.as_ref();
+    let mut position = region.position;
+    let end = region.position + region.len as u64;
+    while position < end {
+        stream.writable().await?;
+        let remaining = usize::try_from(end - position).unwrap_or(usize::MAX);
+        let sent = stream.try_io(Interest::WRITABLE, || {
+            rustix::fs::sendfile(stream, &*region.file, Some(&mut position), remaining)
+                .map_err(io::Error::from)
+        });
+        match sent {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("file ended at {position}, {} bytes short", end - position),
+                ))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -5,6 +5,7 @@
 //! headers of each API version, and the encoding of bodies through the `kafka-protocol` crate.
 //! It knows nothing of partitions, storage or tasks.
 
+pub mod file_records;
 pub mod frame;
 pub mod request;
 pub mod response;
@@ -12,4 +13,5 @@ pub mod response;
 pub use frame::{frame_codec, FrameCodec};
 pub use kafka_protocol;
 pub use request::{decode_request, DecodeError, DecodedRequest, RequestPreamble, VersionTable};
-pub use response::{encode_api_versions_fallback, encode_response};
+pub use file_records::{Chunk, FileRecords, FileRegion, ResponseBuf};
+pub use response::{encode_api_versions_fallback, encode_response, encode_response_with_records};

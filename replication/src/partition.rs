@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use logbook_storage::{AppendInfo, Log, LogConfig, ReadResult};
+use logbook_storage::{AppendInfo, Log, LogConfig, ReadResult, SliceRead};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
@@ -290,6 +290,21 @@ impl Partition {
     ) -> Result<ReadResult, Error> {
         let high_watermark = self.high_watermark();
         self.with_log(|log| log.read(offset, max_bytes, high_watermark, min_one_batch))
+    }
+
+    /// Selects whole batches from `offset`, never past the high watermark, as file ranges
+    /// to send without reading them (see `Log::read_slices`).
+    ///
+    /// # Errors
+    /// `OffsetOutOfRange` from storage; I/O errors; the partition being closed.
+    pub fn read_slices(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<SliceRead, Error> {
+        let high_watermark = self.high_watermark();
+        self.with_log(|log| log.read_slices(offset, max_bytes, high_watermark, min_one_batch))
     }
 
     /// Runs `f` with the log locked, for rare operations (ListOffsets by timestamp, config

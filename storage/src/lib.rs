@@ -24,5 +24,5 @@ mod time_index; // TimeIndex
 mod test_util;
 
 pub use error::Error;
-pub use log::{AppendInfo, Log, LogConfig, ReadResult, SyncHandle};
+pub use log::{AppendInfo, FileSlice, Log, LogConfig, ReadResult, SliceRead, SyncHandle};
 pub use record_batch::{BatchError, RecordBatchHeader};

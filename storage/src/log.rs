@@ -77,6 +77,43 @@ pub struct ReadResult {
     pub log_end_offset: i64,
 }
 
+/// Result of [`Log::read_slices`]: whole batches, back to back, as file ranges.
+#[derive(Clone, Debug)]
+pub struct SliceRead {
+    /// Ranges of segment files, in offset order; empty when there is nothing to read.
+    pub slices: Vec<FileSlice>,
+    /// Total bytes of `slices`.
+    pub bytes: usize,
+    /// Log start offset at the time of the read.
+    pub log_start_offset: i64,
+    /// Log end offset at the time of the read.
+    pub log_end_offset: i64,
+}
+
+/// `len` bytes of a segment file from `position`: whole batches, immutable once written.
+///
+/// Holds the file open, so the bytes stay readable even if retention deletes the segment
+/// before they are sent.
+#[derive(Clone, Debug)]
+pub struct FileSlice {
+    /// The segment's `.log`.
+    pub file: Arc<File>,
+    /// Byte position in the file.
+    pub position: u64,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+impl FileSlice {
+    /// Appends the slice's bytes to `out` with positional reads.
+    ///
+    /// # Errors
+    /// I/O errors, or `UnexpectedEof` if the file was truncated below the slice.
+    pub fn read_into(&self, out: &mut Vec<u8>) -> io::Result<()> {
+        crate::log_segment::read_exact_at_uninit(&self.file, out, self.position, self.len)
+    }
+}
+
 /// What to fsync to make every append made before its capture durable.
 ///
 /// Holds shared file handles (not paths), so it stays valid if segments roll or are
@@ -562,15 +599,10 @@ impl Log {
         Ok(Bytes::from(out))
     }
 
-    /// Reads whole batches starting with the batch that holds `offset`.
+    /// Reads whole batches starting with the batch that holds `offset`, into memory.
     ///
-    /// Never includes a batch whose last offset is `>= max_offset` (the high watermark,
-    /// exclusive); stops before exceeding `max_bytes`, except that with `min_one_batch`
-    /// a first eligible batch larger than `max_bytes` is returned whole. `offset ==
-    /// log_end_offset` or `>= max_offset` gives empty records; `offset` below the log
-    /// start or above the log end is `OffsetOutOfRange`. One header scan from the index
-    /// entry, then one `pread` per segment touched into a fresh buffer (may span
-    /// segments). The buffer is at most `max_bytes` (or one batch).
+    /// Same selection as [`Log::read_slices`], whose ranges it then `pread`s into one
+    /// buffer: for callers that decode what they read (group coordinator replay, tests).
     pub fn read(
         &self,
         offset: i64,
@@ -578,12 +610,43 @@ impl Log {
         max_offset: i64,
         min_one_batch: bool,
     ) -> Result<ReadResult, Error> {
+        let read = self.read_slices(offset, max_bytes, max_offset, min_one_batch)?;
+        let mut out = Vec::with_capacity(read.bytes);
+        for slice in &read.slices {
+            slice.read_into(&mut out)?;
+        }
+        Ok(ReadResult {
+            records: Bytes::from(out),
+            log_start_offset: read.log_start_offset,
+            log_end_offset: read.log_end_offset,
+        })
+    }
+
+    /// Selects whole batches starting with the batch that holds `offset`, as ranges of
+    /// segment files (one per segment touched), without reading them.
+    ///
+    /// Never includes a batch whose last offset is `>= max_offset` (the high watermark,
+    /// exclusive); stops before exceeding `max_bytes`, except that with `min_one_batch`
+    /// a first eligible batch larger than `max_bytes` is returned whole. `offset ==
+    /// log_end_offset` or `>= max_offset` gives no ranges; `offset` below the log start or
+    /// above the log end is `OffsetOutOfRange`. Cost: an index lookup and a short header
+    /// scan at each end of each segment touched; the data itself is not read, so the caller
+    /// can send it with `sendfile` (the ranges hold the files open: a segment deleted by
+    /// retention meanwhile stays readable).
+    pub fn read_slices(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<SliceRead, Error> {
         let log_end = self.log_end_offset();
         if offset < self.log_start_offset || offset > log_end {
             return Err(self.out_of_range(offset));
         }
-        let mut result = ReadResult {
-            records: Bytes::new(),
+        let mut result = SliceRead {
+            slices: Vec::new(),
+            bytes: 0,
             log_start_offset: self.log_start_offset,
             log_end_offset: log_end,
         };
@@ -596,43 +659,31 @@ impl Log {
         if first.last_offset() >= max_offset {
             return Ok(result);
         }
+        let segments = self.segments.get(first_segment..).unwrap_or_default();
         if first.total_bytes() > max_bytes {
             if min_one_batch {
-                result.records = self.read_batch(first_segment, first_position, &first)?;
+                if let Some(segment) = segments.first() {
+                    result
+                        .slices
+                        .push(segment.slice(first_position, first.total_bytes()));
+                    result.bytes = first.total_bytes();
+                }
             }
             return Ok(result);
         }
-        let mut out = Vec::new();
         let mut position = first_position;
-        for segment in self.segments.get(first_segment..).unwrap_or_default() {
-            let budget = max_bytes - out.len();
-            let available = (segment.size() - position) as usize;
-            let want = budget.min(available);
-            if want == 0 {
-                if available == 0 {
-                    position = 0;
-                    continue;
-                }
-                break;
+        for segment in segments {
+            let end = segment.readable_end(position, max_bytes - result.bytes, max_offset)?;
+            if end > position {
+                let len = (end - position) as usize;
+                result.slices.push(segment.slice(position, len));
+                result.bytes += len;
             }
-            let start = out.len();
-            segment.read_into(&mut out, position, want)?;
-            let mut keep = 0;
-            let mut stopped = false;
-            for (at, header) in iter_headers(out.get(start..).unwrap_or_default()) {
-                if at != keep || header.last_offset() >= max_offset {
-                    stopped = true;
-                    break;
-                }
-                keep = at + header.total_bytes();
-            }
-            out.truncate(start + keep);
-            if stopped || keep < available {
+            if end < segment.size() {
                 break;
             }
             position = 0;
         }
-        result.records = Bytes::from(out);
         Ok(result)
     }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
 use crate::error::Error;
+use crate::log::FileSlice;
 use crate::offset_index::OffsetIndex;
 use crate::record_batch::{
     compute_crc, RecordBatchHeader, BATCH_HEADER_BYTES, BATCH_LENGTH_MIN, LOG_OVERHEAD_BYTES,
@@ -19,8 +20,9 @@ use crate::time_index::TimeIndex;
 
 /// Largest segment file, as Kafka caps `segment.bytes`: positions fit a signed i32.
 pub(crate) const SEGMENT_BYTES_MAX: u64 = i32::MAX as u64;
-/// Read size when scanning headers for a lookup: covers one default index interval.
-const SCAN_CHUNK_BYTES: usize = 16 * 1024;
+/// Read size when scanning headers for a lookup or a read's far end: a scan starts at an
+/// index entry and rarely goes further than one index interval (4 KiB by default).
+const SCAN_CHUNK_BYTES: usize = 8 * 1024;
 /// Read size when validating whole batches during recovery.
 const RECOVERY_CHUNK_BYTES: usize = 1024 * 1024;
 /// Kafka's "no timestamp".
@@ -526,6 +528,50 @@ impl LogSegment {
         Ok(found)
     }
 
+    /// The end of the region of whole batches a read may take from `start` (a batch
+    /// boundary): at most `max_bytes` long, stopping before the first batch whose last
+    /// offset is `>= max_offset`. The offset index gives a boundary close to the end and a
+    /// header scan from there finds the exact one, so finding the end of a 1 MiB read costs
+    /// a pread or two of headers, not a read of the data.
+    pub(crate) fn readable_end(
+        &self,
+        start: u32,
+        max_bytes: usize,
+        max_offset: i64,
+    ) -> Result<u32, Error> {
+        let limit = u64::from(start)
+            .saturating_add(max_bytes as u64)
+            .min(u64::from(self.size));
+        let from = self
+            .offset_index
+            .last_position_within(limit, max_offset)
+            .map_or(start, |position| position.max(start));
+        let mut end = from;
+        self.scan_headers(from, |position, header| {
+            let batch_end = u64::from(position) + header.total_bytes() as u64;
+            if batch_end > limit || header.last_offset() >= max_offset {
+                return ControlFlow::Break(());
+            }
+            end = u32::try_from(batch_end).expect("batch end within the segment size");
+            ControlFlow::Continue(())
+        })?;
+        Ok(end)
+    }
+
+    /// The bytes `[position, position + len)` of the `.log`, as a shareable file range.
+    pub(crate) fn slice(&self, position: u32, len: usize) -> FileSlice {
+        assert!(
+            u64::from(position) + len as u64 <= u64::from(self.size),
+            "slice of {len} bytes at {position} past segment size {}",
+            self.size
+        );
+        FileSlice {
+            file: Arc::clone(&self.log_file),
+            position: u64::from(position),
+            len,
+        }
+    }
+
     /// Position to start a scan for the first batch with `max_timestamp >= timestamp`.
     pub(crate) fn timestamp_scan_start(&self, timestamp: i64) -> u32 {
         self.time_index
@@ -540,7 +586,7 @@ impl LogSegment {
             "read of {len} bytes at {position} past segment size {}",
             self.size
         );
-        read_exact_at_uninit(&self.log_file, out, position, len)
+        read_exact_at_uninit(&self.log_file, out, u64::from(position), len)
     }
 
     /// Cuts the segment at `position` (a batch boundary) and rebuilds its indexes from
@@ -612,10 +658,10 @@ const _: () = assert!(LOG_OVERHEAD_BYTES + BATCH_LENGTH_MIN as usize == BATCH_HE
 /// Why not `resize` + `read_exact_at`: zero-filling every fetch buffer before the kernel
 /// overwrites it was 16% of the broker's CPU while serving consumers. `pread` is
 /// positional, so concurrent readers of one file never disturb each other.
-fn read_exact_at_uninit(
+pub(crate) fn read_exact_at_uninit(
     file: &File,
     out: &mut Vec<u8>,
-    position: u32,
+    position: u64,
     len: usize,
 ) -> io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -629,7 +675,7 @@ fn read_exact_at_uninit(
             "reserved {len} bytes, {} spare for {want}",
             spare.len()
         );
-        let offset = i64::from(position) + i64::try_from(done).expect("reads are below 2 GiB");
+        let offset = i64::try_from(position + done as u64).expect("segment positions fit i64");
         #[expect(
             unsafe_code,
             reason = "pread into uninitialised spare capacity avoids a memset per fetch"

@@ -116,6 +116,19 @@ impl OffsetIndex {
         }
     }
 
+    /// Position of the last entry at or below `position_limit` whose offset is below
+    /// `offset_limit`: a batch boundary before which every batch ends by `position_limit`
+    /// and holds only offsets below `offset_limit`.
+    pub(crate) fn last_position_within(&self, position_limit: u64, offset_limit: i64) -> Option<u32> {
+        let after = self.entries.partition_point(|&(rel, pos)| {
+            u64::from(pos) <= position_limit && self.base_offset + i64::from(rel) < offset_limit
+        });
+        after
+            .checked_sub(1)
+            .and_then(|i| self.entries.get(i))
+            .map(|&(_, pos)| pos)
+    }
+
     /// The last entry as `(absolute offset, position)`.
     pub(crate) fn last_entry(&self) -> Option<(i64, u32)> {
         self.entries

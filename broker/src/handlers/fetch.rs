@@ -2,6 +2,9 @@
 //! request's byte limits, long-polling for `min_bytes` up to `max_wait_ms` — woken by high
 //! watermark advances, never by a timer loop.
 //!
+//! Records are not read: each partition's batches are selected as ranges of segment files
+//! and the connection sends them with `sendfile` (see `logbook_protocol::file_records`).
+//!
 //! Sessionless: every request is a full fetch (session id 0 in the response), which every
 //! client accepts; incremental fetch sessions (KIP-227) are a later optimisation.
 
@@ -13,12 +16,13 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind, TopicName};
 use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
+use logbook_protocol::{FileRecords, FileRegion};
 use logbook_replication::Partition;
 use tokio::sync::watch;
 
 use crate::broker::Broker;
 use crate::errors;
-use crate::handlers::ResponseFuture;
+use crate::handlers::{Response, ResponseFuture};
 use crate::topics::Topic;
 
 /// Versions served.
@@ -41,7 +45,13 @@ struct ResolvedTopic {
 /// Answers a Fetch request; all the work happens in the returned future.
 pub fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -> ResponseFuture {
     let broker = Arc::clone(broker);
-    Box::pin(async move { Some(ResponseKind::Fetch(fetch(&broker, request, version).await)) })
+    Box::pin(async move {
+        let (response, records) = fetch(&broker, request, version).await;
+        Some(Response {
+            body: ResponseKind::Fetch(response),
+            records,
+        })
+    })
 }
 
 fn resolve(broker: &Broker, request: FetchRequest, version: i16) -> Vec<ResolvedTopic> {
@@ -85,6 +95,7 @@ fn partition_of(topic: &Topic, index: i32) -> Option<&Arc<Partition>> {
 /// The outcome of one pass over every requested partition.
 struct Pass {
     response: Vec<FetchableTopicResponse>,
+    records: FileRecords,
     bytes: usize,
     error: bool,
 }
@@ -105,6 +116,7 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
     let mut min_one_batch = true;
     let mut bytes = 0;
     let mut error = false;
+    let mut records = FileRecords::default();
     let response = topics
         .iter()
         .map(|t| {
@@ -135,11 +147,28 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
                     let limit = usize::try_from(req.partition_max_bytes.max(0))
                         .unwrap_or(0)
                         .min(budget);
-                    match partition.read(req.fetch_offset, limit, min_one_batch) {
-                        Ok(read) => {
+                    let read = partition
+                        .read_slices(req.fetch_offset, limit, min_one_batch)
+                        .and_then(|read| {
+                            let regions = read
+                                .slices
+                                .iter()
+                                .map(|slice| FileRegion {
+                                    file: Arc::clone(&slice.file),
+                                    position: slice.position,
+                                    len: slice.len,
+                                })
+                                .collect();
+                            let set = records
+                                .records(regions)
+                                .map_err(logbook_storage::Error::from)?;
+                            Ok((read, set))
+                        });
+                    match read {
+                        Ok((read, set)) => {
                             let offsets = partition.offsets().ok();
                             let high_watermark = offsets.map_or(-1, |o| o.high_watermark);
-                            let n = read.records.len();
+                            let n = read.bytes;
                             if n > 0 {
                                 min_one_batch = false;
                             }
@@ -152,7 +181,7 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
                                 .with_log_start_offset(read.log_start_offset)
                                 .with_aborted_transactions(read_committed.then(Vec::new))
                                 .with_preferred_read_replica(BrokerId(-1))
-                                .with_records(Some(read.records))
+                                .with_records(Some(set))
                         }
                         Err(e) => {
                             error = true;
@@ -174,6 +203,7 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
         .collect();
     Pass {
         response,
+        records,
         bytes,
         error,
     }
@@ -192,7 +222,11 @@ fn subscribe(topics: &[ResolvedTopic]) -> Vec<watch::Receiver<i64>> {
         .collect()
 }
 
-async fn fetch(broker: &Broker, request: FetchRequest, version: i16) -> FetchResponse {
+async fn fetch(
+    broker: &Broker,
+    request: FetchRequest,
+    version: i16,
+) -> (FetchResponse, FileRecords) {
     let limits = &broker.config.limits;
     let max_wait = Duration::from_millis(
         u64::try_from(request.max_wait_ms.max(0))
@@ -212,14 +246,20 @@ async fn fetch(broker: &Broker, request: FetchRequest, version: i16) -> FetchRes
         let pass = tokio::task::block_in_place(|| read_pass(&topics, max_bytes, read_committed));
         let done = pass.error || pass.bytes >= min_bytes || tokio::time::Instant::now() >= deadline;
         if done || receivers.is_empty() {
-            return FetchResponse::default().with_responses(pass.response);
+            return (
+                FetchResponse::default().with_responses(pass.response),
+                pass.records,
+            );
         }
         let changed =
             futures::future::select_all(receivers.iter_mut().map(|r| Box::pin(r.changed())));
         if tokio::time::timeout_at(deadline, changed).await.is_err() {
             let pass =
                 tokio::task::block_in_place(|| read_pass(&topics, max_bytes, read_committed));
-            return FetchResponse::default().with_responses(pass.response);
+            return (
+                FetchResponse::default().with_responses(pass.response),
+                pass.records,
+            );
         }
     }
 }

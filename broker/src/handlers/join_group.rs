@@ -102,6 +102,6 @@ pub fn handle(
             Ok(Err(_)) => JoinResult::error(&member_id, GroupError::CoordinatorNotAvailable),
             Err(_) => JoinResult::error(&member_id, GroupError::RebalanceInProgress),
         };
-        Some(ResponseKind::JoinGroup(response(result, version)))
+        Some(ResponseKind::JoinGroup(response(result, version)).into())
     })
 }

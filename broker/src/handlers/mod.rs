@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
 use kafka_protocol::protocol::VersionRange;
+use logbook_protocol::FileRecords;
 
 use crate::broker::Broker;
 
@@ -53,12 +54,29 @@ pub fn client_host() -> String {
         .unwrap_or_default()
 }
 
+/// A response body, with the record sets it sends straight from segment files (Fetch).
+pub struct Response {
+    /// The body; its file-backed record sets are stand-ins from `records`.
+    pub body: ResponseKind,
+    /// Record sets to send with `sendfile` (empty for every API but Fetch).
+    pub records: FileRecords,
+}
+
+impl From<ResponseKind> for Response {
+    fn from(body: ResponseKind) -> Self {
+        Self {
+            body,
+            records: FileRecords::default(),
+        }
+    }
+}
+
 /// The waiting half of a request; `None` means "send no response" (produce with acks=0).
-pub type ResponseFuture = Pin<Box<dyn Future<Output = Option<ResponseKind>> + Send>>;
+pub type ResponseFuture = Pin<Box<dyn Future<Output = Option<Response>> + Send>>;
 
 /// A response that needs no waiting.
 pub fn ready(response: ResponseKind) -> ResponseFuture {
-    Box::pin(std::future::ready(Some(response)))
+    Box::pin(std::future::ready(Some(response.into())))
 }
 
 /// The versions we serve of `api_key`, or `None` if we do not serve it.

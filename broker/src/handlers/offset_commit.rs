@@ -115,6 +115,6 @@ pub fn handle(broker: &Arc<Broker>, request: &OffsetCommitRequest, version: i16)
             .collect();
         Some(ResponseKind::OffsetCommit(
             OffsetCommitResponse::default().with_topics(topics),
-        ))
+        ).into())
     })
 }

@@ -48,6 +48,6 @@ pub fn handle(broker: &Arc<Broker>, request: &SyncGroupRequest, version: i16) ->
             response.protocol_type = result.protocol_type.map(StrBytes::from_string);
             response.protocol_name = result.protocol_name.map(StrBytes::from_string);
         }
-        Some(ResponseKind::SyncGroup(response))
+        Some(ResponseKind::SyncGroup(response).into())
     })
 }

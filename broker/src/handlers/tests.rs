@@ -362,7 +362,7 @@ async fn every_advertised_version_encodes() {
                 panic!("{key:?} v{version} gave no response")
             };
             let mut out = BytesMut::new();
-            logbook_protocol::encode_response(&mut out, key, version, 1, &response)
+            logbook_protocol::encode_response(&mut out, key, version, 1, &response.body)
                 .unwrap_or_else(|e| panic!("{key:?} v{version}: {e}"));
         }
     }
