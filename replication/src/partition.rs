@@ -130,7 +130,7 @@ impl Partition {
     ///
     /// # Errors
     /// Storage errors; the partition being closed.
-    pub fn append(&self, batches: &mut [u8]) -> Result<AppendOutcome, Error> {
+    pub fn append(&self, batches: &[u8]) -> Result<AppendOutcome, Error> {
         let info = {
             let mut guard = self.log.lock();
             let state = guard
@@ -169,7 +169,12 @@ impl Partition {
                 }
             }
             let info = state.log.append(batches, self.leader_epoch)?;
-            for (_, header) in logbook_storage::record_batch::iter_headers(batches) {
+            // `batches` keeps the client's offsets; producer state wants the assigned ones.
+            let mut base = info.first_offset;
+            for mut header in headers {
+                header.base_offset = base;
+                header.partition_leader_epoch = self.leader_epoch;
+                base = header.last_offset() + 1;
                 state.producers.update(&header);
             }
             info

@@ -17,7 +17,7 @@ use crate::checkpoint::{
 };
 use crate::error::Error;
 use crate::log_segment::{LogSegment, SEGMENT_BYTES_MAX};
-use crate::record_batch::{assign_offsets, iter_headers, RecordBatchHeader};
+use crate::record_batch::{iter_headers, RecordBatchHeader};
 
 /// Per-log settings, Kafka's topic configs of the same names.
 #[derive(Clone, Debug)]
@@ -456,21 +456,23 @@ impl Log {
 
     /// Appends already-validated batches (`validate_batches` succeeded), with the
     /// wall clock as the segment-age clock. See [`Log::append_at`].
-    pub fn append(&mut self, batches: &mut [u8], leader_epoch: i32) -> Result<AppendInfo, Error> {
+    pub fn append(&mut self, batches: &[u8], leader_epoch: i32) -> Result<AppendInfo, Error> {
         self.append_at(batches, leader_epoch, now_ms())
     }
 
     /// Appends batches, taking `now_ms` as the wall-clock time for `segment_ms` rolls.
     ///
-    /// Assigns offsets from the log end by rewriting the headers in `batches`
-    /// ([`assign_offsets`]); rolls first if the active segment is non-empty and would
+    /// Assigns offsets from the log end: the stored batches get new base offsets and
+    /// leader epochs (as [`assign_offsets`] would write them) while `batches` itself is
+    /// left as received; rolls first if the active segment is non-empty and would
     /// exceed `segment_bytes`, is older than `segment_ms`, has a full index, or would
-    /// overflow u32 relative offsets; then one positional write (page cache, no fsync)
-    /// and the index entries. `batches` must be whole v2 batches (else `CorruptBatch`,
+    /// overflow u32 relative offsets; then one vectored positional write of the patched
+    /// headers and the untouched rest (page cache, no fsync, no copy of the batches) and
+    /// the index entries in memory. `batches` must be whole v2 batches (else `CorruptBatch`,
     /// nothing written); CRCs are not re-checked here.
     pub fn append_at(
         &mut self,
-        batches: &mut [u8],
+        batches: &[u8],
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, Error> {
@@ -501,17 +503,12 @@ impl Log {
             self.roll()?;
         }
         let first_offset = self.log_end_offset();
-        let next = assign_offsets(batches, first_offset, leader_epoch);
-        let mut base = first_offset;
+        let mut next = first_offset;
         for (_, header) in &mut headers {
-            header.base_offset = base;
+            header.base_offset = next;
             header.partition_leader_epoch = leader_epoch;
-            base = header.last_offset() + 1;
+            next = header.last_offset() + 1;
         }
-        assert!(
-            base == next,
-            "assigned offsets end at {next}, headers at {base}"
-        );
         let interval = self.config.index_interval_bytes;
         self.active_mut()
             .append(batches, &headers, interval, now_ms)?;

@@ -3,7 +3,7 @@
 //! index lookup only has to cover one bounded file (u32 positions and relative offsets).
 
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, IoSlice};
 use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,8 @@ use crate::error::Error;
 use crate::log::FileSlice;
 use crate::offset_index::OffsetIndex;
 use crate::record_batch::{
-    compute_crc, RecordBatchHeader, BATCH_HEADER_BYTES, BATCH_LENGTH_MIN, LOG_OVERHEAD_BYTES,
+    compute_crc, offset_patch, RecordBatchHeader, BATCH_HEADER_BYTES, BATCH_LENGTH_MIN,
+    LOG_OVERHEAD_BYTES, OFFSET_PATCH_BYTES,
 };
 use crate::time_index::TimeIndex;
 
@@ -292,7 +293,7 @@ impl LogSegment {
             "append of {} bytes at {start} overflows u32 positions",
             buf.len()
         );
-        if let Err(e) = self.log_file.write_all_at(buf, u64::from(start)) {
+        if let Err(e) = write_patched_at(&self.log_file, buf, headers, u64::from(start)) {
             let _ = self.log_file.set_len(u64::from(start));
             return Err(e);
         }
@@ -651,6 +652,46 @@ impl LogSegment {
 }
 
 const _: () = assert!(LOG_OVERHEAD_BYTES + BATCH_LENGTH_MIN as usize == BATCH_HEADER_BYTES);
+
+/// Most iovecs one `pwritev` takes (Linux `UIO_MAXIOV`).
+const IOVECS_MAX: usize = 1024;
+
+/// Writes `buf` (whole batches, at the positions in `headers`) at `position`, each batch's
+/// first [`OFFSET_PATCH_BYTES`] replaced by [`offset_patch`] of its header: `pwritev` of
+/// the patches interleaved with the untouched batch bodies, so the record bytes go from the
+/// request buffer to the page cache without a copy in between.
+fn write_patched_at(
+    file: &File,
+    buf: &[u8],
+    headers: &[(usize, RecordBatchHeader)],
+    position: u64,
+) -> io::Result<()> {
+    let patches: Vec<[u8; OFFSET_PATCH_BYTES]> =
+        headers.iter().map(|(_, header)| offset_patch(header)).collect();
+    let mut slices = Vec::with_capacity(headers.len() * 2);
+    for ((at, header), patch) in headers.iter().zip(&patches) {
+        let body = buf
+            .get(at + OFFSET_PATCH_BYTES..at + header.total_bytes())
+            .expect("headers describe whole batches of buf");
+        slices.push(IoSlice::new(patch));
+        slices.push(IoSlice::new(body));
+    }
+    let mut remaining = &mut slices[..];
+    let mut offset = position;
+    while !remaining.is_empty() {
+        let batch = remaining.len().min(IOVECS_MAX);
+        let written = rustix::io::pwritev(file, &remaining[..batch], offset)?;
+        if written == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "pwritev wrote nothing",
+            ));
+        }
+        offset += written as u64;
+        IoSlice::advance_slices(&mut remaining, written);
+    }
+    Ok(())
+}
 
 /// Appends exactly `len` bytes of `file` at `position` to `out`, reading straight into the
 /// vector's spare capacity.

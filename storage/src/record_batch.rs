@@ -366,6 +366,27 @@ pub fn assign_offsets(buf: &mut [u8], first_offset: i64, leader_epoch: i32) -> i
     next
 }
 
+/// Bytes of a batch's head that [`assign_offsets`] rewrites: base offset, batch length and
+/// partition leader epoch, all outside the CRC.
+pub const OFFSET_PATCH_BYTES: usize = 16;
+const _: () = assert!(PARTITION_LEADER_EPOCH_AT + 4 == OFFSET_PATCH_BYTES);
+
+/// The first [`OFFSET_PATCH_BYTES`] of the batch `header` describes, as stored: a log
+/// writes these followed by the rest of the batch as received, instead of copying the
+/// batch to rewrite it.
+#[must_use]
+pub fn offset_patch(header: &RecordBatchHeader) -> [u8; OFFSET_PATCH_BYTES] {
+    let mut patch = [0u8; OFFSET_PATCH_BYTES];
+    put(&mut patch, 0, &header.base_offset.to_be_bytes());
+    put(&mut patch, 8, &header.batch_length.to_be_bytes());
+    put(
+        &mut patch,
+        PARTITION_LEADER_EPOCH_AT,
+        &header.partition_leader_epoch.to_be_bytes(),
+    );
+    patch
+}
+
 /// For `message.timestamp.type=LogAppendTime`: sets attribute bit 3 and
 /// `maxTimestamp = now_ms` on every batch and recomputes its CRC (both fields are inside
 /// the CRC). Record timestamps are left alone: readers ignore them under this type.

@@ -111,15 +111,17 @@ fn append_partition(
             );
         }
     }
-    let mut batches = BytesMut::from(&records[..]);
-    let log_append_time_ms = if topic.config.log_append_time(defaults) {
+    // Records go to the log as received (the log patches offsets while writing), except
+    // under LogAppendTime, which changes fields inside the CRC and so needs a copy.
+    let (outcome, log_append_time_ms) = if topic.config.log_append_time(defaults) {
         let now = now_ms();
+        let mut batches = BytesMut::from(&records[..]);
         record_batch::set_log_append_time(&mut batches, now);
-        now
+        (partition.append(&batches), now)
     } else {
-        -1
+        (partition.append(records), -1)
     };
-    match partition.append(&mut batches) {
+    match outcome {
         Ok(AppendOutcome::Duplicate(cached)) => {
             // A retried batch: answer as the first time, and wait for the same durability.
             let log_start_offset = partition.offsets().map_or(-1, |o| o.log_start_offset);
@@ -213,7 +215,7 @@ pub fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Re
             .with_name(data.name.clone())
             .with_topic_id(data.topic_id);
         let partitions = match (acks, resolve_topic(broker, data, version)) {
-            (0 | 1 | -1, Ok(topic)) => data
+            (-1..=1, Ok(topic)) => data
                 .partition_data
                 .iter()
                 .enumerate()
@@ -230,7 +232,7 @@ pub fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Re
                     response
                 })
                 .collect(),
-            (0 | 1 | -1, Err(error)) => data
+            (-1..=1, Err(error)) => data
                 .partition_data
                 .iter()
                 .map(|p| partition_error(p.index, error, None))

@@ -2,7 +2,7 @@
 //! proptest model test against a `Vec` of batches.
 
 use super::*;
-use crate::record_batch::validate_batches;
+use crate::record_batch::{assign_offsets, validate_batches};
 use crate::test_util::{batch, batch_with_timestamps};
 
 fn open(dir: &Path, config: LogConfig) -> Log {
@@ -26,7 +26,9 @@ fn append(
 ) -> (AppendInfo, Vec<u8>) {
     let mut b = batch(records, value_bytes, timestamp);
     validate_batches(&b).expect("test batch is valid");
-    let info = log.append(&mut b, 3).expect("append");
+    let info = log.append(&b, 3).expect("append");
+    // What the log stores: the batch with its assigned offsets and leader epoch.
+    assign_offsets(&mut b, info.first_offset, 3);
     (info, b)
 }
 
@@ -175,16 +177,16 @@ fn rolls_by_time() {
             ..LogConfig::default()
         },
     );
-    let mut b = batch(1, 10, 0);
-    log.append_at(&mut b, 0, 10_000).expect("append");
-    let mut b = batch(1, 10, 0);
-    log.append_at(&mut b, 0, 10_900).expect("append");
+    let b = batch(1, 10, 0);
+    log.append_at(&b, 0, 10_000).expect("append");
+    let b = batch(1, 10, 0);
+    log.append_at(&b, 0, 10_900).expect("append");
     assert_eq!(log.segment_count(), 1);
-    let mut b = batch(1, 10, 0);
-    log.append_at(&mut b, 0, 11_001).expect("append");
+    let b = batch(1, 10, 0);
+    log.append_at(&b, 0, 11_001).expect("append");
     assert_eq!(log.segment_count(), 2);
-    let mut b = batch(1, 10, 0);
-    log.append_at(&mut b, 0, 11_500).expect("append");
+    let b = batch(1, 10, 0);
+    log.append_at(&b, 0, 11_500).expect("append");
     assert_eq!(log.segment_count(), 2);
 }
 
@@ -432,8 +434,8 @@ fn timestamp_lookups() {
             30 | 35 => 10_000,
             _ => 10 * i,
         };
-        let mut b = batch_with_timestamps(2, 20, 10 * i, Some(max));
-        first_offsets.push(log.append(&mut b, 0).expect("append").first_offset);
+        let b = batch_with_timestamps(2, 20, 10 * i, Some(max));
+        first_offsets.push(log.append(&b, 0).expect("append").first_offset);
     }
     assert!(log.segment_count() > 2);
     let base_of = |b: Option<Bytes>| b.map(|b| headers(&b)[0].base_offset);
@@ -645,11 +647,11 @@ fn append_rejects_partial_input() {
     let mut b = batch(2, 10, 0);
     b.truncate(b.len() - 1);
     assert!(matches!(
-        log.append(&mut b, 0),
+        log.append(&b, 0),
         Err(Error::CorruptBatch { .. })
     ));
     assert!(matches!(
-        log.append(&mut [], 0),
+        log.append(&[], 0),
         Err(Error::CorruptBatch { .. })
     ));
     assert_eq!(log.log_end_offset(), 0);

@@ -307,11 +307,11 @@ impl GroupCoordinator {
         records: &[(Bytes, Option<Bytes>)],
     ) -> Result<(Arc<Partition>, i64), GroupError> {
         let partition = self.offsets_partition(group_id);
-        let mut batch = persistence::encode_batch(records, now_ms()).map_err(|e| {
+        let batch = persistence::encode_batch(records, now_ms()).map_err(|e| {
             tracing::error!(group = group_id, error = %e, "cannot encode a __consumer_offsets batch");
             GroupError::Storage
         })?;
-        match partition.append(&mut batch) {
+        match partition.append(&batch) {
             Ok(logbook_replication::AppendOutcome::Appended(info)) => {
                 Ok((Arc::clone(partition), info.last_offset + 1))
             }
