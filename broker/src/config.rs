@@ -48,6 +48,11 @@ pub struct Config {
     /// Default `retention.ms` for topics that do not set it (-1 keeps forever).
     #[arg(long, env = "LOGBOOK_LOG_RETENTION_MS", default_value_t = 7 * 24 * 3600 * 1000)]
     pub log_retention_ms: i64,
+    /// Most disk space a partition reserves ahead of its active segment's end (fallocate),
+    /// which saves the file system per-page allocation work on produce; 0 disables. The
+    /// reserve is released when the segment rolls or the broker stops.
+    #[arg(long, env = "LOGBOOK_LOG_PREALLOCATE_BYTES_MAX", default_value_t = 8 << 20)]
+    pub log_preallocate_bytes_max: u64,
     /// How often retention is applied.
     #[arg(
         long,

