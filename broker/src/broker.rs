@@ -11,7 +11,7 @@ pub struct Broker {
     /// The configuration the process started with.
     pub config: Config,
     /// Topics and their partitions.
-    pub topics: Topics,
+    pub topics: std::sync::Arc<Topics>,
     /// Producer ids for idempotent producers.
     pub producer_ids: ProducerIdManager,
     /// Consumer groups and committed offsets.

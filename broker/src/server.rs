@@ -37,14 +37,14 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         config.log_retention_ms,
     )
     .with_preallocate_bytes_max(config.log_preallocate_bytes_max);
-    let topics = tokio::task::block_in_place(|| {
+    let topics = Arc::new(tokio::task::block_in_place(|| {
         Topics::open(
             &config.data_dir,
             flusher.clone(),
             defaults,
             config.limits.partitions_per_topic_max,
         )
-    })?;
+    })?);
     let producer_ids = ProducerIdManager::open(&config.data_dir.join(crate::topics::METADATA_DIR))?;
     let groups = tokio::task::block_in_place(|| {
         crate::coordinator::GroupCoordinator::load(&topics, group_config(&config))

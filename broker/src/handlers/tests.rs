@@ -30,13 +30,15 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
     let config = Config::parse_from(["logbook", "--data-dir", dir.to_str().expect("utf-8 path")]);
     let flusher =
         logbook_replication::Flusher::start(logbook_replication::FlushPolicy::EveryWrite, 1);
-    let topics = Topics::open(
-        dir,
-        flusher,
-        BrokerDefaults::new(1_048_588, 1 << 30, -1),
-        1000,
-    )
-    .expect("topics");
+    let topics = Arc::new(
+        Topics::open(
+            dir,
+            flusher,
+            BrokerDefaults::new(1_048_588, 1 << 30, -1),
+            1000,
+        )
+        .expect("topics"),
+    );
     let producer_ids =
         ProducerIdManager::open(&dir.join(crate::topics::METADATA_DIR)).expect("producer ids");
     let groups = crate::coordinator::GroupCoordinator::load(

@@ -20,7 +20,7 @@ mod rebalance;
 mod tests;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use bytes::Bytes;
 use logbook_replication::Partition;
@@ -165,6 +165,18 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// Runs blocking I/O from async code: `block_in_place` on the multi-threaded runtime (the
+/// broker's), directly elsewhere (single-threaded test runtimes, which cannot hand the
+/// worker over).
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 fn duration_ms(ms: i32) -> std::time::Duration {
     std::time::Duration::from_millis(u64::try_from(ms.max(0)).unwrap_or(0))
 }
@@ -173,44 +185,44 @@ fn duration_ms(ms: i32) -> std::time::Duration {
 pub struct GroupCoordinator {
     config: GroupConfig,
     groups: RwLock<HashMap<String, Arc<Mutex<ClassicGroup>>>>,
-    offsets_topic: Arc<Topic>,
+    topics: Arc<Topics>,
+    /// `__consumer_offsets`, once it exists (see [`GroupCoordinator::load`]).
+    offsets_topic: OnceLock<Arc<Topic>>,
+    /// Its partition count: the existing topic's, else `offsets_topic_num_partitions`.
+    offsets_partitions: i32,
+    /// Serialises the topic's creation.
+    offsets_topic_creation: Mutex<()>,
     shutdown: CancellationToken,
     self_weak: Weak<GroupCoordinator>,
 }
 
 impl GroupCoordinator {
-    /// Creates `__consumer_offsets` if needed (compacted, `offsets_topic_num_partitions`
-    /// partitions), replays it to rebuild every group, and starts the offset-expiry task.
+    /// Replays `__consumer_offsets` if it exists, to rebuild every group, and starts the
+    /// offset-expiry task. The topic itself is created on the first write (a group's first
+    /// sync or commit), as Kafka creates it on first use, so an unused broker starts
+    /// without creating `offsets_topic_num_partitions` partitions.
     /// Call from within the tokio runtime (timers are tasks); it does blocking I/O.
     ///
     /// # Errors
-    /// The topic cannot be created, or its log cannot be read.
-    pub fn load(topics: &Topics, config: GroupConfig) -> Result<Arc<Self>, String> {
+    /// The topic's log cannot be read.
+    pub fn load(topics: &Arc<Topics>, config: GroupConfig) -> Result<Arc<Self>, String> {
         let name = super::GROUP_METADATA_TOPIC_NAME;
-        let topic = match topics.get(name) {
-            Some(t) => t,
-            None => {
-                let topic_config = TopicConfig::from_pairs([("cleanup.policy", Some("compact"))])
-                    .map_err(|e| e.to_string())?;
-                topics
-                    .create(NewTopic {
-                        name,
-                        partitions: config.offsets_topic_num_partitions,
-                        replication_factor: 1,
-                        config: topic_config,
-                    })
-                    .map_err(|e| e.to_string())?
-            }
-        };
+        let existing = topics.get(name);
+        let offsets_partitions = existing.as_ref().map_or(config.offsets_topic_num_partitions, |t| {
+            i32::try_from(t.partitions.len()).unwrap_or(i32::MAX)
+        });
         let coordinator = Arc::new_cyclic(|self_weak| GroupCoordinator {
             config,
             groups: RwLock::new(HashMap::new()),
-            offsets_topic: topic,
+            topics: Arc::clone(topics),
+            offsets_topic: existing.map(OnceLock::from).unwrap_or_default(),
+            offsets_partitions,
+            offsets_topic_creation: Mutex::new(()),
             shutdown: CancellationToken::new(),
             self_weak: self_weak.clone(),
         });
         let mut loaded = 0_usize;
-        for partition in &coordinator.offsets_topic.partitions {
+        for partition in coordinator.offsets_topic.get().map_or(&[][..], |t| &t.partitions[..]) {
             let records = persistence::replay(partition)
                 .map_err(|e| format!("{}: {e}", partition.topic_partition()))?;
             loaded += records.len();
@@ -266,13 +278,51 @@ impl GroupCoordinator {
     /// The `__consumer_offsets` partition of `group_id` (its leader is the coordinator).
     #[must_use]
     pub fn partition_for(&self, group_id: &str) -> i32 {
-        let partitions = i32::try_from(self.offsets_topic.partitions.len()).unwrap_or(i32::MAX);
-        super::partition_for(group_id, partitions)
+        super::partition_for(group_id, self.offsets_partitions)
     }
 
-    fn offsets_partition(&self, group_id: &str) -> &Arc<Partition> {
+    /// `__consumer_offsets`, created (compacted, `offsets_partitions` partitions) if this
+    /// is its first use.
+    fn offsets_topic(&self) -> Result<&Arc<Topic>, GroupError> {
+        if let Some(topic) = self.offsets_topic.get() {
+            return Ok(topic);
+        }
+        let _creating = self.offsets_topic_creation.lock();
+        if let Some(topic) = self.offsets_topic.get() {
+            return Ok(topic);
+        }
+        let name = super::GROUP_METADATA_TOPIC_NAME;
+        let created = TopicConfig::from_pairs([("cleanup.policy", Some("compact"))])
+            .map_err(|e| e.to_string())
+            .and_then(|config| {
+                blocking(|| {
+                    self.topics.create(NewTopic {
+                        name,
+                        partitions: self.offsets_partitions,
+                        replication_factor: 1,
+                        config,
+                    })
+                })
+                .map_err(|e| e.to_string())
+            });
+        match created {
+            Ok(topic) => {
+                tracing::info!(partitions = self.offsets_partitions, "created {name}");
+                Ok(self.offsets_topic.get_or_init(|| topic))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot create {name}");
+                Err(GroupError::Storage)
+            }
+        }
+    }
+
+    fn offsets_partition(&self, group_id: &str) -> Result<&Arc<Partition>, GroupError> {
         let index = usize::try_from(self.partition_for(group_id)).unwrap_or(0);
-        &self.offsets_topic.partitions[index]
+        self.offsets_topic()?
+            .partitions
+            .get(index)
+            .ok_or(GroupError::Storage)
     }
 
     fn group(&self, group_id: &str) -> Option<Arc<Mutex<ClassicGroup>>> {
@@ -306,7 +356,7 @@ impl GroupCoordinator {
         group_id: &str,
         records: &[(Bytes, Option<Bytes>)],
     ) -> Result<(Arc<Partition>, i64), GroupError> {
-        let partition = self.offsets_partition(group_id);
+        let partition = self.offsets_partition(group_id)?;
         let batch = persistence::encode_batch(records, now_ms()).map_err(|e| {
             tracing::error!(group = group_id, error = %e, "cannot encode a __consumer_offsets batch");
             GroupError::Storage

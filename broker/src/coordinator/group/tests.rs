@@ -9,15 +9,17 @@ use tokio::sync::oneshot;
 use super::*;
 use crate::topic_config::BrokerDefaults;
 
-fn topics(dir: &std::path::Path) -> Topics {
+fn topics(dir: &std::path::Path) -> Arc<Topics> {
     let flusher = logbook_replication::Flusher::start(logbook_replication::FlushPolicy::Os, 1);
-    Topics::open(
-        dir,
-        flusher,
-        BrokerDefaults::new(1_048_588, 1 << 30, -1),
-        1000,
+    Arc::new(
+        Topics::open(
+            dir,
+            flusher,
+            BrokerDefaults::new(1_048_588, 1 << 30, -1),
+            1000,
+        )
+        .expect("topics"),
     )
-    .expect("topics")
 }
 
 fn config(initial_delay_ms: i32) -> GroupConfig {
