@@ -132,6 +132,10 @@ struct Opts {
     /// Also write the JSON line to this file.
     #[arg(long)]
     json_out: Option<PathBuf>,
+    /// Instead of benchmarking: print min / median / max of every metric over the JSON
+    /// lines in these files (from earlier runs' --json-out), e.g. five alternating runs.
+    #[arg(long, num_args = 1.., value_name = "JSON")]
+    summarize: Vec<PathBuf>,
     /// Value bytes per record.
     #[arg(long, default_value_t = 1024)]
     value_bytes: usize,
@@ -228,6 +232,10 @@ fn main() -> ExitCode {
 
 fn run() -> Res<bool> {
     let opts = Opts::parse();
+    if !opts.summarize.is_empty() {
+        report::summarize(&opts.summarize)?;
+        return Ok(true);
+    }
     for section in &opts.only {
         if !SECTIONS.contains(&section.as_str()) {
             return Err(format!(

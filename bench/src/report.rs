@@ -190,6 +190,67 @@ pub fn check(current: &BTreeMap<String, f64>, baseline_path: &Path) -> Res<bool>
     Ok(ok)
 }
 
+/// Prints min / median / max of every metric over the runs in `paths` (JSON lines as
+/// `--json-out` writes them), then the same as one JSON line.
+pub fn summarize(paths: &[std::path::PathBuf]) -> Res<()> {
+    let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut runs = Vec::new();
+    for path in paths {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("read {}: {e}", path.display()))?;
+        for line in text.lines().filter(|l| l.trim_start().starts_with('{')) {
+            let run: serde_json::Value = serde_json::from_str(line)?;
+            let metrics = run
+                .get("metrics")
+                .and_then(serde_json::Value::as_object)
+                .ok_or_else(|| format!("{}: no \"metrics\" object", path.display()))?;
+            for (key, value) in metrics {
+                if let Some(v) = value.as_f64() {
+                    values.entry(key.clone()).or_default().push(v);
+                }
+            }
+            runs.push(
+                run.get("date")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("?")
+                    .to_owned(),
+            );
+        }
+    }
+    let mut table = Table::new(
+        format!("{} runs ({})", runs.len(), runs.join(", ")),
+        &["metric", "n", "min", "median", "max"],
+    );
+    let mut summary = serde_json::Map::new();
+    for (key, mut v) in values {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        let (min, max) = (v[0], v[n - 1]);
+        table.row(vec![
+            key.clone(),
+            n.to_string(),
+            fmt(Some(min), 3),
+            fmt(Some(median), 3),
+            fmt(Some(max), 3),
+        ]);
+        summary.insert(
+            key,
+            serde_json::json!({ "n": n, "min": min, "median": median, "max": max }),
+        );
+    }
+    println!("{}", table.render());
+    println!(
+        "{}",
+        serde_json::json!({ "bench": "logbook-bench", "summary_of": runs, "metrics": summary })
+    );
+    Ok(())
+}
+
 /// Seconds since the epoch as `YYYY-MM-DD HH:MM UTC`.
 pub fn utc_date(unix: u64) -> String {
     let days = i64::try_from(unix / 86_400).unwrap_or(0);
