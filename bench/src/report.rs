@@ -165,7 +165,11 @@ pub fn check(current: &BTreeMap<String, f64>, baseline_path: &Path) -> Res<bool>
         baseline_path.display()
     );
     for (key, value) in current {
-        let base = metrics.get(key).and_then(serde_json::Value::as_f64);
+        // A baseline is one run's line, or a --summarize line (use its medians).
+        let base = metrics.get(key).and_then(|v| {
+            v.as_f64()
+                .or_else(|| v.get("median").and_then(serde_json::Value::as_f64))
+        });
         let (verdict, limit) = match (rule_for(key), base) {
             (Rule::Zero, _) => (*value <= 0.0, Some(0.0)),
             (Rule::AtMost { factor, slack }, Some(b)) => {
