@@ -20,3 +20,35 @@ pub(crate) fn open_index_file(path: &Path) -> io::Result<File> {
         .truncate(false)
         .open(path)
 }
+
+/// In an index file of `count` fixed-size entries, sorted so that `before` holds for a
+/// prefix of them, the last entry of that prefix (`None` if the prefix is empty). A binary
+/// search with one `pread` per probe: how an inactive segment's index is consulted without
+/// keeping its entries in memory (the page cache keeps hot index files cheap to read).
+pub(crate) fn last_where<const N: usize>(
+    path: &Path,
+    count: usize,
+    before: impl Fn(&[u8; N]) -> bool,
+) -> io::Result<Option<[u8; N]>> {
+    use std::os::unix::fs::FileExt;
+    let file = File::open(path)?;
+    let read = |i: usize| -> io::Result<[u8; N]> {
+        let mut entry = [0u8; N];
+        file.read_exact_at(&mut entry, (i * N) as u64)?;
+        Ok(entry)
+    };
+    // Entries below `low` satisfy `before`; entries at or above `high` do not.
+    let (mut low, mut high) = (0, count);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if before(&read(mid)?) {
+            low = mid + 1;
+        } else {
+            high = mid;
+        }
+    }
+    match low.checked_sub(1) {
+        Some(last) => read(last).map(Some),
+        None => Ok(None),
+    }
+}

@@ -369,6 +369,11 @@ impl Log {
             checkpoint::write(dir, LOG_START_OFFSET_FILE, &[start])?;
         }
         log.write_recovery_point()?;
+        if let Some((_, inactive)) = log.segments.split_last_mut() {
+            for segment in inactive {
+                segment.evict_indexes()?;
+            }
+        }
         log.check_invariants();
         tracing::debug!(dir = %dir.display(), log_start = log.log_start_offset, log_end = log.log_end_offset(), clean = clean_start.is_some(), "opened log");
         Ok(log)
@@ -555,6 +560,7 @@ impl Log {
         let active = self.active_mut();
         active.on_inactive()?;
         active.sync_indexes()?;
+        active.evict_indexes()?;
         let segment = LogSegment::create(&self.dir, base)?;
         checkpoint::sync_dir(&self.dir)?;
         tracing::info!(dir = %self.dir.display(), base_offset = base, "rolled new segment");
@@ -568,6 +574,16 @@ impl Log {
             log_start_offset: self.log_start_offset,
             log_end_offset: self.log_end_offset(),
         }
+    }
+
+    /// Index entries held in memory by inactive segments (0: they are read from files).
+    #[cfg(test)]
+    pub(crate) fn inactive_resident_index_entries(&self) -> usize {
+        self.segments
+            .split_last()
+            .map_or(0, |(_, inactive)| {
+                inactive.iter().map(LogSegment::resident_index_entries).sum()
+            })
     }
 
     /// Index of the segment whose range holds `offset` (the last with base <= offset).

@@ -683,6 +683,19 @@ impl LogSegment {
         self.time_index.flush()
     }
 
+    /// Index entries held in memory.
+    #[cfg(test)]
+    pub(crate) fn resident_index_entries(&self) -> usize {
+        self.offset_index.resident() + self.time_index.resident()
+    }
+
+    /// Drops the indexes' entries from memory once the segment is inactive (lookups then
+    /// read the index files), so memory does not grow with the data held on disk.
+    pub(crate) fn evict_indexes(&mut self) -> io::Result<()> {
+        self.offset_index.evict()?;
+        self.time_index.evict()
+    }
+
     /// Adds the `.log` handle to `out` for fsync outside the log's lock. Indexes are not
     /// included: the active one is rebuilt by recovery, a rolled one is synced at roll.
     pub(crate) fn sync_files(&self, out: &mut Vec<Arc<File>>) {

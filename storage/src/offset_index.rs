@@ -20,13 +20,22 @@ const _: () = assert!(OFFSET_INDEX_ENTRY_BYTES == 8);
 /// `entries * 8` bytes. Not checksummed: recovery sanity-checks it and rebuilds it from
 /// the `.log` when damaged.
 ///
-/// All entries are also kept in memory (`entries`) for lookups; `flushed` counts those
-/// already written to the file, so an append writes its new entries with one `pwrite`.
+/// While the segment is active, all entries are kept in memory (`entries`) for lookups;
+/// `flushed` counts those already written to the file. Once the segment is inactive the
+/// index is *evicted* ([`OffsetIndex::evict`]): lookups binary-search the file instead, so
+/// memory does not grow with the data held on disk.
 pub(crate) struct OffsetIndex {
     path: PathBuf,
     base_offset: i64,
     entries: Vec<(u32, u32)>,
     flushed: usize,
+    /// `Some(n)`: evicted; the file holds the `n` entries and `entries` is empty.
+    evicted: Option<usize>,
+}
+
+fn decode(entry: &[u8; OFFSET_INDEX_ENTRY_BYTES]) -> (u32, u32) {
+    let [a, b, c, d, e, f, g, h] = *entry;
+    (u32::from_be_bytes([a, b, c, d]), u32::from_be_bytes([e, f, g, h]))
 }
 
 impl OffsetIndex {
@@ -54,6 +63,7 @@ impl OffsetIndex {
             base_offset,
             entries,
             flushed,
+            evicted: None,
         };
         Ok((index, existed && whole))
     }
@@ -96,8 +106,42 @@ impl OffsetIndex {
         &self.path
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// Entries held in memory (0 once evicted).
+    #[cfg(test)]
+    pub(crate) fn resident(&self) -> usize {
         self.entries.len()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.evicted.unwrap_or(self.entries.len())
+    }
+
+    /// Writes any unwritten entries and drops them from memory (the segment is inactive:
+    /// no more entries will come). Lookups then read the file.
+    pub(crate) fn evict(&mut self) -> io::Result<()> {
+        if self.evicted.is_none() {
+            self.flush()?;
+            self.evicted = Some(self.entries.len());
+            self.entries = Vec::new();
+        }
+        Ok(())
+    }
+
+    /// The last entry of the prefix of entries for which `before` holds. An unreadable
+    /// evicted index gives `None` (callers then scan the segment from its start: slower,
+    /// never wrong).
+    fn last_where(&self, before: impl Fn(&(u32, u32)) -> bool) -> Option<(u32, u32)> {
+        let Some(count) = self.evicted else {
+            let n = self.entries.partition_point(|e| before(e));
+            return n.checked_sub(1).and_then(|i| self.entries.get(i)).copied();
+        };
+        match crate::index_file::last_where(&self.path, count, |e| before(&decode(e))) {
+            Ok(found) => found.map(|e| decode(&e)),
+            Err(e) => {
+                tracing::warn!(index = %self.path.display(), error = %e, "cannot read index; scanning the segment instead");
+                None
+            }
+        }
     }
 
     /// Position of the batch to start scanning from to find `offset`: the entry with the
@@ -109,36 +153,32 @@ impl OffsetIndex {
             return 0;
         }
         let rel = u32::try_from(rel).unwrap_or(u32::MAX);
-        let after = self.entries.partition_point(|&(r, _)| r <= rel);
-        match after.checked_sub(1).and_then(|i| self.entries.get(i)) {
-            Some(&(_, pos)) => pos,
-            None => 0,
-        }
+        self.last_where(|&(r, _)| r <= rel).map_or(0, |(_, pos)| pos)
     }
 
     /// Position of the last entry at or below `position_limit` whose offset is below
     /// `offset_limit`: a batch boundary before which every batch ends by `position_limit`
     /// and holds only offsets below `offset_limit`.
     pub(crate) fn last_position_within(&self, position_limit: u64, offset_limit: i64) -> Option<u32> {
-        let after = self.entries.partition_point(|&(rel, pos)| {
+        self.last_where(|&(rel, pos)| {
             u64::from(pos) <= position_limit && self.base_offset + i64::from(rel) < offset_limit
-        });
-        after
-            .checked_sub(1)
-            .and_then(|i| self.entries.get(i))
-            .map(|&(_, pos)| pos)
+        })
+        .map(|(_, pos)| pos)
     }
 
     /// The last entry as `(absolute offset, position)`.
     pub(crate) fn last_entry(&self) -> Option<(i64, u32)> {
-        self.entries
-            .last()
-            .map(|&(rel, pos)| (self.base_offset + i64::from(rel), pos))
+        self.last_where(|_| true)
+            .map(|(rel, pos)| (self.base_offset + i64::from(rel), pos))
     }
 
     /// Adds an entry in memory (written by the next [`OffsetIndex::flush`]).
     /// `last_offset` is the batch's last offset, `position` where the batch starts.
     pub(crate) fn push(&mut self, last_offset: i64, position: u32) {
+        assert!(
+            self.evicted.is_none(),
+            "entry pushed to the evicted index of an inactive segment"
+        );
         let rel = u32::try_from(last_offset - self.base_offset)
             .expect("the log rolls before a relative offset overflows u32");
         if let Some(&(r, p)) = self.entries.last() {
@@ -176,6 +216,10 @@ impl OffsetIndex {
     }
 
     fn truncate_entries(&mut self, keep: usize) -> io::Result<()> {
+        if self.evicted.take().is_some() {
+            // Back in memory, to be rebuilt by recovery (the only caller for such an index).
+            assert!(keep == 0, "an evicted index is only ever cleared");
+        }
         self.entries.truncate(keep);
         self.flushed = self.flushed.min(keep);
         open_index_file(&self.path)?

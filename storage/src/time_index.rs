@@ -25,6 +25,17 @@ pub(crate) struct TimeIndex {
     base_offset: i64,
     entries: Vec<(i64, u32)>,
     flushed: usize,
+    /// `Some(n)`: evicted (inactive segment); the file holds the `n` entries and
+    /// `entries` is empty. See `OffsetIndex`.
+    evicted: Option<usize>,
+}
+
+fn decode(entry: &[u8; TIME_INDEX_ENTRY_BYTES]) -> (i64, u32) {
+    let [a, b, c, d, e, f, g, h, i, j, k, l] = *entry;
+    (
+        i64::from_be_bytes([a, b, c, d, e, f, g, h]),
+        u32::from_be_bytes([i, j, k, l]),
+    )
 }
 
 impl TimeIndex {
@@ -51,6 +62,7 @@ impl TimeIndex {
             base_offset,
             entries,
             flushed,
+            evicted: None,
         };
         Ok((index, existed && whole))
     }
@@ -85,16 +97,47 @@ impl TimeIndex {
         &self.path
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// Entries held in memory (0 once evicted).
+    #[cfg(test)]
+    pub(crate) fn resident(&self) -> usize {
         self.entries.len()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.evicted.unwrap_or(self.entries.len())
+    }
+
+    /// Writes any unwritten entries and drops them from memory (inactive segment).
+    pub(crate) fn evict(&mut self) -> io::Result<()> {
+        if self.evicted.is_none() {
+            self.flush()?;
+            self.evicted = Some(self.entries.len());
+            self.entries = Vec::new();
+        }
+        Ok(())
+    }
+
+    /// The last entry of the prefix for which `before` holds; `None` also when an evicted
+    /// index cannot be read (callers then scan from the segment start).
+    fn last_where(&self, before: impl Fn(&(i64, u32)) -> bool) -> Option<(i64, u32)> {
+        let Some(count) = self.evicted else {
+            let n = self.entries.partition_point(|e| before(e));
+            return n.checked_sub(1).and_then(|i| self.entries.get(i)).copied();
+        };
+        match crate::index_file::last_where(&self.path, count, |e| before(&decode(e))) {
+            Ok(found) => found.map(|e| decode(&e)),
+            Err(e) => {
+                tracing::warn!(index = %self.path.display(), error = %e, "cannot read time index; scanning the segment instead");
+                None
+            }
+        }
     }
 
     /// The last entry as `(timestamp, absolute offset)`: the segment's largest timestamp
     /// once the segment is inactive.
     pub(crate) fn last_entry(&self) -> Option<(i64, i64)> {
-        self.entries
-            .last()
-            .map(|&(ts, rel)| (ts, self.base_offset + i64::from(rel)))
+        self.last_where(|_| true)
+            .map(|(ts, rel)| (ts, self.base_offset + i64::from(rel)))
     }
 
     /// Offset of a batch all of whose predecessors (and itself) have `max_timestamp <
@@ -102,15 +145,16 @@ impl TimeIndex {
     /// Scanning from that batch finds the first batch reaching `timestamp`. `None`:
     /// scan from the segment start.
     pub(crate) fn lookup(&self, timestamp: i64) -> Option<i64> {
-        let below = self.entries.partition_point(|&(ts, _)| ts < timestamp);
-        below
-            .checked_sub(1)
-            .and_then(|i| self.entries.get(i))
-            .map(|&(_, rel)| self.base_offset + i64::from(rel))
+        self.last_where(|&(ts, _)| ts < timestamp)
+            .map(|(_, rel)| self.base_offset + i64::from(rel))
     }
 
     /// Adds `(timestamp, offset)` in memory if `timestamp` exceeds the last entry's.
     pub(crate) fn maybe_push(&mut self, timestamp: i64, offset: i64) {
+        if self.evicted.is_some() {
+            // An inactive segment's final entry was written before eviction.
+            return;
+        }
         let rel = u32::try_from(offset - self.base_offset)
             .expect("the log rolls before a relative offset overflows u32");
         if let Some(&(ts, r)) = self.entries.last() {
@@ -151,6 +195,10 @@ impl TimeIndex {
     }
 
     fn truncate_entries(&mut self, keep: usize) -> io::Result<()> {
+        if self.evicted.take().is_some() {
+            // Back in memory, to be rebuilt by recovery (the only caller for such an index).
+            assert!(keep == 0, "an evicted index is only ever cleared");
+        }
         self.entries.truncate(keep);
         self.flushed = self.flushed.min(keep);
         open_index_file(&self.path)?

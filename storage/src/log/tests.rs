@@ -133,6 +133,8 @@ fn index_lookups_across_many_batches_and_segments() {
         bases.push((info.first_offset, info.last_offset));
     }
     assert!(log.segment_count() > 1, "expected several segments");
+    // Inactive segments' indexes are read from their files, not held in memory.
+    assert_eq!(log.inactive_resident_index_entries(), 0);
     for &(first, last) in &bases {
         for offset in [first, last] {
             let r = log.read(offset, 300, i64::MAX, true).expect("read");
@@ -140,6 +142,21 @@ fn index_lookups_across_many_batches_and_segments() {
             assert_eq!(h[0].base_offset, first, "offset {offset}");
         }
     }
+    // The same after a clean reopen and after crash recovery.
+    let config = log.config().clone();
+    log.close().expect("close");
+    let check = |log: &Log, what: &str| {
+        assert_eq!(log.inactive_resident_index_entries(), 0, "{what}");
+        for &(first, last) in &bases {
+            let r = log.read(last, 300, i64::MAX, true).expect("read");
+            assert_eq!(headers(&r.records)[0].base_offset, first, "{what}");
+        }
+    };
+    let log = open(dir.path(), config.clone());
+    check(&log, "clean reopen");
+    drop(log); // crash
+    let log = open(dir.path(), config);
+    check(&log, "recovered");
     let all = read_all(&log);
     let hs = headers(&all);
     assert_eq!(hs.len(), 600);
