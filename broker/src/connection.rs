@@ -14,8 +14,8 @@ use std::io;
 use futures::StreamExt;
 use kafka_protocol::messages::ApiKey;
 use logbook_protocol::{
-    decode_request, encode_api_versions_fallback, encode_response_with_records, frame_codec,
-    Chunk, DecodeError, FileRegion, ResponseBuf,
+    decode_request, encode_api_versions_fallback, encode_response_with_records, frame_codec, Chunk,
+    DecodeError, FileRegion, ResponseBuf,
 };
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::tcp::OwnedWriteHalf;

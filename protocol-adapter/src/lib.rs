@@ -10,8 +10,8 @@ pub mod frame;
 pub mod request;
 pub mod response;
 
+pub use file_records::{Chunk, FileRecords, FileRegion, ResponseBuf};
 pub use frame::{frame_codec, FrameCodec};
 pub use kafka_protocol;
 pub use request::{decode_request, DecodeError, DecodedRequest, RequestPreamble, VersionTable};
-pub use file_records::{Chunk, FileRecords, FileRegion, ResponseBuf};
 pub use response::{encode_api_versions_fallback, encode_response, encode_response_with_records};

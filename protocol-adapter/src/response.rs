@@ -3,8 +3,8 @@
 //! ones present), which old librdkafka releases depend on.
 
 use bytes::{BufMut, BytesMut};
-use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::Encodable;
 
 use crate::file_records::{FileRecords, ResponseBuf};

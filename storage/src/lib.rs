@@ -12,8 +12,8 @@
 //! (group commit).
 
 mod checkpoint; // small durable files, write-temp-fsync-rename
-mod index_file; // per-use descriptors for .index/.timeindex
 pub mod error;
+mod index_file; // per-use descriptors for .index/.timeindex
 pub mod log; // Log
 mod log_segment; // LogSegment
 mod offset_index; // OffsetIndex

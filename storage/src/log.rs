@@ -579,11 +579,12 @@ impl Log {
     /// Index entries held in memory by inactive segments (0: they are read from files).
     #[cfg(test)]
     pub(crate) fn inactive_resident_index_entries(&self) -> usize {
-        self.segments
-            .split_last()
-            .map_or(0, |(_, inactive)| {
-                inactive.iter().map(LogSegment::resident_index_entries).sum()
-            })
+        self.segments.split_last().map_or(0, |(_, inactive)| {
+            inactive
+                .iter()
+                .map(LogSegment::resident_index_entries)
+                .sum()
+        })
     }
 
     /// Index of the segment whose range holds `offset` (the last with base <= offset).

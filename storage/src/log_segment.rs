@@ -739,8 +739,10 @@ fn write_patched_at(
     headers: &[(usize, RecordBatchHeader)],
     position: u64,
 ) -> io::Result<()> {
-    let patches: Vec<[u8; OFFSET_PATCH_BYTES]> =
-        headers.iter().map(|(_, header)| offset_patch(header)).collect();
+    let patches: Vec<[u8; OFFSET_PATCH_BYTES]> = headers
+        .iter()
+        .map(|(_, header)| offset_patch(header))
+        .collect();
     let mut slices = Vec::with_capacity(headers.len() * 2);
     for ((at, header), patch) in headers.iter().zip(&patches) {
         let body = buf

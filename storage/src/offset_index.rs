@@ -35,7 +35,10 @@ pub(crate) struct OffsetIndex {
 
 fn decode(entry: &[u8; OFFSET_INDEX_ENTRY_BYTES]) -> (u32, u32) {
     let [a, b, c, d, e, f, g, h] = *entry;
-    (u32::from_be_bytes([a, b, c, d]), u32::from_be_bytes([e, f, g, h]))
+    (
+        u32::from_be_bytes([a, b, c, d]),
+        u32::from_be_bytes([e, f, g, h]),
+    )
 }
 
 impl OffsetIndex {
@@ -153,13 +156,18 @@ impl OffsetIndex {
             return 0;
         }
         let rel = u32::try_from(rel).unwrap_or(u32::MAX);
-        self.last_where(|&(r, _)| r <= rel).map_or(0, |(_, pos)| pos)
+        self.last_where(|&(r, _)| r <= rel)
+            .map_or(0, |(_, pos)| pos)
     }
 
     /// Position of the last entry at or below `position_limit` whose offset is below
     /// `offset_limit`: a batch boundary before which every batch ends by `position_limit`
     /// and holds only offsets below `offset_limit`.
-    pub(crate) fn last_position_within(&self, position_limit: u64, offset_limit: i64) -> Option<u32> {
+    pub(crate) fn last_position_within(
+        &self,
+        position_limit: u64,
+        offset_limit: i64,
+    ) -> Option<u32> {
         self.last_where(|&(rel, pos)| {
             u64::from(pos) <= position_limit && self.base_offset + i64::from(rel) < offset_limit
         })
@@ -222,7 +230,6 @@ impl OffsetIndex {
         }
         self.entries.truncate(keep);
         self.flushed = self.flushed.min(keep);
-        open_index_file(&self.path)?
-            .set_len((self.flushed * OFFSET_INDEX_ENTRY_BYTES) as u64)
+        open_index_file(&self.path)?.set_len((self.flushed * OFFSET_INDEX_ENTRY_BYTES) as u64)
     }
 }

@@ -87,7 +87,6 @@ impl TimeIndex {
         Ok(())
     }
 
-
     /// fdatasyncs the index file (opened for the call: an index holds no descriptor).
     pub(crate) fn sync(&self) -> io::Result<()> {
         open_index_file(&self.path)?.sync_data()
@@ -201,7 +200,6 @@ impl TimeIndex {
         }
         self.entries.truncate(keep);
         self.flushed = self.flushed.min(keep);
-        open_index_file(&self.path)?
-            .set_len((self.flushed * TIME_INDEX_ENTRY_BYTES) as u64)
+        open_index_file(&self.path)?.set_len((self.flushed * TIME_INDEX_ENTRY_BYTES) as u64)
     }
 }

@@ -113,8 +113,6 @@ pub fn handle(broker: &Arc<Broker>, request: &OffsetCommitRequest, version: i16)
                     )
             })
             .collect();
-        Some(ResponseKind::OffsetCommit(
-            OffsetCommitResponse::default().with_topics(topics),
-        ).into())
+        Some(ResponseKind::OffsetCommit(OffsetCommitResponse::default().with_topics(topics)).into())
     })
 }

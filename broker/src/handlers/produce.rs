@@ -270,8 +270,6 @@ pub fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Re
                 }
             }
         }
-        Some(ResponseKind::Produce(
-            ProduceResponse::default().with_responses(responses),
-        ).into())
+        Some(ResponseKind::Produce(ProduceResponse::default().with_responses(responses)).into())
     })
 }

@@ -65,11 +65,7 @@ fn responses(
     let mut spliced = Vec::new();
     let mut plain = Vec::new();
     for (i, set) in sets.iter().enumerate() {
-        spliced.push(
-            records
-                .records(set.clone())
-                .expect("stand-in"),
-        );
+        spliced.push(records.records(set.clone()).expect("stand-in"));
         plain.push(real(set));
         let _ = i;
     }
@@ -150,14 +146,23 @@ fn file_regions_encode_byte_for_byte_like_in_memory_records_at_every_version() {
             .iter()
             .filter(|c| matches!(c, Chunk::File(_)))
             .count();
-        assert_eq!(files_in_output, 4, "v{version}: every region is a file chunk");
+        assert_eq!(
+            files_in_output, 4,
+            "v{version}: every region is a file chunk"
+        );
         let got = flatten(chunks);
         assert_eq!(got.len(), logical, "v{version}: logical length");
 
         let mut want = BytesMut::new();
         encode_response(&mut want, ApiKey::Fetch, version, 1, &before).expect("encode");
-        encode_response(&mut want, ApiKey::Fetch, version, 2, &ResponseKind::Fetch(plain))
-            .expect("encode");
+        encode_response(
+            &mut want,
+            ApiKey::Fetch,
+            version,
+            2,
+            &ResponseKind::Fetch(plain),
+        )
+        .expect("encode");
         assert!(got == want[..], "v{version}: bytes differ");
         assert!(out.is_empty());
     }

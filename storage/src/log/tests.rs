@@ -663,10 +663,7 @@ fn append_rejects_partial_input() {
     let mut log = open(dir.path(), LogConfig::default());
     let mut b = batch(2, 10, 0);
     b.truncate(b.len() - 1);
-    assert!(matches!(
-        log.append(&b, 0),
-        Err(Error::CorruptBatch { .. })
-    ));
+    assert!(matches!(log.append(&b, 0), Err(Error::CorruptBatch { .. })));
     assert!(matches!(
         log.append(&[], 0),
         Err(Error::CorruptBatch { .. })
@@ -729,7 +726,11 @@ fn preallocation_never_changes_the_file_size_and_is_released_on_close() {
     }
     drop(log); // crash: the reserve stays on disk past the end
     let log = open(dir.path(), config.clone());
-    assert_eq!(read_all(&log), stored, "recovery sees exactly what was written");
+    assert_eq!(
+        read_all(&log),
+        stored,
+        "recovery sees exactly what was written"
+    );
     log.close().expect("close");
     let meta = std::fs::metadata(&segment).expect("segment");
     assert_eq!(meta.len(), stored.len() as u64);

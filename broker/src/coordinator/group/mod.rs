@@ -208,9 +208,11 @@ impl GroupCoordinator {
     pub fn load(topics: &Arc<Topics>, config: GroupConfig) -> Result<Arc<Self>, String> {
         let name = super::GROUP_METADATA_TOPIC_NAME;
         let existing = topics.get(name);
-        let offsets_partitions = existing.as_ref().map_or(config.offsets_topic_num_partitions, |t| {
-            i32::try_from(t.partitions.len()).unwrap_or(i32::MAX)
-        });
+        let offsets_partitions = existing
+            .as_ref()
+            .map_or(config.offsets_topic_num_partitions, |t| {
+                i32::try_from(t.partitions.len()).unwrap_or(i32::MAX)
+            });
         let coordinator = Arc::new_cyclic(|self_weak| GroupCoordinator {
             config,
             groups: RwLock::new(HashMap::new()),
@@ -222,7 +224,11 @@ impl GroupCoordinator {
             self_weak: self_weak.clone(),
         });
         let mut loaded = 0_usize;
-        for partition in coordinator.offsets_topic.get().map_or(&[][..], |t| &t.partitions[..]) {
+        for partition in coordinator
+            .offsets_topic
+            .get()
+            .map_or(&[][..], |t| &t.partitions[..])
+        {
             let records = persistence::replay(partition)
                 .map_err(|e| format!("{}: {e}", partition.topic_partition()))?;
             loaded += records.len();
