@@ -53,6 +53,12 @@ pub struct Config {
     /// reserve is released when the segment rolls or the broker stops.
     #[arg(long, env = "LOGBOOK_LOG_PREALLOCATE_BYTES_MAX", default_value_t = 8 << 20)]
     pub log_preallocate_bytes_max: u64,
+    /// Bytes at the end of each partition's active segment kept in the page cache once
+    /// durable, so consumers of fresh data never touch the disk; older pages are dropped
+    /// after each fsync, which bounds the page cache a partition holds and lets writes
+    /// reuse warm memory. 0 leaves the page cache to the kernel.
+    #[arg(long, env = "LOGBOOK_PAGE_CACHE_TAIL_BYTES", default_value_t = 64 << 20)]
+    pub page_cache_tail_bytes: u64,
     /// How often retention is applied.
     #[arg(
         long,

@@ -36,7 +36,8 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         config.log_segment_bytes,
         config.log_retention_ms,
     )
-    .with_preallocate_bytes_max(config.log_preallocate_bytes_max);
+    .with_preallocate_bytes_max(config.log_preallocate_bytes_max)
+    .with_page_cache_tail_bytes(config.page_cache_tail_bytes);
     let topics = Arc::new(tokio::task::block_in_place(|| {
         Topics::open(
             &config.data_dir,

@@ -451,6 +451,7 @@ impl TopicConfig {
             retention_ms,
             retention_bytes,
             preallocate_bytes_max: broker_defaults.preallocate_bytes_max,
+            page_cache_tail_bytes: broker_defaults.page_cache_tail_bytes,
         }
     }
 }
@@ -461,6 +462,8 @@ pub struct BrokerDefaults {
     values: BTreeMap<&'static str, String>,
     /// `--log-preallocate-bytes-max` (see `LogConfig::preallocate_bytes_max`).
     preallocate_bytes_max: u64,
+    /// `--page-cache-tail-bytes` (see `LogConfig::page_cache_tail_bytes`).
+    page_cache_tail_bytes: u64,
 }
 
 impl BrokerDefaults {
@@ -474,7 +477,15 @@ impl BrokerDefaults {
         BrokerDefaults {
             values,
             preallocate_bytes_max: LogConfig::default().preallocate_bytes_max,
+            page_cache_tail_bytes: LogConfig::default().page_cache_tail_bytes,
         }
+    }
+
+    /// Sets how much of each active segment's end stays in the page cache once durable.
+    #[must_use]
+    pub fn with_page_cache_tail_bytes(mut self, bytes: u64) -> Self {
+        self.page_cache_tail_bytes = bytes;
+        self
     }
 
     /// Sets the most disk space a log reserves ahead of its end.

@@ -203,8 +203,8 @@ impl Partition {
         // Clear first: an append that races with this flush queues another one.
         self.flush_queued.store(false, Ordering::Release);
         let handle = {
-            let guard = self.log.lock();
-            let Some(state) = guard.as_ref() else { return };
+            let mut guard = self.log.lock();
+            let Some(state) = guard.as_mut() else { return };
             state.log.sync_handle()
         };
         match handle.sync() {

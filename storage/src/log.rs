@@ -40,6 +40,10 @@ pub struct LogConfig {
     /// Most bytes reserved on disk ahead of the active segment's end (0 disables). Not a
     /// Kafka config: see `LogSegment::preallocate` for why a log reserves ahead.
     pub preallocate_bytes_max: u64,
+    /// Bytes at the end of the active segment kept in the page cache once durable; older
+    /// pages are dropped after each fsync (0 leaves the page cache to the kernel). Not a
+    /// Kafka config: see `LogSegment::trim_page_cache`.
+    pub page_cache_tail_bytes: u64,
 }
 
 impl Default for LogConfig {
@@ -53,6 +57,7 @@ impl Default for LogConfig {
             retention_ms: WEEK_MS as i64,
             retention_bytes: -1,
             preallocate_bytes_max: 8 << 20,
+            page_cache_tail_bytes: 64 << 20,
         }
     }
 }
@@ -127,6 +132,8 @@ impl FileSlice {
 pub struct SyncHandle {
     files: Vec<Arc<File>>,
     end_offset: i64,
+    /// Durable-once-synced bytes to drop from the page cache after the fsync.
+    drop_cached: Option<FileSlice>,
 }
 
 impl SyncHandle {
@@ -136,12 +143,21 @@ impl SyncHandle {
         for file in &self.files {
             file.sync_data()?;
         }
+        if let Some(slice) = &self.drop_cached {
+            crate::log_segment::drop_cached(slice);
+        }
         Ok(self.end_offset)
     }
 
     /// The log end offset at capture.
     pub fn end_offset(&self) -> i64 {
         self.end_offset
+    }
+
+    /// `(position, len)` of what the sync will drop from the page cache.
+    #[cfg(test)]
+    pub(crate) fn drop_range(&self) -> Option<(u64, usize)> {
+        self.drop_cached.as_ref().map(|s| (s.position, s.len))
     }
 }
 
@@ -803,8 +819,14 @@ impl Log {
 
     /// Captures what must be fsync'd to make everything appended so far durable: the
     /// `.log` of every segment not wholly below the recovery point (usually just the
-    /// active one), as shared handles, and the log end at capture. Cheap (no I/O).
-    pub fn sync_handle(&self) -> SyncHandle {
+    /// active one), as shared handles, and the log end at capture; and the range of the
+    /// active segment that the sync will then drop from the page cache (all but its last
+    /// `page_cache_tail_bytes`). Cheap (no I/O).
+    pub fn sync_handle(&mut self) -> SyncHandle {
+        let tail = self.config.page_cache_tail_bytes;
+        let drop_cached = (tail > 0)
+            .then(|| self.active_mut().trim_page_cache(tail))
+            .flatten();
         let mut files = Vec::new();
         for segment in self.segments.iter().rev() {
             if segment.next_offset() <= self.recovery_point {
@@ -815,6 +837,7 @@ impl Log {
         SyncHandle {
             files,
             end_offset: self.log_end_offset(),
+            drop_cached,
         }
     }
 

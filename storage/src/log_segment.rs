@@ -102,6 +102,27 @@ pub(crate) struct LogSegment {
     preallocated: u64,
     /// The file system refused `fallocate`: stop asking.
     preallocate_unsupported: bool,
+    /// Pages of the `.log` below this position have been dropped from the page cache.
+    uncached_below: u64,
+}
+
+/// Least bytes dropped from the page cache at once (fewer, larger `fadvise` calls).
+const DROP_CACHED_BYTES_MIN: u64 = 1 << 20;
+
+/// Drops `slice`'s pages from the page cache (`POSIX_FADV_DONTNEED`; only clean pages go,
+/// so call it after the fsync that covers them). Failure only costs memory: logged.
+pub(crate) fn drop_cached(slice: &FileSlice) {
+    let Some(len) = std::num::NonZeroU64::new(slice.len as u64) else {
+        return;
+    };
+    if let Err(e) = rustix::fs::fadvise(
+        &*slice.file,
+        slice.position,
+        Some(len),
+        rustix::fs::Advice::DontNeed,
+    ) {
+        tracing::debug!(error = %e, "fadvise(DONTNEED) failed");
+    }
 }
 
 /// Least disk space reserved at a time ahead of the active segment's end.
@@ -144,6 +165,7 @@ impl LogSegment {
             first_append_ms: None,
             preallocated: 0,
             preallocate_unsupported: false,
+            uncached_below: 0,
         })
     }
 
@@ -183,6 +205,7 @@ impl LogSegment {
             first_append_ms: (size > 0).then_some(first_append_ms).flatten(),
             preallocated: 0,
             preallocate_unsupported: false,
+            uncached_below: 0,
         };
         Ok((
             segment,
@@ -366,6 +389,31 @@ impl LogSegment {
                 tracing::debug!(segment = %self.log_path.display(), error = %e, "fallocate refused; not reserving space ahead");
             }
         }
+    }
+
+    /// The range of the `.log` to drop from the page cache once the next fsync has made it
+    /// durable: everything below the last `tail` bytes not dropped before (at least
+    /// [`DROP_CACHED_BYTES_MIN`] at a time), or `None`.
+    ///
+    /// Why: a bounded page-cache tail per partition keeps the fresh data consumers read
+    /// in memory, while the pages of older data go back to the free lists right away and
+    /// are reused by the next writes. On the development VM a page the kernel has not
+    /// used lately costs the host a fault on first touch (fresh memory fills at 0.5-1 GB/s
+    /// there, against 18 GB/s once touched): writing 1 GiB with an fdatasync per 4 MiB
+    /// took 1.5-2.0 CPU-s/GB letting the page cache grow, 0.51-0.59 dropping pages 8 MiB
+    /// behind the end. Older data is read from disk (with `sendfile`, at no extra CPU).
+    pub(crate) fn trim_page_cache(&mut self, tail: u64) -> Option<FileSlice> {
+        let to = u64::from(self.size).saturating_sub(tail);
+        if to < self.uncached_below + DROP_CACHED_BYTES_MIN {
+            return None;
+        }
+        let from = self.uncached_below;
+        self.uncached_below = to;
+        Some(FileSlice {
+            file: Arc::clone(&self.log_file),
+            position: from,
+            len: usize::try_from(to - from).unwrap_or(usize::MAX),
+        })
     }
 
     /// Releases disk space reserved past the end of the `.log` (see [`Self::preallocate`]).

@@ -743,3 +743,35 @@ fn preallocation_never_changes_the_file_size_and_is_released_on_close() {
     let log = open(dir.path(), config);
     assert_eq!(read_all(&log), stored);
 }
+
+// Each sync drops from the page cache what lies more than page_cache_tail_bytes behind
+// the active segment's end, once, in ranges of at least 1 MiB; data stays readable.
+#[test]
+fn syncs_drop_all_but_the_page_cache_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = LogConfig {
+        page_cache_tail_bytes: 1 << 20,
+        ..LogConfig::default()
+    };
+    let mut log = open(dir.path(), config);
+    let mut stored = Vec::new();
+    while stored.len() < (3 << 20) + 1000 {
+        let (_, b) = append(&mut log, 10, 10_000, 1);
+        stored.extend(b);
+    }
+    let size = stored.len() as u64;
+    let handle = log.sync_handle();
+    assert_eq!(handle.drop_range(), Some((0, (size - (1 << 20)) as usize)));
+    handle.sync().expect("sync");
+    assert_eq!(log.sync_handle().drop_range(), None, "nothing new to drop");
+    while (stored.len() as u64) < size + (1 << 20) + 1000 {
+        let (_, b) = append(&mut log, 10, 10_000, 1);
+        stored.extend(b);
+    }
+    let handle = log.sync_handle();
+    let (from, len) = handle.drop_range().expect("a second range");
+    assert_eq!(from, size - (1 << 20), "continues where the last one ended");
+    assert_eq!(from + len as u64, stored.len() as u64 - (1 << 20));
+    handle.sync().expect("sync");
+    assert_eq!(read_all(&log), stored);
+}
