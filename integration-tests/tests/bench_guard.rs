@@ -18,7 +18,9 @@ fn quick_bench_shows_no_gross_regression() {
     let bench = target_dir().join("release").join("logbook-bench");
     assert!(bench.is_file(), "{} missing after build", bench.display());
     let baseline = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/baseline-quick.json");
-    let run = || {
+    // Each run's output is kept in <target>/bench-guard-run<N>.log (a passing test's
+    // output is otherwise hidden), so a retried first run can be looked at.
+    let run = |n: u32| {
         let output = Command::new(&bench)
             .arg("--quick")
             .arg("--broker-bin")
@@ -29,14 +31,16 @@ fn quick_bench_shows_no_gross_regression() {
             .expect("run logbook-bench");
         let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let log = target_dir().join(format!("bench-guard-run{n}.log"));
+        let _ = std::fs::write(&log, format!("{stdout}\n{stderr}"));
         (output.status.code(), stdout, stderr)
     };
-    let (code, stdout, stderr) = run();
+    let (code, stdout, stderr) = run(1);
     if code == Some(0) {
         return;
     }
     eprintln!("first quick bench run failed (exit {code:?}); repeating once\n{stdout}\n{stderr}");
-    let (code, stdout, stderr) = run();
+    let (code, stdout, stderr) = run(2);
     assert_eq!(
         code,
         Some(0),
