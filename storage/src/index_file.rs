@@ -52,3 +52,28 @@ pub(crate) fn last_where<const N: usize>(
         None => Ok(None),
     }
 }
+
+/// The last entry of the prefix of an index's entries for which `before` holds: from
+/// `resident` while the index is in memory, else (`evicted` = `Some(count)`) from the file
+/// at `path` through [`last_where`], decoding entries with `decode`. An unreadable file
+/// gives `None` with a warning: callers then scan the segment from its start (slower,
+/// never wrong), so a damaged index cannot fail a read.
+pub(crate) fn last_entry_where<E: Copy, const N: usize>(
+    resident: &[E],
+    evicted: Option<usize>,
+    path: &Path,
+    decode: fn(&[u8; N]) -> E,
+    before: impl Fn(&E) -> bool,
+) -> Option<E> {
+    let Some(count) = evicted else {
+        let n = resident.partition_point(|e| before(e));
+        return n.checked_sub(1).and_then(|i| resident.get(i)).copied();
+    };
+    match last_where(path, count, |e| before(&decode(e))) {
+        Ok(found) => found.map(|e| decode(&e)),
+        Err(e) => {
+            tracing::warn!(index = %path.display(), error = %e, "cannot read index; scanning the segment instead");
+            None
+        }
+    }
+}

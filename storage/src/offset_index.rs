@@ -134,17 +134,7 @@ impl OffsetIndex {
     /// evicted index gives `None` (callers then scan the segment from its start: slower,
     /// never wrong).
     fn last_where(&self, before: impl Fn(&(u32, u32)) -> bool) -> Option<(u32, u32)> {
-        let Some(count) = self.evicted else {
-            let n = self.entries.partition_point(|e| before(e));
-            return n.checked_sub(1).and_then(|i| self.entries.get(i)).copied();
-        };
-        match crate::index_file::last_where(&self.path, count, |e| before(&decode(e))) {
-            Ok(found) => found.map(|e| decode(&e)),
-            Err(e) => {
-                tracing::warn!(index = %self.path.display(), error = %e, "cannot read index; scanning the segment instead");
-                None
-            }
-        }
+        crate::index_file::last_entry_where(&self.entries, self.evicted, &self.path, decode, before)
     }
 
     /// Position of the batch to start scanning from to find `offset`: the entry with the

@@ -119,17 +119,7 @@ impl TimeIndex {
     /// The last entry of the prefix for which `before` holds; `None` also when an evicted
     /// index cannot be read (callers then scan from the segment start).
     fn last_where(&self, before: impl Fn(&(i64, u32)) -> bool) -> Option<(i64, u32)> {
-        let Some(count) = self.evicted else {
-            let n = self.entries.partition_point(|e| before(e));
-            return n.checked_sub(1).and_then(|i| self.entries.get(i)).copied();
-        };
-        match crate::index_file::last_where(&self.path, count, |e| before(&decode(e))) {
-            Ok(found) => found.map(|e| decode(&e)),
-            Err(e) => {
-                tracing::warn!(index = %self.path.display(), error = %e, "cannot read time index; scanning the segment instead");
-                None
-            }
-        }
+        crate::index_file::last_entry_where(&self.entries, self.evicted, &self.path, decode, before)
     }
 
     /// The last entry as `(timestamp, absolute offset)`: the segment's largest timestamp
