@@ -349,19 +349,17 @@ pub fn iter_headers(buf: &[u8]) -> impl Iterator<Item = (usize, RecordBatchHeade
 /// outside the CRC, so the CRC stays valid); the first batch gets `first_offset`, each
 /// next one follows the previous batch's last offset. Returns the offset after the last
 /// batch. Stops at the first incomplete batch, like [`iter_headers`].
+///
+/// The in-place form of what `Log::append` writes (it writes [`offset_patch`] before each
+/// untouched batch body instead of rewriting a copy); both go through `offset_patch`.
 pub fn assign_offsets(buf: &mut [u8], first_offset: i64, leader_epoch: i32) -> i64 {
-    let batches: Vec<(usize, i32)> = iter_headers(buf)
-        .map(|(position, header)| (position, header.last_offset_delta))
-        .collect();
+    let batches: Vec<(usize, RecordBatchHeader)> = iter_headers(buf).collect();
     let mut next = first_offset;
-    for (position, last_offset_delta) in batches {
-        put(buf, position, &next.to_be_bytes());
-        put(
-            buf,
-            position + PARTITION_LEADER_EPOCH_AT,
-            &leader_epoch.to_be_bytes(),
-        );
-        next += i64::from(last_offset_delta) + 1;
+    for (position, mut header) in batches {
+        header.base_offset = next;
+        header.partition_leader_epoch = leader_epoch;
+        put(buf, position, &offset_patch(&header));
+        next = header.last_offset() + 1;
     }
     next
 }
