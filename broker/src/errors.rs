@@ -34,7 +34,9 @@ pub fn storage_error(e: &logbook_storage::Error) -> ResponseError {
         Error::CorruptBatch { .. } => ResponseError::CorruptMessage,
         Error::Batch(b) => batch_error(b),
         Error::AppendTooLarge { .. } => ResponseError::MessageTooLarge,
-        Error::Io(_) => ResponseError::KafkaStorageError,
+        Error::Io(_) | Error::LogFailed { .. } => ResponseError::KafkaStorageError,
+        Error::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        Error::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
     }
 }
 
@@ -44,10 +46,11 @@ pub fn replication_error(e: &logbook_replication::Error) -> ResponseError {
     use logbook_replication::Error;
     match e {
         Error::Storage(s) => storage_error(s),
-        Error::Closed(_) => ResponseError::NotLeaderOrFollower,
+        Error::Closed(_) | Error::NotLeaderOrFollower(_) => ResponseError::NotLeaderOrFollower,
+        Error::UnknownTopicOrPartition(_) => ResponseError::UnknownTopicOrPartition,
+        Error::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+        Error::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
         Error::Timeout { .. } => ResponseError::RequestTimedOut,
-        Error::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
-        Error::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
     }
 }
 

@@ -172,7 +172,10 @@ async fn retention_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
         for topic in broker.topics.all() {
             for partition in &topic.partitions {
                 let result = tokio::task::block_in_place(|| {
-                    partition.with_log_locked(|log| log.apply_retention(now))
+                    partition.apply_retention(
+                        now,
+                        logbook_storage::producer_state::PRODUCER_ID_EXPIRATION_MS_DEFAULT,
+                    )
                 });
                 match result {
                     Ok(0) => {}

@@ -8,10 +8,12 @@
 
 mod flusher;
 mod partition;
-pub mod producer_state;
+mod replica_manager;
 
 pub use flusher::{FlushPolicy, Flusher};
-pub use partition::{AppendOutcome, Partition, PartitionOffsets, TopicPartition};
+pub use logbook_storage::AppendOutcome;
+pub use partition::{Partition, PartitionOffsets, TopicPartition};
+pub use replica_manager::ReplicaManager;
 
 /// Failures a caller of this crate can act on.
 #[derive(Debug, thiserror::Error)]
@@ -22,27 +24,33 @@ pub enum Error {
     /// The partition was deleted or the broker is shutting down while the caller waited.
     #[error("partition {0} is closed")]
     Closed(TopicPartition),
-    /// An idempotent producer skipped or reordered sequence numbers.
-    #[error(
-        "out of order sequence number for producer {producer_id}: expected {expected}, got {got}"
-    )]
-    OutOfOrderSequence {
-        /// The producer.
-        producer_id: i64,
-        /// The sequence the broker expected.
-        expected: i32,
-        /// The sequence it got.
-        got: i32,
+    /// No such topic or partition on this broker.
+    #[error("unknown topic or partition {0}")]
+    UnknownTopicOrPartition(TopicPartition),
+    /// This broker is not the partition's leader.
+    #[error("this broker is not the leader of {0}")]
+    NotLeaderOrFollower(TopicPartition),
+    /// The request carries a leader epoch older than the partition's: the client's
+    /// metadata is stale.
+    #[error("leader epoch {requested} of {topic_partition} is fenced (current {current})")]
+    FencedLeaderEpoch {
+        /// The partition.
+        topic_partition: TopicPartition,
+        /// The epoch in the request.
+        requested: i32,
+        /// The partition's epoch.
+        current: logbook_storage::LeaderEpoch,
     },
-    /// A batch from an older epoch of a producer that has since been re-initialised.
-    #[error("producer {producer_id} epoch {got} is older than the current epoch {current}")]
-    InvalidProducerEpoch {
-        /// The producer.
-        producer_id: i64,
-        /// The producer's current epoch.
-        current: i16,
-        /// The batch's epoch.
-        got: i16,
+    /// The request carries a leader epoch newer than the partition's: this broker has not
+    /// caught up with the controller yet.
+    #[error("leader epoch {requested} of {topic_partition} is unknown (current {current})")]
+    UnknownLeaderEpoch {
+        /// The partition.
+        topic_partition: TopicPartition,
+        /// The epoch in the request.
+        requested: i32,
+        /// The partition's epoch.
+        current: logbook_storage::LeaderEpoch,
     },
     /// The wait for durability/replication did not finish within the request timeout.
     #[error("timed out waiting for offset {offset} to become durable on {topic_partition}")]

@@ -1,37 +1,35 @@
 //! `Partition`: one topic-partition hosted by this broker, owning its `Log`, high watermark
 //! and the waiters on it.
 //!
+//! Offsets, for the replication to come: the *log end* (next offset to assign), the
+//! *durable offset* (everything below is fsync'd: the log's recovery point), the *high
+//! watermark* (what consumers may read and acks=all waits for) and the *last stable
+//! offset* (what read_committed consumers may read), with
+//! `log_start <= last_stable <= high_watermark <= log_end` asserted wherever they are
+//! read together. The high watermark is advanced only by [`Partition::maybe_advance_high_watermark`]:
+//! on a single node it follows the durable offset (or the log end when flushing is left
+//! to the OS); with replication it will follow the in-sync replicas instead.
+//!
 //! Thread-safety: the log sits behind a mutex taken only for short, bounded work (an append of
 //! one request's batches, one read of at most a fetch's byte budget); it is never held across
 //! an `.await`. Offsets visible to others are published through a `watch` channel, which wakes
 //! both acks=all producers and long-polling fetches without any polling.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use logbook_storage::{AppendInfo, Log, LogConfig, ReadResult, SliceRead};
+use logbook_storage::{AppendOutcome, LeaderEpoch, Log, LogConfig, ReadResult, SliceRead};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::flusher::{FlushPolicy, Flusher};
-use crate::producer_state::{CachedBatch, ProducerStateManager, SequenceCheck};
 use crate::Error;
-
-/// What an append did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AppendOutcome {
-    /// The batches were written at these offsets.
-    Appended(AppendInfo),
-    /// The single batch was a retry of one already written; nothing was written.
-    Duplicate(CachedBatch),
-}
 
 /// The log and the state that must change atomically with it.
 struct LogState {
     log: Log,
-    producers: ProducerStateManager,
 }
 
 /// A topic name and partition index, as Kafka names it.
@@ -49,15 +47,36 @@ impl fmt::Display for TopicPartition {
     }
 }
 
-/// The offsets a fetch or ListOffsets answer reports, read together.
+/// The offsets a fetch or ListOffsets answer reports, read together; always
+/// `log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PartitionOffsets {
     /// First offset still in the log.
     pub log_start_offset: i64,
+    /// One past the last offset read_committed consumers may read: the high watermark
+    /// until transactions exist (then: the first offset of the oldest open transaction).
+    pub last_stable_offset: i64,
     /// One past the last offset visible to consumers (durable on a single node).
     pub high_watermark: i64,
     /// One past the last offset appended (possibly not yet durable).
     pub log_end_offset: i64,
+}
+
+impl PartitionOffsets {
+    /// Asserts the offsets' order; a violation is our bug, and serving it would hand
+    /// clients offsets that move backwards.
+    fn checked(self) -> Self {
+        let PartitionOffsets {
+            log_start_offset: start,
+            last_stable_offset: lso,
+            high_watermark: hw,
+            log_end_offset: end,
+        } = self;
+        assert!(start <= lso, "log start {start} > last stable offset {lso}");
+        assert!(lso <= hw, "last stable offset {lso} > high watermark {hw}");
+        assert!(hw <= end, "high watermark {hw} > log end {end}");
+        self
+    }
 }
 
 /// One hosted partition. See the module docs for the locking rules.
@@ -69,7 +88,9 @@ pub struct Partition {
     /// Set when the partition has appends the flusher has not yet picked up.
     flush_queued: AtomicBool,
     flusher: Flusher,
-    leader_epoch: i32,
+    /// The leader epoch this broker leads the partition in (persisted through the log's
+    /// leader-epoch checkpoint; changed by leadership changes once replication exists).
+    leader_epoch: AtomicI32,
     /// Lets the partition hand the flusher a reference to itself.
     self_weak: Weak<Partition>,
 }
@@ -88,16 +109,14 @@ impl Partition {
         let log = Log::open(dir, config)?;
         // Everything recovery kept is on disk already, so it is all visible.
         let (high_watermark, _) = watch::channel(log.log_end_offset());
+        let leader_epoch = log.leader_epochs().latest_epoch().unwrap_or_default();
         Ok(Arc::new_cyclic(|self_weak| Partition {
             topic_partition,
-            log: Mutex::new(Some(LogState {
-                log,
-                producers: ProducerStateManager::default(),
-            })),
+            log: Mutex::new(Some(LogState { log })),
             high_watermark,
             flush_queued: AtomicBool::new(false),
             flusher,
-            leader_epoch: 0,
+            leader_epoch: AtomicI32::new(leader_epoch.0),
             self_weak: self_weak.clone(),
         }))
     }
@@ -110,8 +129,42 @@ impl Partition {
 
     /// The current leader epoch (constant on a single node until leadership exists).
     #[must_use]
-    pub fn leader_epoch(&self) -> i32 {
-        self.leader_epoch
+    pub fn leader_epoch(&self) -> LeaderEpoch {
+        LeaderEpoch(self.leader_epoch.load(Ordering::Acquire))
+    }
+
+    /// Checks a request's `current_leader_epoch` (-1: the client does not know it), as
+    /// Kafka's `Partition.checkCurrentLeaderEpoch` does: an older epoch is a fenced client
+    /// (FENCED_LEADER_EPOCH), a newer one means this broker has not caught up with the
+    /// controller yet (UNKNOWN_LEADER_EPOCH).
+    ///
+    /// # Errors
+    /// `FencedLeaderEpoch` or `UnknownLeaderEpoch`.
+    pub fn check_leader_epoch(&self, requested: i32) -> Result<(), Error> {
+        let current = self.leader_epoch();
+        match requested {
+            -1 => Ok(()),
+            e if e < current.0 => Err(Error::FencedLeaderEpoch {
+                topic_partition: self.topic_partition.clone(),
+                requested: e,
+                current,
+            }),
+            e if e > current.0 => Err(Error::UnknownLeaderEpoch {
+                topic_partition: self.topic_partition.clone(),
+                requested: e,
+                current,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Why the partition is offline (a disk failure took its log down), if it is.
+    #[must_use]
+    pub fn offline_reason(&self) -> Option<String> {
+        self.log
+            .lock()
+            .as_ref()
+            .and_then(|state| state.log.failure().map(str::to_owned))
     }
 
     fn with_log<T>(
@@ -127,63 +180,36 @@ impl Partition {
 
     /// Appends validated batches, assigning offsets in place, and schedules the fsync that
     /// will make them visible. Returns at once: use [`Partition::wait_durable`] for acks=all.
+    /// A retried batch of an idempotent producer is not appended again (the log's producer
+    /// state recognises it, also after a restart): the outcome then carries its offsets.
     ///
     /// # Errors
-    /// Storage errors; the partition being closed.
+    /// Storage errors (sequence errors of idempotent producers among them, and
+    /// `LogFailed` once a disk failure took the log offline); the partition being closed.
     pub fn append(&self, batches: &[u8]) -> Result<AppendOutcome, Error> {
-        let info = {
+        let (outcome, roll_work) = {
             let mut guard = self.log.lock();
             let state = guard
                 .as_mut()
                 .ok_or_else(|| Error::Closed(self.topic_partition.clone()))?;
-            let headers: Vec<_> = logbook_storage::record_batch::iter_headers(batches)
-                .map(|(_, h)| h)
-                .collect();
-            for header in &headers {
-                match state.producers.check(header) {
-                    SequenceCheck::Append => {}
-                    SequenceCheck::Duplicate(cached) if headers.len() == 1 => {
-                        return Ok(AppendOutcome::Duplicate(cached));
-                    }
-                    SequenceCheck::Duplicate(cached) => {
-                        return Err(Error::OutOfOrderSequence {
-                            producer_id: header.producer_id,
-                            expected: cached.last_sequence.wrapping_add(1),
-                            got: header.base_sequence,
-                        });
-                    }
-                    SequenceCheck::OutOfOrder { expected, got } => {
-                        return Err(Error::OutOfOrderSequence {
-                            producer_id: header.producer_id,
-                            expected,
-                            got,
-                        });
-                    }
-                    SequenceCheck::StaleEpoch { current, got } => {
-                        return Err(Error::InvalidProducerEpoch {
-                            producer_id: header.producer_id,
-                            current,
-                            got,
-                        });
-                    }
-                }
-            }
-            let info = state.log.append(batches, self.leader_epoch)?;
-            // `batches` keeps the client's offsets; producer state wants the assigned ones.
-            let mut base = info.first_offset;
-            for mut header in headers {
-                header.base_offset = base;
-                header.partition_leader_epoch = self.leader_epoch;
-                base = header.last_offset() + 1;
-                state.producers.update(&header);
-            }
-            info
+            let outcome = state.log.append(batches, self.leader_epoch().0)?;
+            (outcome, state.log.has_roll_work())
+        };
+        let AppendOutcome::Appended(info) = outcome else {
+            return Ok(outcome);
         };
         match self.flusher.policy() {
             FlushPolicy::EveryWrite => self.schedule_flush(),
-            FlushPolicy::Os => self.advance_high_watermark(info.log_end_offset),
+            FlushPolicy::Os => {
+                // A roll's fsyncs (indexes, directory, producer snapshot) still run, on
+                // the flusher, whatever the policy.
+                if roll_work {
+                    self.schedule_flush();
+                }
+                self.maybe_advance_high_watermark(info.log_end_offset);
+            }
         }
-        Ok(AppendOutcome::Appended(info))
+        Ok(outcome)
     }
 
     pub(crate) fn self_weak(&self) -> Weak<Partition> {
@@ -205,26 +231,41 @@ impl Partition {
         let handle = {
             let mut guard = self.log.lock();
             let Some(state) = guard.as_mut() else { return };
-            state.log.sync_handle()
+            match state.log.sync_handle() {
+                Ok(handle) => handle,
+                // Failed earlier: nothing more becomes durable.
+                Err(_) => return,
+            }
         };
         match handle.sync() {
-            Ok(durable) => {
+            Ok(synced) => {
                 if let Some(state) = self.log.lock().as_mut() {
-                    state.log.mark_durable(durable);
+                    state.log.mark_durable(synced);
                 }
-                self.advance_high_watermark(durable);
+                if self.flusher.policy() == FlushPolicy::EveryWrite {
+                    self.maybe_advance_high_watermark(synced.durable_offset);
+                }
             }
             Err(e) => {
-                // An fsync failure means the page cache may not match the disk: Kafka halts
-                // the log dir. We keep the high watermark where it is so nothing undurable is
-                // exposed, and retry on the next append.
-                tracing::error!(partition = %self.topic_partition, error = %e, "fsync failed; high watermark not advanced");
+                // After a failed fsync Linux may have dropped the dirty pages and cleared
+                // the error, so a retry could "succeed" over lost data. The log fails for
+                // good: the high watermark stays where the last good sync left it, appends
+                // get KAFKA_STORAGE_ERROR, and only a restart (recovery) brings it back.
+                if let Some(state) = self.log.lock().as_mut() {
+                    state.log.mark_failed(format!("fsync failed: {e}"));
+                }
+                tracing::error!(partition = %self.topic_partition, error = %e, "fsync failed; partition offline until restart");
             }
         }
     }
 
-    fn advance_high_watermark(&self, offset: i64) {
+    /// Moves the high watermark up to `candidate`, never down. On a single node the
+    /// candidate is the durable offset (or the log end when the OS flushes); replication
+    /// will pass the smallest log end of the in-sync replicas. Waiters (acks=all, fetch
+    /// long-polls) wake on every advance.
+    fn maybe_advance_high_watermark(&self, candidate: i64) {
         self.high_watermark.send_if_modified(|hw| {
+            let offset = candidate;
             if offset > *hw {
                 *hw = offset;
                 true
@@ -240,23 +281,28 @@ impl Partition {
         *self.high_watermark.borrow()
     }
 
-    /// Log start, high watermark and log end, consistent with each other.
+    /// Log start, last stable offset, high watermark and log end, consistent with each
+    /// other (read under the log's lock).
     ///
     /// # Errors
     /// The partition being closed.
     pub fn offsets(&self) -> Result<PartitionOffsets, Error> {
         let (log_start_offset, log_end_offset) =
             self.with_log(|log| Ok((log.log_start_offset(), log.log_end_offset())))?;
-        let high_watermark = self.high_watermark().min(log_end_offset);
-        assert!(
-            log_start_offset <= log_end_offset,
-            "log start {log_start_offset} > log end {log_end_offset}"
-        );
+        // The high watermark may trail a log start that DeleteRecords or retention moved
+        // past it (only below what was ever visible), and may lead a log end that a
+        // replication truncation moved back; both are clamped.
+        let high_watermark = self
+            .high_watermark()
+            .min(log_end_offset)
+            .max(log_start_offset);
         Ok(PartitionOffsets {
             log_start_offset,
-            high_watermark: high_watermark.max(log_start_offset),
+            last_stable_offset: high_watermark,
+            high_watermark,
             log_end_offset,
-        })
+        }
+        .checked())
     }
 
     /// A receiver that wakes whenever the high watermark advances; subscribe *before* reading
@@ -312,16 +358,61 @@ impl Partition {
         self.with_log(|log| log.read_slices(offset, max_bytes, high_watermark, min_one_batch))
     }
 
-    /// Runs `f` with the log locked, for rare operations (ListOffsets by timestamp, config
-    /// changes). Keep `f` short: it blocks appends.
+    /// The first batch below the high watermark whose max timestamp is at or after
+    /// `timestamp_ms` (ListOffsets by timestamp; the caller decodes it for the record).
     ///
     /// # Errors
-    /// Whatever `f` returns; the partition being closed.
-    pub fn with_log_locked<T>(
+    /// Storage errors; the partition being closed.
+    pub fn batch_for_timestamp(&self, timestamp_ms: i64) -> Result<Option<bytes::Bytes>, Error> {
+        let high_watermark = self.high_watermark();
+        self.with_log(|log| log.batch_for_timestamp(timestamp_ms, high_watermark))
+    }
+
+    /// The batch below the high watermark holding the largest timestamp (ListOffsets
+    /// MAX_TIMESTAMP).
+    ///
+    /// # Errors
+    /// Storage errors; the partition being closed.
+    pub fn batch_with_max_timestamp(&self) -> Result<Option<bytes::Bytes>, Error> {
+        let high_watermark = self.high_watermark();
+        self.with_log(|log| log.batch_with_max_timestamp(high_watermark))
+    }
+
+    /// Applies `retention.ms` / `retention.bytes` as of `now_ms` and forgets idempotent
+    /// producers silent for `producer_id_expiration_ms`; returns the segments removed.
+    /// Blocking (file deletions, a checkpoint write): call off the async workers.
+    ///
+    /// # Errors
+    /// Storage errors; the partition being closed.
+    pub fn apply_retention(
         &self,
-        f: impl FnOnce(&mut Log) -> Result<T, logbook_storage::Error>,
-    ) -> Result<T, Error> {
-        self.with_log(f)
+        now_ms: i64,
+        producer_id_expiration_ms: i64,
+    ) -> Result<usize, Error> {
+        self.with_log(|log| {
+            log.remove_expired_producers(now_ms, producer_id_expiration_ms);
+            log.apply_retention(now_ms)
+        })
+    }
+
+    /// Raises the log start to `offset` (DeleteRecords), which may not pass the high
+    /// watermark (Kafka: OFFSET_OUT_OF_RANGE); deletes the segments wholly below it.
+    ///
+    /// # Errors
+    /// `OffsetOutOfRange` above the high watermark; storage errors.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64, Error> {
+        let high_watermark = self.high_watermark();
+        self.with_log(|log| {
+            if offset > high_watermark {
+                return Err(logbook_storage::Error::OffsetOutOfRange {
+                    requested: offset,
+                    log_start_offset: log.log_start_offset(),
+                    log_end_offset: high_watermark,
+                });
+            }
+            log.delete_records_before(offset)?;
+            Ok(log.log_start_offset())
+        })
     }
 
     /// Applies a new log configuration (topic config change).
@@ -359,3 +450,6 @@ impl Partition {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -43,4 +43,35 @@ pub enum Error {
     /// The operating system failed a file operation (maps to `KafkaStorageError`).
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// An earlier write or fsync failed in a way that leaves the log's files in doubt;
+    /// the log refuses appends until a restart recovers it (maps to `KafkaStorageError`).
+    #[error("log in {} failed: {reason}", dir.display())]
+    LogFailed {
+        /// The partition directory.
+        dir: std::path::PathBuf,
+        /// The original failure.
+        reason: String,
+    },
+    /// An idempotent producer skipped or reordered sequence numbers.
+    #[error(
+        "out of order sequence number for producer {producer_id}: expected {expected}, got {got}"
+    )]
+    OutOfOrderSequence {
+        /// The producer.
+        producer_id: i64,
+        /// The sequence the broker expected.
+        expected: i32,
+        /// The sequence it got.
+        got: i32,
+    },
+    /// A batch from an older epoch of a producer that has since been re-initialised.
+    #[error("producer {producer_id} epoch {got} is older than the current epoch {current}")]
+    InvalidProducerEpoch {
+        /// The producer.
+        producer_id: i64,
+        /// The producer's current epoch.
+        current: i16,
+        /// The batch's epoch.
+        got: i16,
+    },
 }

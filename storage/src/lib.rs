@@ -13,10 +13,13 @@
 
 mod checkpoint; // small durable files, write-temp-fsync-rename
 pub mod error;
+pub mod fault; // fault injection for writes and fsyncs (tests and the `fault-injection` feature only)
 mod index_file; // per-use descriptors for .index/.timeindex
+pub mod leader_epoch_cache; // LeaderEpochFileCache (leader-epoch-checkpoint)
 pub mod log; // Log
 mod log_segment; // LogSegment
 mod offset_index; // OffsetIndex
+pub mod producer_state; // ProducerStateManager and its snapshots
 pub mod record_batch; // header view + validation + in-place rewrites
 mod time_index; // TimeIndex
 
@@ -24,5 +27,9 @@ mod time_index; // TimeIndex
 mod test_util;
 
 pub use error::Error;
-pub use log::{AppendInfo, FileSlice, Log, LogConfig, ReadResult, SliceRead, SyncHandle};
+pub use leader_epoch_cache::{EpochEntry, LeaderEpoch, LeaderEpochFileCache};
+pub use log::{
+    AppendInfo, AppendOutcome, FileSlice, Log, LogConfig, ReadResult, SliceRead, SyncHandle, Synced,
+};
+pub use producer_state::{BatchMetadata, ProducerSnapshot};
 pub use record_batch::{BatchError, RecordBatchHeader};

@@ -16,7 +16,9 @@ use crate::checkpoint::{
     self, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, TMP_SUFFIX,
 };
 use crate::error::Error;
+use crate::leader_epoch_cache::{EpochCheckpoint, LeaderEpoch, LeaderEpochFileCache};
 use crate::log_segment::{LogSegment, SEGMENT_BYTES_MAX};
+use crate::producer_state::{BatchMetadata, ProducerSnapshot, ProducerStateManager, SequenceCheck};
 use crate::record_batch::{iter_headers, RecordBatchHeader};
 
 /// Per-log settings, Kafka's topic configs of the same names.
@@ -75,6 +77,27 @@ pub struct AppendInfo {
     pub log_end_offset: i64,
 }
 
+/// What an append did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendOutcome {
+    /// The batches were written at these offsets.
+    Appended(AppendInfo),
+    /// The append was one batch that an idempotent producer had already written (a
+    /// retry): nothing was written; answer with the offsets it got the first time.
+    Duplicate(BatchMetadata),
+}
+
+impl AppendOutcome {
+    /// The offsets written, or `None` for a duplicate.
+    #[must_use]
+    pub fn appended(self) -> Option<AppendInfo> {
+        match self {
+            AppendOutcome::Appended(info) => Some(info),
+            AppendOutcome::Duplicate(_) => None,
+        }
+    }
+}
+
 /// Result of [`Log::read`].
 #[derive(Clone, Debug)]
 pub struct ReadResult {
@@ -123,30 +146,106 @@ impl FileSlice {
     }
 }
 
-/// What to fsync to make every append made before its capture durable.
+/// What to fsync to make every append made before its capture durable, and the
+/// durability work a roll left behind.
 ///
-/// Holds shared file handles (not paths), so it stays valid if segments roll or are
-/// deleted meanwhile (fsync of an unlinked file is harmless). `Send`: capture it under
-/// the caller's lock, [`SyncHandle::sync`] outside it, then [`Log::mark_durable`].
+/// Holds shared file handles and paths (not segments), so it stays valid if segments roll
+/// or are deleted meanwhile (fsync of an unlinked file is harmless; a deleted index is
+/// skipped). `Send`: capture it under the caller's lock with [`Log::sync_handle`],
+/// [`SyncHandle::sync`] outside it, then [`Log::mark_durable`] with the result.
 #[derive(Debug)]
 pub struct SyncHandle {
     files: Vec<Arc<File>>,
     end_offset: i64,
     /// Durable-once-synced bytes to drop from the page cache after the fsync.
     drop_cached: Option<FileSlice>,
+    /// Work rolls queued: index fsyncs, the directory fsync, producer snapshots.
+    roll_work: RollWork,
+    /// The recovery point to checkpoint once `end_offset` is durable (when it enters a
+    /// newer segment), bounding crash recovery to about one segment.
+    recovery_point: Option<i64>,
+    dir: PathBuf,
+}
+
+/// Durability work a segment roll leaves for the flusher, so that no fsync runs under the
+/// log's lock or on an async worker: the rolled segment's final indexes, the directory
+/// entry of the new segment, and the producer-state snapshot at the new base offset. All
+/// of it is done before the high watermark may pass the new segment's first batch.
+#[derive(Debug, Default)]
+pub(crate) struct RollWork {
+    index_files: Vec<PathBuf>,
+    sync_dir: bool,
+    /// Written before the snapshots: a snapshot at offset S on disk implies the epoch
+    /// checkpoint covers everything below S, which recovery relies on.
+    epoch_checkpoint: Option<EpochCheckpoint>,
+    snapshots: Vec<ProducerSnapshot>,
+}
+
+impl RollWork {
+    fn is_empty(&self) -> bool {
+        self.index_files.is_empty()
+            && !self.sync_dir
+            && self.epoch_checkpoint.is_none()
+            && self.snapshots.is_empty()
+    }
+
+    /// Does the work. Blocking. A deleted index file (retention got there first) is
+    /// skipped; every other failure is returned.
+    fn run(&self, dir: &Path) -> io::Result<()> {
+        for path in &self.index_files {
+            match File::open(path) {
+                Ok(file) => file.sync_all()?,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if self.sync_dir {
+            checkpoint::sync_dir(dir)?;
+        }
+        if let Some(epochs) = &self.epoch_checkpoint {
+            epochs.write()?;
+        }
+        for snapshot in &self.snapshots {
+            snapshot.write()?;
+        }
+        Ok(())
+    }
+}
+
+/// What a successful [`SyncHandle::sync`] made durable, for [`Log::mark_durable`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Synced {
+    /// Everything below this offset is durable.
+    pub durable_offset: i64,
+    /// The recovery point now in the `recovery-point` file, if the sync wrote it.
+    checkpointed_recovery_point: Option<i64>,
 }
 
 impl SyncHandle {
-    /// fdatasyncs the captured `.log` files; returns the offset below which everything
-    /// is now durable (the log end at capture). Blocking; call without holding locks.
-    pub fn sync(self) -> io::Result<i64> {
+    /// fdatasyncs the captured `.log` files, does the roll work, then checkpoints the
+    /// recovery point if due; returns what is now durable (everything below the log end
+    /// at capture). Blocking; call without holding locks.
+    ///
+    /// # Errors
+    /// The first failed fsync or write. The caller must then treat the log as failed
+    /// (Linux may drop dirty pages and clear the error after a failed fsync, so a retry
+    /// could "succeed" over lost data): see `Log::mark_failed`.
+    pub fn sync(self) -> io::Result<Synced> {
         for file in &self.files {
+            crate::fault::check(crate::fault::Op::Fsync, &self.dir)?;
             file.sync_data()?;
         }
+        self.roll_work.run(&self.dir)?;
         if let Some(slice) = &self.drop_cached {
             crate::log_segment::drop_cached(slice);
         }
-        Ok(self.end_offset)
+        if let Some(rp) = self.recovery_point {
+            checkpoint::write(&self.dir, RECOVERY_POINT_FILE, &[rp])?;
+        }
+        Ok(Synced {
+            durable_offset: self.end_offset,
+            checkpointed_recovery_point: self.recovery_point,
+        })
     }
 
     /// The log end offset at capture.
@@ -185,12 +284,42 @@ pub struct Log {
     recovery_point: i64,
     /// The value in the `recovery-point` file.
     checkpointed_recovery_point: i64,
+    /// Idempotent producers' last batches, rebuilt in recovery.
+    producer_state: ProducerStateManager,
+    /// First offset of every leader epoch, rebuilt in recovery.
+    leader_epochs: LeaderEpochFileCache,
+    /// Durability work of rolls not yet handed to a [`SyncHandle`].
+    roll_work: RollWork,
+    /// Set when a write or fsync failed in a way that leaves the files in doubt: every
+    /// later append, sync and truncation is refused (Kafka takes the log dir offline).
+    failed: Option<String>,
 }
 
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Calls `f` with the header of every batch whose last offset is `>= from`, in offset
+/// order, across `segments`. Reads headers only.
+fn for_each_header_from(
+    segments: &[LogSegment],
+    from: i64,
+    mut f: impl FnMut(&RecordBatchHeader),
+) -> Result<(), Error> {
+    let first = segments
+        .partition_point(|s| s.base_offset() <= from)
+        .saturating_sub(1);
+    for segment in segments.get(first..).unwrap_or_default() {
+        segment.scan_headers(0, |_, header| {
+            if header.last_offset() >= from {
+                f(header);
+            }
+            ControlFlow::Continue(())
+        })?;
+    }
+    Ok(())
 }
 
 /// Parses `<20 digits>.<ext>` into the base offset.
@@ -254,6 +383,10 @@ impl Log {
             log_start_offset: 0,
             recovery_point: 0,
             checkpointed_recovery_point: recovery_checkpoint.unwrap_or(-1),
+            producer_state: ProducerStateManager::new(dir)?,
+            leader_epochs: LeaderEpochFileCache::load(dir)?,
+            roll_work: RollWork::default(),
+            failed: None,
         };
         log.clamp_config();
         if bases.is_empty() {
@@ -264,6 +397,9 @@ impl Log {
             log.recovery_point = base;
             // No recovery-point file is written for an empty log: without one, recovery
             // scans from the first segment, which is exactly right for a log this new.
+            // Snapshots and epochs describe data that is gone.
+            log.producer_state.clear()?;
+            log.leader_epochs.clear();
             log.check_invariants();
             return Ok(log);
         }
@@ -390,9 +526,64 @@ impl Log {
                 segment.evict_indexes()?;
             }
         }
+        log.leader_epochs.truncate_from_end(log.log_end_offset());
+        log.leader_epochs.truncate_from_start(log.log_start_offset);
+        log.load_producer_state(clean_start.is_some())?;
+        log.fill_first_epoch()?;
         log.check_invariants();
         tracing::debug!(dir = %dir.display(), log_start = log.log_start_offset, log_end = log.log_end_offset(), clean = clean_start.is_some(), "opened log");
         Ok(log)
+    }
+
+    /// Rebuilds producer state: the newest snapshot at or below the log end, then the
+    /// batch headers after it (all of the log when there is no snapshot). After a clean
+    /// shutdown with no snapshot at all there was no producer state to keep (a clean
+    /// close writes one whenever there is), so nothing is scanned.
+    fn load_producer_state(&mut self, clean: bool) -> Result<(), Error> {
+        let log_end = self.log_end_offset();
+        let from = match self.producer_state.load(log_end)? {
+            Some(offset) => offset,
+            None if clean => return Ok(()),
+            None => self.log_start_offset,
+        };
+        let from = from.max(self.log_start_offset);
+        if from >= log_end {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        let mut batches = 0_u64;
+        let state = &mut self.producer_state;
+        let epochs = &mut self.leader_epochs;
+        for_each_header_from(&self.segments, from, |header| {
+            if header.producer_id >= 0 {
+                state.update(header);
+            }
+            epochs.assign(
+                LeaderEpoch(header.partition_leader_epoch),
+                header.base_offset,
+            );
+            batches += 1;
+        })?;
+        tracing::info!(dir = %self.dir.display(), from, log_end, batches, producers = self.producer_state.producer_count(), elapsed_ms = started.elapsed().as_millis(), "rebuilt producer state from the log");
+        Ok(())
+    }
+
+    /// A non-empty log with no epoch known (its checkpoint was lost, or was never
+    /// written by an older version) learns the epoch of its first batch, so the cache
+    /// always covers the log from its start.
+    fn fill_first_epoch(&mut self) -> Result<(), Error> {
+        if self.leader_epochs.latest_epoch().is_some()
+            || self.log_start_offset == self.log_end_offset()
+        {
+            return Ok(());
+        }
+        if let Some((_, _, header)) = self.locate(self.log_start_offset)? {
+            self.leader_epochs.assign(
+                LeaderEpoch(header.partition_leader_epoch),
+                self.log_start_offset,
+            );
+        }
+        Ok(())
     }
 
     fn clamp_config(&mut self) {
@@ -481,8 +672,74 @@ impl Log {
 
     /// Appends already-validated batches (`validate_batches` succeeded), with the
     /// wall clock as the segment-age clock. See [`Log::append_at`].
-    pub fn append(&mut self, batches: &[u8], leader_epoch: i32) -> Result<AppendInfo, Error> {
+    pub fn append(&mut self, batches: &[u8], leader_epoch: i32) -> Result<AppendOutcome, Error> {
         self.append_at(batches, leader_epoch, now_ms())
+    }
+
+    /// The error for a log that failed earlier, if it did.
+    fn check_not_failed(&self) -> Result<(), Error> {
+        match &self.failed {
+            Some(reason) => Err(Error::LogFailed {
+                dir: self.dir.clone(),
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the log failed after a write or fsync error that leaves its files in doubt:
+    /// from now on appends, syncs and truncations return [`Error::LogFailed`] (reads of
+    /// what was durable before keep working). Kafka takes the whole log dir offline in
+    /// this case; a restart runs recovery, which trusts only what validates on disk.
+    pub fn mark_failed(&mut self, reason: String) {
+        if self.failed.is_none() {
+            tracing::error!(dir = %self.dir.display(), %reason, "log failed: no more appends until restart");
+            self.failed = Some(reason);
+        }
+    }
+
+    /// Why the log failed, if it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Checks idempotent producers' sequences for every batch of an append (Kafka's
+    /// `analyzeAndValidateProducerState`): `Ok(Some(..))` when the append is exactly one
+    /// batch already in the log (a retry), `Ok(None)` to append.
+    fn check_producers(
+        &self,
+        headers: &[(usize, RecordBatchHeader)],
+    ) -> Result<Option<BatchMetadata>, Error> {
+        for (_, header) in headers {
+            match self.producer_state.check(header) {
+                SequenceCheck::Append => {}
+                SequenceCheck::Duplicate(cached) if headers.len() == 1 => {
+                    return Ok(Some(cached));
+                }
+                SequenceCheck::Duplicate(cached) => {
+                    return Err(Error::OutOfOrderSequence {
+                        producer_id: header.producer_id,
+                        expected: cached.last_sequence.wrapping_add(1),
+                        got: header.base_sequence,
+                    });
+                }
+                SequenceCheck::OutOfOrder { expected, got } => {
+                    return Err(Error::OutOfOrderSequence {
+                        producer_id: header.producer_id,
+                        expected,
+                        got,
+                    });
+                }
+                SequenceCheck::StaleEpoch { current, got } => {
+                    return Err(Error::InvalidProducerEpoch {
+                        producer_id: header.producer_id,
+                        current,
+                        got,
+                    });
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Appends batches, taking `now_ms` as the wall-clock time for `segment_ms` rolls.
@@ -500,7 +757,8 @@ impl Log {
         batches: &[u8],
         leader_epoch: i32,
         now_ms: i64,
-    ) -> Result<AppendInfo, Error> {
+    ) -> Result<AppendOutcome, Error> {
+        self.check_not_failed()?;
         let mut headers: Vec<(usize, RecordBatchHeader)> = iter_headers(batches).collect();
         let covered = headers.last().map_or(0, |(p, h)| p + h.total_bytes());
         if headers.is_empty() || covered != batches.len() {
@@ -524,6 +782,9 @@ impl Log {
                 bytes: batches.len(),
             });
         }
+        if let Some(duplicate) = self.check_producers(&headers)? {
+            return Ok(AppendOutcome::Duplicate(duplicate));
+        }
         if self.should_roll(batches.len() as u64, offsets, now_ms) {
             self.roll()?;
         }
@@ -538,7 +799,14 @@ impl Log {
         let preallocate_max = self.config.preallocate_bytes_max;
         let active = self.active_mut();
         active.preallocate(batches.len(), preallocate_max);
-        active.append(batches, &headers, interval, now_ms)?;
+        if let Err(e) = active.append(batches, &headers, interval, now_ms) {
+            return Err(self.write_failed(e));
+        }
+        for (_, header) in &headers {
+            self.producer_state.update(header);
+        }
+        self.leader_epochs
+            .assign(LeaderEpoch(leader_epoch), first_offset);
         let max_timestamp = headers
             .iter()
             .map(|(_, h)| h.max_timestamp)
@@ -549,12 +817,31 @@ impl Log {
             "log end {} != {next}",
             self.log_end_offset()
         );
-        Ok(AppendInfo {
+        Ok(AppendOutcome::Appended(AppendInfo {
             first_offset,
             last_offset: next - 1,
             max_timestamp,
             log_end_offset: next,
-        })
+        }))
+    }
+
+    /// Turns a failed append write into the caller's error. The segment already cut its
+    /// file back to where the append began; if that worked, the log is intact and stays
+    /// usable (out of space is usually temporary: the next append after space is freed
+    /// succeeds). If the file could not be cut back, the log fails.
+    fn write_failed(&mut self, e: crate::log_segment::AppendError) -> Error {
+        match e {
+            crate::log_segment::AppendError::RolledBack(e) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "append write failed; nothing was appended");
+                Error::Io(e)
+            }
+            crate::log_segment::AppendError::InDoubt { write, cut } => {
+                self.mark_failed(format!(
+                    "append write failed ({write}) and cutting the segment back failed ({cut})"
+                ));
+                Error::Io(write)
+            }
+        }
     }
 
     fn should_roll(&self, bytes: u64, offsets: i64, now_ms: i64) -> bool {
@@ -569,19 +856,35 @@ impl Log {
             || active.next_offset() + offsets - 1 - active.base_offset() > i64::from(u32::MAX)
     }
 
-    /// Closes the active segment (final time index entry, indexes fsync'd) and starts a
-    /// new one at the log end (directory fsync'd so the new file survives a crash).
+    /// Closes the active segment (final time index entry, indexes written) and starts a
+    /// new one at the log end. The fsyncs that make the roll durable (the old segment's
+    /// indexes, the directory entry of the new one) and the producer snapshot at the new
+    /// base are queued as [`RollWork`] for the next [`SyncHandle`], so none runs here,
+    /// under the caller's lock; the high watermark cannot pass data in the new segment
+    /// before that sync has done them.
     fn roll(&mut self) -> Result<(), Error> {
         let base = self.log_end_offset();
         let active = self.active_mut();
         active.on_inactive()?;
-        active.sync_indexes()?;
+        let index_files = active.index_paths();
         active.evict_indexes()?;
         let segment = LogSegment::create(&self.dir, base)?;
-        checkpoint::sync_dir(&self.dir)?;
         tracing::info!(dir = %self.dir.display(), base_offset = base, "rolled new segment");
         self.segments.push(segment);
+        self.roll_work.index_files.extend(index_files);
+        self.roll_work.sync_dir = true;
+        if let Some(epochs) = self.leader_epochs.take_checkpoint() {
+            self.roll_work.epoch_checkpoint = Some(epochs);
+        }
+        let snapshot = self.producer_state.take_snapshot(base);
+        self.roll_work.snapshots.push(snapshot);
         Ok(())
+    }
+
+    /// Whether a roll left durability work for the next sync (the caller schedules one
+    /// even when its flush policy would not).
+    pub fn has_roll_work(&self) -> bool {
+        !self.roll_work.is_empty()
     }
 
     fn out_of_range(&self, requested: i64) -> Error {
@@ -822,7 +1125,12 @@ impl Log {
     /// active one), as shared handles, and the log end at capture; and the range of the
     /// active segment that the sync will then drop from the page cache (all but its last
     /// `page_cache_tail_bytes`). Cheap (no I/O).
-    pub fn sync_handle(&mut self) -> SyncHandle {
+    ///
+    /// # Errors
+    /// [`Error::LogFailed`] once the log failed: nothing is synced any more, so the high
+    /// watermark stays where the last successful sync left it.
+    pub fn sync_handle(&mut self) -> Result<SyncHandle, Error> {
+        self.check_not_failed()?;
         let tail = self.config.page_cache_tail_bytes;
         let drop_cached = (tail > 0)
             .then(|| self.active_mut().trim_page_cache(tail))
@@ -834,33 +1142,33 @@ impl Log {
             }
             segment.sync_files(&mut files);
         }
-        SyncHandle {
-            files,
-            end_offset: self.log_end_offset(),
-            drop_cached,
-        }
-    }
-
-    /// Records that everything below `offset` is durable (from [`SyncHandle::sync`]).
-    /// Clamped to the log end (a truncation may have happened since capture). The
-    /// `recovery-point` file is rewritten (two fsyncs) only when the recovery point
-    /// enters a newer segment, bounding crash recovery to about one segment; a failed
-    /// write is logged and retried at the next crossing or at close.
-    pub fn mark_durable(&mut self, offset: i64) {
-        let offset = offset.min(self.log_end_offset());
-        if offset <= self.recovery_point {
-            return;
-        }
-        self.recovery_point = offset;
-        let (checkpointed, rp) = (self.checkpointed_recovery_point, self.recovery_point);
+        let end_offset = self.log_end_offset();
+        // The recovery-point file is rewritten only when the recovery point enters a
+        // newer segment, bounding crash recovery to about one segment.
+        let checkpointed = self.checkpointed_recovery_point;
         let crossed = self
             .segments
             .iter()
-            .any(|s| checkpointed < s.base_offset() && s.base_offset() <= rp);
-        if crossed {
-            if let Err(e) = self.write_recovery_point() {
-                tracing::warn!(dir = %self.dir.display(), error = %e, "failed to checkpoint the recovery point");
-            }
+            .any(|s| checkpointed < s.base_offset() && s.base_offset() <= end_offset);
+        Ok(SyncHandle {
+            files,
+            end_offset,
+            drop_cached,
+            roll_work: std::mem::take(&mut self.roll_work),
+            recovery_point: crossed.then_some(end_offset),
+            dir: self.dir.clone(),
+        })
+    }
+
+    /// Records what a [`SyncHandle::sync`] made durable. The durable offset is clamped
+    /// to the log end (a truncation may have happened since capture).
+    pub fn mark_durable(&mut self, synced: Synced) {
+        if let Some(rp) = synced.checkpointed_recovery_point {
+            self.checkpointed_recovery_point = rp;
+        }
+        let offset = synced.durable_offset.min(self.log_end_offset());
+        if offset > self.recovery_point {
+            self.recovery_point = offset;
         }
     }
 
@@ -897,7 +1205,28 @@ impl Log {
             tracing::info!(segment = %segment.log_path().display(), "deleting segment");
             segment.delete_files()?;
         }
+        let first_base = self.segments.first().map_or(0, LogSegment::base_offset);
+        self.producer_state
+            .on_log_start_advanced(self.log_start_offset, first_base)?;
+        self.leader_epochs
+            .truncate_from_start(self.log_start_offset);
         Ok(())
+    }
+
+    /// Forgets idempotent producers silent for `expiration_ms` (Kafka's
+    /// `producer.id.expiration.ms`); returns how many.
+    pub fn remove_expired_producers(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.producer_state.remove_expired(now_ms, expiration_ms)
+    }
+
+    /// The leader-epoch cache (first offset of every epoch).
+    pub fn leader_epochs(&self) -> &LeaderEpochFileCache {
+        &self.leader_epochs
+    }
+
+    /// Idempotent producers tracked (for tests and metrics).
+    pub fn producer_count(&self) -> usize {
+        self.producer_state.producer_count()
     }
 
     /// Applies `retention_ms` (a segment whose largest timestamp is older than
@@ -952,6 +1281,7 @@ impl Log {
     /// restarted at `offset` (Kafka's truncate-fully-and-start-at). `offset >=` log end
     /// is a no-op. Rebuilds the cut segment's indexes (O(segment) header reads).
     pub fn truncate_to(&mut self, offset: i64) -> Result<(), Error> {
+        self.check_not_failed()?;
         if offset >= self.log_end_offset() {
             return Ok(());
         }
@@ -986,16 +1316,28 @@ impl Log {
             // Recovery must not trust data that will be rewritten above this point.
             self.write_recovery_point()?;
         }
+        // Producer state described batches that are gone: reload the newest snapshot
+        // still valid and replay the headers after it (Kafka's truncateAndReload).
+        let log_end = self.log_end_offset();
+        self.leader_epochs.truncate_from_end(log_end);
+        self.leader_epochs
+            .truncate_from_start(self.log_start_offset);
+        self.roll_work.snapshots.retain(|s| s.offset() <= log_end);
+        self.producer_state.remove_snapshots_from(log_end + 1)?;
+        self.load_producer_state(false)?;
         self.check_invariants();
         Ok(())
     }
 
     /// fsyncs everything and writes the checkpoints (log start, recovery point = log
     /// end, then the clean-shutdown marker), so the next open skips the CRC scan.
+    /// A failed log writes no clean-shutdown marker: its next open runs recovery.
     pub fn close(mut self) -> Result<(), Error> {
+        self.check_not_failed()?;
         let active = self.active_mut();
         active.on_inactive()?;
         active.sync_indexes()?;
+        std::mem::take(&mut self.roll_work).run(&self.dir)?;
         let mut files = Vec::new();
         for segment in self.segments.iter().rev() {
             if segment.next_offset() <= self.recovery_point {
@@ -1008,6 +1350,15 @@ impl Log {
         }
         let log_end = self.log_end_offset();
         self.recovery_point = log_end;
+        // The producer state at the log end, so the next open replays nothing; only when
+        // there is state to keep (or an older snapshot to supersede), since an open after
+        // a clean shutdown with no snapshot at all starts with empty state.
+        if let Some(epochs) = self.leader_epochs.take_checkpoint() {
+            epochs.write()?;
+        }
+        if !self.producer_state.is_empty() || self.producer_state.latest_snapshot().is_some() {
+            self.producer_state.take_snapshot(log_end).write()?;
+        }
         checkpoint::write(&self.dir, LOG_START_OFFSET_FILE, &[self.log_start_offset])?;
         self.write_recovery_point()?;
         checkpoint::write(

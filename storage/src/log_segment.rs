@@ -106,6 +106,20 @@ pub(crate) struct LogSegment {
     uncached_below: u64,
 }
 
+/// A failed append write, and whether the segment could be cut back to where it began.
+#[derive(Debug)]
+pub(crate) enum AppendError {
+    /// Nothing of the append remains: the segment is as it was before.
+    RolledBack(io::Error),
+    /// Part of the append may remain in the file: the segment is in doubt.
+    InDoubt {
+        /// Why the write failed.
+        write: io::Error,
+        /// Why cutting the file back failed.
+        cut: io::Error,
+    },
+}
+
 /// Least bytes dropped from the page cache at once (fewer, larger `fadvise` calls).
 const DROP_CACHED_BYTES_MIN: u64 = 1 << 20;
 
@@ -323,17 +337,21 @@ impl LogSegment {
         headers: &[(usize, RecordBatchHeader)],
         index_interval_bytes: u32,
         now_ms: i64,
-    ) -> io::Result<()> {
+    ) -> Result<(), AppendError> {
         let start = self.size;
         assert!(
             u64::from(start) + buf.len() as u64 <= u64::from(u32::MAX),
             "append of {} bytes at {start} overflows u32 positions",
             buf.len()
         );
-        if let Err(e) = write_patched_at(&self.log_file, buf, headers, u64::from(start)) {
-            let _ = self.log_file.set_len(u64::from(start));
+        let written = crate::fault::check(crate::fault::Op::Write, &self.log_path)
+            .and_then(|()| write_patched_at(&self.log_file, buf, headers, u64::from(start)));
+        if let Err(write) = written {
             self.preallocated = 0;
-            return Err(e);
+            return Err(match self.log_file.set_len(u64::from(start)) {
+                Ok(()) => AppendError::RolledBack(write),
+                Err(cut) => AppendError::InDoubt { write, cut },
+            });
         }
         if self.first_append_ms.is_none() {
             self.first_append_ms = Some(now_ms);
@@ -748,6 +766,14 @@ impl LogSegment {
     /// included: the active one is rebuilt by recovery, a rolled one is synced at roll.
     pub(crate) fn sync_files(&self, out: &mut Vec<Arc<File>>) {
         out.push(Arc::clone(&self.log_file));
+    }
+
+    /// The `.index` and `.timeindex` paths, for an fsync outside the log's lock.
+    pub(crate) fn index_paths(&self) -> [PathBuf; 2] {
+        [
+            self.offset_index.path().to_path_buf(),
+            self.time_index.path().to_path_buf(),
+        ]
     }
 
     /// fsyncs the indexes now (a rolled segment's indexes are final).

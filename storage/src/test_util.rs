@@ -65,3 +65,19 @@ pub(crate) fn batch_with_timestamps(
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     out
 }
+
+/// [`batch`] from idempotent producer `producer_id` at `epoch`, first sequence `sequence`.
+pub(crate) fn idempotent_batch(
+    records_count: usize,
+    producer_id: i64,
+    epoch: i16,
+    sequence: i32,
+) -> Vec<u8> {
+    let mut out = batch(records_count, 8, 1_000);
+    out[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    out[51..53].copy_from_slice(&epoch.to_be_bytes());
+    out[53..57].copy_from_slice(&sequence.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
+}

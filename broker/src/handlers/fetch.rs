@@ -140,7 +140,7 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
                             return error_partition(req.partition, *e);
                         }
                     };
-                    if req.current_leader_epoch > partition.leader_epoch() {
+                    if req.current_leader_epoch > partition.leader_epoch().0 {
                         error = true;
                         return error_partition(req.partition, ResponseError::UnknownLeaderEpoch);
                     }
@@ -168,6 +168,7 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
                         Ok((read, set)) => {
                             let offsets = partition.offsets().ok();
                             let high_watermark = offsets.map_or(-1, |o| o.high_watermark);
+                            let last_stable = offsets.map_or(-1, |o| o.last_stable_offset);
                             let n = read.bytes;
                             if n > 0 {
                                 min_one_batch = false;
@@ -177,7 +178,7 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
                             PartitionData::default()
                                 .with_partition_index(req.partition)
                                 .with_high_watermark(high_watermark)
-                                .with_last_stable_offset(high_watermark)
+                                .with_last_stable_offset(last_stable)
                                 .with_log_start_offset(read.log_start_offset)
                                 .with_aborted_transactions(read_committed.then(Vec::new))
                                 .with_preferred_read_replica(BrokerId(-1))
@@ -189,7 +190,9 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
                             let offsets = partition.offsets().ok();
                             error_partition(req.partition, code)
                                 .with_high_watermark(offsets.map_or(-1, |o| o.high_watermark))
-                                .with_last_stable_offset(offsets.map_or(-1, |o| o.high_watermark))
+                                .with_last_stable_offset(
+                                    offsets.map_or(-1, |o| o.last_stable_offset),
+                                )
                                 .with_log_start_offset(offsets.map_or(-1, |o| o.log_start_offset))
                         }
                     }

@@ -49,7 +49,7 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseE
         LATEST_TIERED => Ok((-1, -1)),
         MAX_TIMESTAMP => {
             let batch = partition
-                .with_log_locked(|log| log.batch_with_max_timestamp(high_watermark))
+                .batch_with_max_timestamp()
                 .map_err(|e| errors::replication_error(&e))?;
             let Some(batch) = batch else {
                 return Ok((-1, -1));
@@ -67,7 +67,7 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseE
         }
         target if target >= 0 => {
             let batch = partition
-                .with_log_locked(|log| log.batch_for_timestamp(target, high_watermark))
+                .batch_for_timestamp(target)
                 .map_err(|e| errors::replication_error(&e))?;
             let Some(batch) = batch else {
                 return Ok((-1, -1));
@@ -114,7 +114,7 @@ pub fn handle(
                             .with_offset(-1)
                             .with_timestamp(-1);
                     };
-                    if p.current_leader_epoch > partition.leader_epoch() {
+                    if p.current_leader_epoch > partition.leader_epoch().0 {
                         return response
                             .with_error_code(ResponseError::UnknownLeaderEpoch.code())
                             .with_offset(-1)
@@ -126,7 +126,7 @@ pub fn handle(
                             .with_timestamp(timestamp)
                             // The field exists from v4; earlier versions cannot carry it.
                             .with_leader_epoch(if version >= 4 {
-                                partition.leader_epoch()
+                                partition.leader_epoch().0
                             } else {
                                 -1
                             }),

@@ -46,7 +46,7 @@ pub(crate) fn describe_topic(
             MetadataResponsePartition::default()
                 .with_partition_index(index)
                 .with_leader_id(node)
-                .with_leader_epoch(p.leader_epoch())
+                .with_leader_epoch(p.leader_epoch().0)
                 .with_replica_nodes(vec![node])
                 .with_isr_nodes(vec![node])
         })

@@ -125,10 +125,16 @@ fn append_partition(
         Ok(AppendOutcome::Duplicate(cached)) => {
             // A retried batch: answer as the first time, and wait for the same durability.
             let log_start_offset = partition.offsets().map_or(-1, |o| o.log_start_offset);
+            // Under LogAppendTime the retry reports the original append time, as Kafka does.
+            let append_time = if log_append_time_ms >= 0 {
+                cached.max_timestamp
+            } else {
+                -1
+            };
             let response = PartitionProduceResponse::default()
                 .with_index(index)
                 .with_base_offset(cached.first_offset)
-                .with_log_append_time_ms(log_append_time_ms)
+                .with_log_append_time_ms(append_time)
                 .with_log_start_offset(log_start_offset);
             (
                 response,

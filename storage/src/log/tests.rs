@@ -26,7 +26,11 @@ fn append(
 ) -> (AppendInfo, Vec<u8>) {
     let mut b = batch(records, value_bytes, timestamp);
     validate_batches(&b).expect("test batch is valid");
-    let info = log.append(&b, 3).expect("append");
+    let info = log
+        .append(&b, 3)
+        .expect("append")
+        .appended()
+        .expect("not a duplicate");
     // What the log stores: the batch with its assigned offsets and leader epoch.
     assign_offsets(&mut b, info.first_offset, 3);
     (info, b)
@@ -452,7 +456,13 @@ fn timestamp_lookups() {
             _ => 10 * i,
         };
         let b = batch_with_timestamps(2, 20, 10 * i, Some(max));
-        first_offsets.push(log.append(&b, 0).expect("append").first_offset);
+        first_offsets.push(
+            log.append(&b, 0)
+                .expect("append")
+                .appended()
+                .expect("appended")
+                .first_offset,
+        );
     }
     assert!(log.segment_count() > 2);
     let base_of = |b: Option<Bytes>| b.map(|b| headers(&b)[0].base_offset);
@@ -641,15 +651,15 @@ fn sync_handle_and_recovery_point() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut log = open(dir.path(), small_config());
     fill(&mut log, 40);
-    let handle = log.sync_handle();
+    let handle = log.sync_handle().expect("sync handle");
     assert_eq!(handle.end_offset(), log.log_end_offset());
     assert!(handle.files.len() > 1, "rolled unsynced segments included");
     let durable = handle.sync().expect("sync");
     log.mark_durable(durable);
-    assert_eq!(log.recovery_point(), durable);
-    assert_eq!(log.sync_handle().files.len(), 0);
+    assert_eq!(log.recovery_point(), durable.durable_offset);
+    assert_eq!(log.sync_handle().expect("sync handle").files.len(), 0);
     append(&mut log, 1, 1, 0);
-    assert_eq!(log.sync_handle().files.len(), 1);
+    assert_eq!(log.sync_handle().expect("sync handle").files.len(), 1);
     let rp = checkpoint::read(dir.path(), RECOVERY_POINT_FILE, 1)
         .expect("read")
         .expect("present");
@@ -703,7 +713,9 @@ fn crash_after_clean_reopen_recovers_new_appends() {
     assert_eq!(read_all(&log), bytes);
 }
 
+mod faults;
 mod model;
+mod producers;
 
 // Space reserved ahead of the active segment never shows in the file size (which readers
 // and recovery trust), survives a crash harmlessly, and is released on close.
@@ -760,15 +772,19 @@ fn syncs_drop_all_but_the_page_cache_tail() {
         stored.extend(b);
     }
     let size = stored.len() as u64;
-    let handle = log.sync_handle();
+    let handle = log.sync_handle().expect("sync handle");
     assert_eq!(handle.drop_range(), Some((0, (size - (1 << 20)) as usize)));
     handle.sync().expect("sync");
-    assert_eq!(log.sync_handle().drop_range(), None, "nothing new to drop");
+    assert_eq!(
+        log.sync_handle().expect("sync handle").drop_range(),
+        None,
+        "nothing new to drop"
+    );
     while (stored.len() as u64) < size + (1 << 20) + 1000 {
         let (_, b) = append(&mut log, 10, 10_000, 1);
         stored.extend(b);
     }
-    let handle = log.sync_handle();
+    let handle = log.sync_handle().expect("sync handle");
     let (from, len) = handle.drop_range().expect("a second range");
     assert_eq!(from, size - (1 << 20), "continues where the last one ended");
     assert_eq!(from + len as u64, stored.len() as u64 - (1 << 20));

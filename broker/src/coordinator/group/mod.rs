@@ -521,9 +521,11 @@ fn append_error(e: &logbook_replication::Error) -> GroupError {
     use logbook_replication::Error;
     match e {
         Error::Timeout { .. } => GroupError::CoordinatorNotAvailable,
-        Error::Closed(_) | Error::Storage(_) => GroupError::NotCoordinator,
-        Error::OutOfOrderSequence { .. } | Error::InvalidProducerEpoch { .. } => {
-            GroupError::Storage
-        }
+        Error::Closed(_)
+        | Error::Storage(_)
+        | Error::UnknownTopicOrPartition(_)
+        | Error::NotLeaderOrFollower(_)
+        | Error::FencedLeaderEpoch { .. }
+        | Error::UnknownLeaderEpoch { .. } => GroupError::NotCoordinator,
     }
 }

@@ -91,7 +91,11 @@ fn run(config: LogConfig, ops: Vec<Op>) {
                 for (records, value) in specs {
                     buf.extend(batch(records, value, model.end));
                 }
-                let info = l.append(&buf, 1).expect("append");
+                let info = l
+                    .append(&buf, 1)
+                    .expect("append")
+                    .appended()
+                    .expect("appended");
                 assert_eq!(info.first_offset, model.end);
                 assign_offsets(&mut buf, info.first_offset, 1);
                 for (p, h) in iter_headers(&buf) {

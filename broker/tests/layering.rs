@@ -1,0 +1,78 @@
+//! The workspace's layering, enforced (as rust-analyzer's tidy test does): reads
+//! `cargo metadata` and fails if a crate gains a dependency its layer forbids.
+//!
+//! - storage and protocol-adapter are leaves: no other workspace crate, and storage
+//!   never sees the wire protocol (no `kafka-protocol`) or the async runtime;
+//! - replication may use storage (and protocol-adapter, for the follower's fetch
+//!   client), never the broker;
+//! - only the broker sits on top.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+/// Normal (non-dev) dependencies of each workspace package.
+fn dependencies() -> BTreeMap<String, BTreeSet<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let output = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        output.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON");
+    let mut out = BTreeMap::new();
+    for package in metadata["packages"].as_array().expect("packages") {
+        let name = package["name"].as_str().expect("name").to_string();
+        let deps = package["dependencies"]
+            .as_array()
+            .expect("dependencies")
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .map(|d| d["name"].as_str().expect("dependency name").to_string())
+            .collect();
+        out.insert(name, deps);
+    }
+    out
+}
+
+fn assert_none(deps: &BTreeMap<String, BTreeSet<String>>, package: &str, forbidden: &[&str]) {
+    let have = deps
+        .get(package)
+        .unwrap_or_else(|| panic!("{package} is not in the workspace"));
+    for f in forbidden {
+        assert!(
+            !have.contains(*f),
+            "{package} must not depend on {f} (see ARCHITECTURE.md, invariants)"
+        );
+    }
+}
+
+#[test]
+fn crates_keep_their_layers() {
+    let deps = dependencies();
+    let workspace = [
+        "logbook-protocol",
+        "logbook-storage",
+        "logbook-replication",
+        "logbook-broker",
+    ];
+    assert_none(&deps, "logbook-storage", &workspace);
+    assert_none(
+        &deps,
+        "logbook-storage",
+        &["kafka-protocol", "tokio", "tokio-util"],
+    );
+    assert_none(&deps, "logbook-protocol", &workspace);
+    assert_none(&deps, "logbook-replication", &["logbook-broker"]);
+}

@@ -1,0 +1,127 @@
+//! Partition-level behaviour under disk failures (faults injected into storage): a
+//! failed fsync takes the partition offline with its high watermark frozen where the
+//! last good sync left it, while other partitions keep working.
+
+use std::time::Duration;
+
+use logbook_storage::fault::{self, Op};
+
+use super::*;
+
+fn batch() -> Vec<u8> {
+    // One uncompressed record (value "x"), base offset 0, CRC computed below.
+    let mut record = vec![0u8, 0, 0, 1, 2, b'x', 0];
+    let mut body = vec![(record.len() as u8) << 1];
+    body.append(&mut record);
+    let mut out = Vec::new();
+    out.extend(0i64.to_be_bytes());
+    out.extend(0i32.to_be_bytes());
+    out.extend(0i32.to_be_bytes());
+    out.push(2);
+    out.extend(0u32.to_be_bytes());
+    out.extend(0i16.to_be_bytes());
+    out.extend(0i32.to_be_bytes());
+    out.extend(1_000i64.to_be_bytes());
+    out.extend(1_000i64.to_be_bytes());
+    out.extend((-1i64).to_be_bytes());
+    out.extend((-1i16).to_be_bytes());
+    out.extend((-1i32).to_be_bytes());
+    out.extend(1i32.to_be_bytes());
+    out.extend(body);
+    let length = (out.len() - 12) as i32;
+    out[8..12].copy_from_slice(&length.to_be_bytes());
+    let crc = crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
+/// CRC-32C (Castagnoli), bitwise: test data only.
+fn crc32c(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+fn open(dir: &std::path::Path, name: &str, flusher: &Flusher) -> Arc<Partition> {
+    Partition::open(
+        TopicPartition {
+            topic: name.to_string(),
+            partition: 0,
+        },
+        &dir.join(format!("{name}-0")),
+        LogConfig::default(),
+        flusher.clone(),
+    )
+    .expect("open partition")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_fsync_takes_partition_offline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let flusher = Flusher::start(FlushPolicy::EveryWrite, 1);
+    let sick = open(dir.path(), "sick", &flusher);
+    let healthy = open(dir.path(), "healthy", &flusher);
+    let timeout = Duration::from_secs(5);
+
+    sick.append(&batch()).expect("append");
+    sick.wait_durable(1, timeout)
+        .await
+        .expect("first record durable");
+    assert_eq!(sick.high_watermark(), 1);
+
+    fault::fail(&dir.path().join("sick-0"), Op::Fsync, libc::EIO, u32::MAX);
+    sick.append(&batch()).expect("the write itself succeeds");
+    // The sync fails: the waiter times out, the high watermark stays at 1.
+    let waited = sick.wait_durable(2, Duration::from_millis(500)).await;
+    assert!(matches!(waited, Err(Error::Timeout { .. })), "{waited:?}");
+    assert_eq!(sick.high_watermark(), 1);
+    assert!(sick
+        .offline_reason()
+        .is_some_and(|r| r.contains("fsync failed")));
+    // Even once the disk "recovers" nothing more is accepted or made visible.
+    fault::fail(&dir.path().join("sick-0"), Op::Fsync, libc::EIO, 0);
+    assert!(matches!(
+        sick.append(&batch()),
+        Err(Error::Storage(logbook_storage::Error::LogFailed { .. }))
+    ));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(sick.high_watermark(), 1);
+    assert_eq!(sick.offsets().expect("offsets").high_watermark, 1);
+
+    // Another partition on the same flusher is unaffected.
+    healthy.append(&batch()).expect("append");
+    healthy.wait_durable(1, timeout).await.expect("durable");
+    healthy.append(&batch()).expect("append");
+    healthy.wait_durable(2, timeout).await.expect("durable");
+    flusher.shutdown();
+}
+
+// The leader-epoch check a ReplicaManager applies: -1 passes, older is fenced, newer unknown.
+#[test]
+fn leader_epoch_check() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let flusher = Flusher::start(FlushPolicy::EveryWrite, 1);
+    let p = open(dir.path(), "epochs", &flusher);
+    assert_eq!(p.leader_epoch(), LeaderEpoch(0));
+    assert!(p.check_leader_epoch(-1).is_ok());
+    assert!(p.check_leader_epoch(0).is_ok());
+    assert!(matches!(
+        p.check_leader_epoch(1),
+        Err(Error::UnknownLeaderEpoch { .. })
+    ));
+    p.leader_epoch.store(3, Ordering::Release);
+    assert!(matches!(
+        p.check_leader_epoch(2),
+        Err(Error::FencedLeaderEpoch { .. })
+    ));
+    flusher.shutdown();
+}

@@ -1,0 +1,156 @@
+//! Tests of `ProducerStateManager`: sequence checks, snapshots and their damage.
+
+use super::*;
+
+fn header(pid: i64, epoch: i16, seq: i32, count: i32, base_offset: i64) -> RecordBatchHeader {
+    RecordBatchHeader {
+        base_offset,
+        batch_length: 0,
+        partition_leader_epoch: 0,
+        magic: 2,
+        crc: 0,
+        attributes: 0,
+        last_offset_delta: count - 1,
+        base_timestamp: 0,
+        max_timestamp: 1_000 + base_offset,
+        producer_id: pid,
+        producer_epoch: epoch,
+        base_sequence: seq,
+        records_count: count,
+    }
+}
+
+fn manager(dir: &Path) -> ProducerStateManager {
+    ProducerStateManager::new(dir).expect("new")
+}
+
+// In-sequence batches append; a retry is a duplicate with its first offsets; a gap is refused.
+#[test]
+fn sequences_duplicates_and_gaps() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut state = manager(dir.path());
+    let first = header(7, 0, 0, 3, 10);
+    assert_eq!(state.check(&first), SequenceCheck::Append);
+    state.update(&first);
+    assert_eq!(
+        state.check(&header(7, 0, 0, 3, -1)),
+        SequenceCheck::Duplicate(BatchMetadata {
+            first_sequence: 0,
+            last_sequence: 2,
+            first_offset: 10,
+            last_offset: 12,
+            max_timestamp: 1_010,
+        })
+    );
+    assert_eq!(state.check(&header(7, 0, 3, 1, -1)), SequenceCheck::Append);
+    assert_eq!(
+        state.check(&header(7, 0, 5, 1, -1)),
+        SequenceCheck::OutOfOrder {
+            expected: 3,
+            got: 5
+        }
+    );
+    assert_eq!(
+        state.check(&header(7, 1, 4, 1, -1)),
+        SequenceCheck::OutOfOrder {
+            expected: 0,
+            got: 4
+        }
+    );
+    assert_eq!(state.check(&header(7, 1, 0, 1, -1)), SequenceCheck::Append);
+    state.update(&header(7, 1, 0, 1, 13));
+    assert_eq!(
+        state.check(&header(7, 0, 3, 1, -1)),
+        SequenceCheck::StaleEpoch { current: 1, got: 0 }
+    );
+    // Non-idempotent batches are never checked.
+    assert_eq!(
+        state.check(&header(-1, -1, -1, 5, -1)),
+        SequenceCheck::Append
+    );
+}
+
+// Only the last five batches are remembered, as Kafka does.
+#[test]
+fn remembers_five_batches() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut state = manager(dir.path());
+    for i in 0..6 {
+        state.update(&header(1, 0, i, 1, i64::from(i)));
+    }
+    assert!(matches!(
+        state.check(&header(1, 0, 1, 1, -1)),
+        SequenceCheck::Duplicate(b) if b.first_offset == 1
+    ));
+    assert!(matches!(
+        state.check(&header(1, 0, 0, 1, -1)),
+        SequenceCheck::OutOfOrder {
+            expected: 6,
+            got: 0
+        }
+    ));
+}
+
+// A snapshot written and loaded back gives the same answers; snapshots above the log end
+// are deleted; a damaged newest snapshot falls back to an older one.
+#[test]
+fn snapshots_round_trip_and_damage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut state = manager(dir.path());
+    state.update(&header(1, 0, 0, 2, 0));
+    state.update(&header(2, 3, 7, 1, 2));
+    state.take_snapshot(3).write().expect("write");
+    state.update(&header(1, 0, 2, 1, 3));
+    state.take_snapshot(4).write().expect("write");
+    state.update(&header(1, 0, 3, 1, 4));
+    state.take_snapshot(5).write().expect("write");
+
+    let mut loaded = manager(dir.path());
+    assert_eq!(loaded.load(4).expect("load"), Some(4));
+    assert!(!snapshot_path(dir.path(), 5).exists());
+    assert_eq!(loaded.producer_count(), 2);
+    assert!(matches!(
+        loaded.check(&header(1, 0, 2, 1, -1)),
+        SequenceCheck::Duplicate(b) if b.first_offset == 3
+    ));
+    assert!(matches!(
+        loaded.check(&header(2, 3, 7, 1, -1)),
+        SequenceCheck::Duplicate(b) if b.first_offset == 2
+    ));
+
+    // Flip a byte of the newest: it is ignored and removed, the older one is used.
+    let path = snapshot_path(dir.path(), 4);
+    let mut bytes = fs::read(&path).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    fs::write(&path, bytes).expect("write");
+    let mut loaded = manager(dir.path());
+    assert_eq!(loaded.load(10).expect("load"), Some(3));
+    assert!(!path.exists());
+    assert_eq!(loaded.check(&header(1, 0, 2, 1, -1)), SequenceCheck::Append);
+}
+
+// Producers silent for the expiration time are forgotten; trimming the log start forgets
+// producers whose batches are gone.
+#[test]
+fn expiry_and_log_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut state = manager(dir.path());
+    state.update(&header(1, 0, 0, 1, 0)); // timestamp 1000
+    state.update(&header(2, 0, 0, 1, 50)); // timestamp 1050
+    assert_eq!(state.remove_expired(1_040, 30), 1);
+    assert_eq!(state.producer_count(), 1);
+    state.update(&header(3, 0, 0, 1, 60));
+    state.on_log_start_advanced(55, 55).expect("trim");
+    assert_eq!(state.producer_count(), 1);
+    assert_eq!(
+        state.check(&header(3, 0, 0, 1, -1)),
+        SequenceCheck::Duplicate(BatchMetadata {
+            first_sequence: 0,
+            last_sequence: 0,
+            first_offset: 60,
+            last_offset: 60,
+            max_timestamp: 1_060,
+        })
+    );
+}
