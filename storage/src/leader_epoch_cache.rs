@@ -152,6 +152,11 @@ impl LeaderEpochFileCache {
         }
     }
 
+    /// Asks for the file to be written again (a write failed).
+    pub(crate) fn mark_dirty(&mut self) {
+        self.dirty = true;
+    }
+
     /// Forgets every entry (the log was emptied).
     pub fn clear(&mut self) {
         self.dirty |= !self.entries.is_empty();

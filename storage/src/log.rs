@@ -190,8 +190,13 @@ impl RollWork {
     }
 
     /// Does the work. Blocking. A deleted index file (retention got there first) is
-    /// skipped; every other failure is returned.
-    fn run(&self, dir: &Path) -> io::Result<()> {
+    /// skipped; a failed fsync is returned (the data is in doubt). The epoch checkpoint
+    /// and snapshots are derived data: failing to write them (out of space, say) only
+    /// makes a later recovery scan longer, so it is logged and reported as
+    /// `Ok(false)` (the caller marks the epochs to be written again), never fatal. No
+    /// snapshot is written after a failed epoch checkpoint, keeping "a snapshot at S
+    /// implies the checkpoint covers everything below S".
+    fn run(&self, dir: &Path) -> io::Result<bool> {
         for path in &self.index_files {
             match File::open(path) {
                 Ok(file) => file.sync_all()?,
@@ -203,12 +208,17 @@ impl RollWork {
             checkpoint::sync_dir(dir)?;
         }
         if let Some(epochs) = &self.epoch_checkpoint {
-            epochs.write()?;
+            if let Err(e) = epochs.write() {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot write the leader-epoch checkpoint; will retry");
+                return Ok(false);
+            }
         }
         for snapshot in &self.snapshots {
-            snapshot.write()?;
+            if let Err(e) = snapshot.write() {
+                tracing::warn!(dir = %dir.display(), offset = snapshot.offset(), error = %e, "cannot write a producer snapshot; recovery will scan further back");
+            }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -219,6 +229,8 @@ pub struct Synced {
     pub durable_offset: i64,
     /// The recovery point now in the `recovery-point` file, if the sync wrote it.
     checkpointed_recovery_point: Option<i64>,
+    /// The epoch checkpoint could not be written: write it again next time.
+    epochs_unwritten: bool,
 }
 
 impl SyncHandle {
@@ -235,7 +247,7 @@ impl SyncHandle {
             crate::fault::check(crate::fault::Op::Fsync, &self.dir)?;
             file.sync_data()?;
         }
-        self.roll_work.run(&self.dir)?;
+        let derived_written = self.roll_work.run(&self.dir)?;
         if let Some(slice) = &self.drop_cached {
             crate::log_segment::drop_cached(slice);
         }
@@ -245,6 +257,7 @@ impl SyncHandle {
         Ok(Synced {
             durable_offset: self.end_offset,
             checkpointed_recovery_point: self.recovery_point,
+            epochs_unwritten: !derived_written,
         })
     }
 
@@ -862,13 +875,29 @@ impl Log {
     /// base are queued as [`RollWork`] for the next [`SyncHandle`], so none runs here,
     /// under the caller's lock; the high watermark cannot pass data in the new segment
     /// before that sync has done them.
+    ///
+    /// A failure (out of space for the index files, say) leaves the active segment
+    /// active and the log usable: the new segment is created first and removed again if
+    /// the old one cannot be closed, so the next append simply tries the roll again.
     fn roll(&mut self) -> Result<(), Error> {
         let base = self.log_end_offset();
-        let active = self.active_mut();
-        active.on_inactive()?;
-        let index_files = active.index_paths();
-        active.evict_indexes()?;
         let segment = LogSegment::create(&self.dir, base)?;
+        let active = self.active_mut();
+        let closed = active.on_inactive().and_then(|()| {
+            let index_files = active.index_paths();
+            active.evict_indexes().map(|()| index_files)
+        });
+        let index_files = match closed {
+            Ok(files) => files,
+            Err(e) => {
+                if let Err(remove) = segment.delete_files() {
+                    self.mark_failed(format!(
+                        "roll failed ({e}) and the new segment could not be removed ({remove})"
+                    ));
+                }
+                return Err(e.into());
+            }
+        };
         tracing::info!(dir = %self.dir.display(), base_offset = base, "rolled new segment");
         self.segments.push(segment);
         self.roll_work.index_files.extend(index_files);
@@ -1163,6 +1192,9 @@ impl Log {
     /// Records what a [`SyncHandle::sync`] made durable. The durable offset is clamped
     /// to the log end (a truncation may have happened since capture).
     pub fn mark_durable(&mut self, synced: Synced) {
+        if synced.epochs_unwritten {
+            self.leader_epochs.mark_dirty();
+        }
         if let Some(rp) = synced.checkpointed_recovery_point {
             self.checkpointed_recovery_point = rp;
         }
@@ -1337,7 +1369,9 @@ impl Log {
         let active = self.active_mut();
         active.on_inactive()?;
         active.sync_indexes()?;
-        std::mem::take(&mut self.roll_work).run(&self.dir)?;
+        if !std::mem::take(&mut self.roll_work).run(&self.dir)? {
+            self.leader_epochs.mark_dirty();
+        }
         let mut files = Vec::new();
         for segment in self.segments.iter().rev() {
             if segment.next_offset() <= self.recovery_point {

@@ -402,6 +402,11 @@ impl LogSegment {
             want,
         ) {
             Ok(()) => self.preallocated = from + want,
+            // Out of space is not "unsupported": the append itself will tell the
+            // producer, and reserving works again once space is freed.
+            Err(e) if e == rustix::io::Errno::NOSPC => {
+                tracing::debug!(segment = %self.log_path.display(), "no space to reserve ahead");
+            }
             Err(e) => {
                 self.preallocate_unsupported = true;
                 tracing::debug!(segment = %self.log_path.display(), error = %e, "fallocate refused; not reserving space ahead");
