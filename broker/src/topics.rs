@@ -295,7 +295,7 @@ impl Topics {
         config: &TopicConfig,
     ) -> Result<Vec<Arc<Partition>>, TopicError> {
         let log_config = config.log_config(&self.defaults);
-        let mut opened = Vec::with_capacity(usize::try_from(range.len()).unwrap_or(0));
+        let mut opened = Vec::with_capacity(range.len());
         for p in range {
             let tp = TopicPartition {
                 topic: name.to_string(),

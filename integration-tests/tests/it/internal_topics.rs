@@ -76,16 +76,17 @@ fn offsets_partition(group: &str, partitions: i32) -> i32 {
 
 /// One group id per `__consumer_offsets` partition.
 fn group_per_partition(partitions: i32) -> Vec<String> {
-    let mut groups: Vec<Option<String>> = vec![None; usize::try_from(partitions).unwrap()];
+    let mut groups: Vec<Option<String>> =
+        vec![None; usize::try_from(partitions).expect("positive count")];
     for i in 0.. {
         let group = format!("group-{i}");
-        let p = usize::try_from(offsets_partition(&group, partitions)).unwrap();
+        let p = usize::try_from(offsets_partition(&group, partitions)).expect("non-negative");
         groups[p].get_or_insert(group);
         if groups.iter().all(Option::is_some) {
             break;
         }
     }
-    groups.into_iter().map(Option::unwrap).collect()
+    groups.into_iter().flatten().collect()
 }
 
 /// Commits `offset` for `topic`/0 as a simple (generation -1) commit; returns the error code.
