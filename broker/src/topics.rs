@@ -46,8 +46,9 @@ pub fn is_internal(name: &str) -> bool {
     INTERNAL_TOPICS.contains(&name)
 }
 
-/// Most partitions one CreateTopics may ask for in total (Kafka's controller
-/// `MAX_PARTITIONS_PER_BATCH`), so one request holds the admin lock for a bounded time.
+/// Most partitions one CreateTopics or CreatePartitions may add in total (Kafka's
+/// controller caps both at 10,000: `MAX_PARTITIONS_PER_BATCH`, `MAX_RECORDS_PER_USER_OP`),
+/// so one request holds the admin lock for a bounded time.
 pub const PARTITIONS_PER_REQUEST_MAX: u64 = 10_000;
 
 /// One topic and its partitions.
@@ -113,7 +114,8 @@ pub enum TopicError {
         /// The limit (`Limits::partitions_max`, or derived from `RLIMIT_NOFILE`).
         limit: u64,
     },
-    /// One CreateTopics asked for more than [`PARTITIONS_PER_REQUEST_MAX`] partitions.
+    /// One CreateTopics or CreatePartitions asked for more than
+    /// [`PARTITIONS_PER_REQUEST_MAX`] partitions.
     #[error(
         "excessively large number of partitions per request: {requested} requested, \
          at most {PARTITIONS_PER_REQUEST_MAX}"
@@ -362,9 +364,9 @@ impl Topics {
         Ok(())
     }
 
-    /// Checks the partitions one CreateTopics asks for in total against the per-request
-    /// cap and the broker-wide limit, before any topic of it is created (Kafka refuses
-    /// the whole request the same way).
+    /// Checks the partitions one CreateTopics or CreatePartitions asks for in total
+    /// against the per-request cap and the broker-wide limit, before any topic of it is
+    /// created or grown (Kafka's controller refuses the whole request the same way).
     ///
     /// # Errors
     /// `RequestTooLarge` or `PartitionLimit`.

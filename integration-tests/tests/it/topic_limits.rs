@@ -191,3 +191,38 @@ fn failed_creation_is_rolled_back() {
     );
     assert_eq!(partition_dirs(&data, "roll").len(), 4);
 }
+
+#[test]
+fn huge_requests_are_refused_at_once() {
+    // Proves: with the default (derived) limit, one CreateTopics asking for 100,000
+    // partitions and one CreatePartitions adding 10,001 get POLICY_VIOLATION (44)
+    // at once, as Kafka's controller refuses more than 10,000 partitions per request,
+    // leave no directory behind, and a normal creation afterwards works. Today the
+    // first ran out of file descriptors after seconds with ~20,000 directories left.
+    let broker = Broker::start();
+    let data = broker.data_dir();
+    let started = std::time::Instant::now();
+    let refused = create(&broker, &[("huge", 100_000)]);
+    assert_eq!(refused[0].1, POLICY_VIOLATION, "{}", refused[0].2);
+    assert!(
+        refused[0].2.contains("10000"),
+        "the message names the limit: {}",
+        refused[0].2
+    );
+    assert!(partition_dirs(data, "huge").is_empty());
+
+    assert_eq!(create(&broker, &[("small", 1)])[0].1, 0);
+    let (code, message) = grow(&broker, "small", 10_002);
+    assert_eq!(code, POLICY_VIOLATION, "{message}");
+    assert_eq!(partition_dirs(data, "small"), vec!["small-0"]);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "refusals took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(grow(&broker, "small", 3).0, 0);
+    assert_eq!(
+        list_topics(&broker.bootstrap()),
+        vec![("small".to_owned(), 3)]
+    );
+}
