@@ -20,7 +20,7 @@ pub const FD_HEADROOM: u64 = 512;
 /// The partition limit in effect: `limits.partitions_max` when set (non-zero), else
 /// derived from the descriptor budget after raising the soft `RLIMIT_NOFILE` to the
 /// hard one (as the JVM does for Kafka): the limit less one descriptor per allowed
-/// connection (`connections_max`) and [`FD_HEADROOM`].
+/// connection (`connections_max`) and [`FD_HEADROOM`] (see [`derive`]).
 #[must_use]
 pub fn partitions_max(limits: &Limits) -> u64 {
     if limits.partitions_max > 0 {
@@ -35,17 +35,28 @@ pub fn partitions_max(limits: &Limits) -> u64 {
             partitions_max = derived,
             "few file descriptors left for partitions; raise RLIMIT_NOFILE or lower --connections-max"
         );
+    } else {
+        tracing::info!(
+            nofile,
+            partitions_max = derived,
+            "partition limit derived from RLIMIT_NOFILE"
+        );
     }
     derived
 }
 
-/// Partitions that fit in `nofile` descriptors next to `connections_max` connections.
+/// Partitions that fit in `nofile` descriptors next to `connections_max` connections
+/// and the broker's own headroom. On a small budget connections get at most half of it
+/// and the headroom at most an eighth, so a broker with the default `connections_max`
+/// under a 1024-descriptor limit can still host a few hundred partitions, as it could
+/// before the limit existed (its connections then run out of descriptors first).
 #[must_use]
 pub fn derive(nofile: u64, connections_max: usize) -> u64 {
-    let connections = u64::try_from(connections_max).unwrap_or(u64::MAX);
-    nofile
-        .saturating_sub(connections)
-        .saturating_sub(FD_HEADROOM)
+    let connections = u64::try_from(connections_max)
+        .unwrap_or(u64::MAX)
+        .min(nofile / 2);
+    let headroom = FD_HEADROOM.min(nofile / 8);
+    nofile.saturating_sub(connections).saturating_sub(headroom)
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit and returns the soft limit in
@@ -85,6 +96,9 @@ mod tests {
     #[test]
     fn derived_limit_leaves_room_for_connections_and_the_broker() {
         assert_eq!(derive(20_000, 10_000), 20_000 - 10_000 - FD_HEADROOM);
-        assert_eq!(derive(1024, 10_000), 0);
+        assert_eq!(derive(1_048_576, 10_000), 1_048_576 - 10_000 - FD_HEADROOM);
+        // A small budget: half to connections, an eighth to the broker.
+        assert_eq!(derive(1024, 10_000), 1024 - 512 - 128);
+        assert_eq!(derive(0, 10_000), 0);
     }
 }
