@@ -685,3 +685,6 @@ fn new_cluster_id() -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests;
