@@ -159,6 +159,13 @@ pub struct Limits {
         default_value_t = 100_000
     )]
     pub partitions_per_topic_max: i32,
+    /// Partitions this broker may host in total, over all topics. Each partition holds
+    /// one file descriptor, so 0 (the default) derives the limit from `RLIMIT_NOFILE`
+    /// (raised to its hard limit at start) less `connections_max` and a fixed headroom
+    /// (`partition_budget`). CreateTopics, CreatePartitions and auto-creation past it get
+    /// POLICY_VIOLATION before anything is created.
+    #[arg(long, env = "LOGBOOK_PARTITIONS_MAX", default_value_t = 0)]
+    pub partitions_max: u64,
     /// Members one consumer group may have (`group.max.size`); a further member's JoinGroup
     /// gets GROUP_MAX_SIZE_REACHED.
     #[arg(long, env = "LOGBOOK_GROUP_MAX_SIZE", default_value_t = 10_000)]

@@ -65,6 +65,15 @@ pub fn topic_error(e: &TopicError) -> ResponseError {
         TopicError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         TopicError::InvalidConfig(_) => ResponseError::InvalidConfig,
         TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
+        // Kafka refuses client appends to (and deletes of records in) internal topics
+        // with INVALID_TOPIC_EXCEPTION; its servers do not refuse DeleteTopics of them,
+        // but the coordinator holds them open here, so the closest refusal is used.
+        TopicError::Internal(_) => ResponseError::InvalidTopicException,
+        // Kafka's controller refuses a CreateTopics over its per-request partition cap
+        // with POLICY_VIOLATION; a broker-wide partition limit is the same kind of policy.
+        TopicError::PartitionLimit { .. } | TopicError::RequestTooLarge { .. } => {
+            ResponseError::PolicyViolation
+        }
         TopicError::Replication(r) => replication_error(r),
         TopicError::Io(io) => {
             tracing::error!(error = %io, "topic metadata I/O failed");

@@ -10,6 +10,7 @@ pub mod connection;
 pub mod coordinator;
 pub mod errors;
 pub mod handlers;
+pub mod partition_budget;
 pub mod producer_ids;
 pub mod records;
 pub mod server;

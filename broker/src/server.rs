@@ -45,6 +45,9 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
             defaults,
             config.limits.partitions_per_topic_max,
         )
+        .map(|t| {
+            t.with_partitions_total_max(crate::partition_budget::partitions_max(&config.limits))
+        })
     })?);
     let producer_ids = ProducerIdManager::open(&config.data_dir.join(crate::topics::METADATA_DIR))?;
     let groups = tokio::task::block_in_place(|| {

@@ -5,6 +5,12 @@
 //! and registry consistent across crashes: a created topic's logs are opened before the
 //! registry names it; a deleted topic leaves the registry before its directories go, and any
 //! partition directory the registry does not name is removed at start.
+//!
+//! Creation is all-or-nothing and bounded: the broker-wide partition limit
+//! (`partition_budget`) is checked before anything is created, and a creation that fails
+//! half-way removes the partitions it already opened, so no directory is left behind and
+//! the registry is unchanged. Internal topics ([`INTERNAL_TOPICS`]) are created only by
+//! their coordinators ([`Topics::create_internal`]), never by clients.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -23,6 +29,27 @@ pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// Directory of broker metadata files inside the data dir.
 pub const METADATA_DIR: &str = "__cluster_metadata";
 const TOPICS_FILE: &str = "topics.json";
+
+/// Kafka's internal topics (its `Topic.INTERNAL_TOPICS`): the only topics reported as
+/// internal, created only by their coordinators with the coordinators' rules, and
+/// refused to clients' Produce, CreateTopics, CreatePartitions and DeleteTopics. Other
+/// names starting with `__` are ordinary user topics.
+pub const INTERNAL_TOPICS: [&str; 3] = [
+    crate::coordinator::GROUP_METADATA_TOPIC_NAME,
+    "__transaction_state",
+    "__share_group_state",
+];
+
+/// Whether `name` is one of Kafka's [`INTERNAL_TOPICS`].
+#[must_use]
+pub fn is_internal(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
+}
+
+/// Most partitions one CreateTopics or CreatePartitions may add in total (Kafka's
+/// controller caps both at 10,000: `MAX_PARTITIONS_PER_BATCH`, `MAX_RECORDS_PER_USER_OP`),
+/// so one request holds the admin lock for a bounded time.
+pub const PARTITIONS_PER_REQUEST_MAX: u64 = 10_000;
 
 /// One topic and its partitions.
 pub struct Topic {
@@ -70,6 +97,33 @@ pub enum TopicError {
     /// No such topic.
     #[error("unknown topic '{0}'")]
     Unknown(String),
+    /// A client asked to create, grow, delete or auto-create an internal topic.
+    #[error("'{0}' is an internal topic: only its coordinator creates and changes it")]
+    Internal(String),
+    /// The request would take the broker past its partition limit.
+    #[error(
+        "creating {requested} partition(s) would exceed the broker's partition limit: \
+         {in_use} in use, partitions.max={limit} (--partitions-max; each partition holds \
+         one file descriptor)"
+    )]
+    PartitionLimit {
+        /// Partitions the request would add.
+        requested: u64,
+        /// Partitions the broker hosts now.
+        in_use: u64,
+        /// The limit (`Limits::partitions_max`, or derived from `RLIMIT_NOFILE`).
+        limit: u64,
+    },
+    /// One CreateTopics or CreatePartitions asked for more than
+    /// [`PARTITIONS_PER_REQUEST_MAX`] partitions.
+    #[error(
+        "excessively large number of partitions per request: {requested} requested, \
+         at most {PARTITIONS_PER_REQUEST_MAX}"
+    )]
+    RequestTooLarge {
+        /// Partitions the whole request asked for.
+        requested: u64,
+    },
     /// Storage or metadata I/O failed.
     #[error(transparent)]
     Replication(#[from] logbook_replication::Error),
@@ -115,6 +169,8 @@ pub struct Topics {
     flusher: Flusher,
     defaults: BrokerDefaults,
     partitions_max: i32,
+    /// Partitions this broker may host in total (`partition_budget::partitions_max`).
+    partitions_total_max: u64,
 }
 
 /// Checks a topic name as Kafka does: 1..=249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -182,6 +238,7 @@ impl Topics {
             flusher,
             defaults,
             partitions_max,
+            partitions_total_max: u64::MAX,
         };
         let mut known_dirs = std::collections::HashSet::new();
         for t in registry.topics {
@@ -221,27 +278,103 @@ impl Topics {
         partitions: i32,
         config: TopicConfig,
     ) -> Result<Arc<Topic>, TopicError> {
-        let log_config = config.log_config(&self.defaults);
-        let mut opened = Vec::with_capacity(usize::try_from(partitions).unwrap_or(0));
-        for p in 0..partitions {
-            let tp = TopicPartition {
-                topic: name.to_string(),
-                partition: p,
-            };
-            let dir = self.data_dir.join(format!("{name}-{p}"));
-            opened.push(Partition::open(
-                tp,
-                &dir,
-                log_config.clone(),
-                self.flusher.clone(),
-            )?);
-        }
+        let opened = self.open_partitions(name, 0..partitions, &config)?;
         Ok(Arc::new(Topic {
             name: name.to_string(),
             id,
             partitions: opened,
             config,
         }))
+    }
+
+    /// Opens the partitions `range` of topic `name`, all or none: when one fails, those
+    /// already opened are deleted again, and so is the failed one's directory if this call
+    /// created it, so nothing is left on disk.
+    fn open_partitions(
+        &self,
+        name: &str,
+        range: std::ops::Range<i32>,
+        config: &TopicConfig,
+    ) -> Result<Vec<Arc<Partition>>, TopicError> {
+        let log_config = config.log_config(&self.defaults);
+        let mut opened = Vec::with_capacity(range.len());
+        for p in range {
+            let tp = TopicPartition {
+                topic: name.to_string(),
+                partition: p,
+            };
+            let dir = self.data_dir.join(format!("{name}-{p}"));
+            let existed = std::fs::symlink_metadata(&dir).is_ok();
+            match Partition::open(tp, &dir, log_config.clone(), self.flusher.clone()) {
+                Ok(partition) => opened.push(partition),
+                Err(e) => {
+                    tracing::warn!(topic = %name, partition = p, error = %e, "opening a partition failed; removing the ones opened");
+                    if !existed && dir.is_dir() {
+                        if let Err(e) = std::fs::remove_dir_all(&dir) {
+                            tracing::error!(dir = %dir.display(), error = %e, "removing a half-created partition failed");
+                        }
+                    }
+                    delete_partitions(&opened);
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(opened)
+    }
+
+    /// Partitions this broker hosts now, over all topics.
+    fn partitions_in_use(&self) -> u64 {
+        self.by_name
+            .read()
+            .values()
+            .map(|t| u64::try_from(t.partitions.len()).unwrap_or(u64::MAX))
+            .sum()
+    }
+
+    /// Sets the broker-wide partition limit (see `partition_budget`). Topics opened
+    /// before keep their partitions even if they exceed it; only growth is refused.
+    #[must_use]
+    pub fn with_partitions_total_max(mut self, max: u64) -> Self {
+        let in_use = self.partitions_in_use();
+        if max < in_use {
+            tracing::warn!(
+                in_use,
+                partitions_max = max,
+                "the broker hosts more partitions than its limit; no partition can be added"
+            );
+        }
+        self.partitions_total_max = max;
+        self
+    }
+
+    /// Checks that `requested` more partitions fit in the broker-wide limit, before
+    /// anything is created. Call with the admin lock held for a decision that holds.
+    ///
+    /// # Errors
+    /// `PartitionLimit` naming the limit.
+    pub fn check_partition_budget(&self, requested: u64) -> Result<(), TopicError> {
+        let in_use = self.partitions_in_use();
+        if in_use.saturating_add(requested) > self.partitions_total_max {
+            return Err(TopicError::PartitionLimit {
+                requested,
+                in_use,
+                limit: self.partitions_total_max,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks the partitions one CreateTopics or CreatePartitions asks for in total
+    /// against the per-request cap and the broker-wide limit, before any topic of it is
+    /// created or grown (Kafka's controller refuses the whole request the same way).
+    ///
+    /// # Errors
+    /// `RequestTooLarge` or `PartitionLimit`.
+    pub fn check_request_partitions(&self, requested: u64) -> Result<(), TopicError> {
+        if requested > PARTITIONS_PER_REQUEST_MAX {
+            return Err(TopicError::RequestTooLarge { requested });
+        }
+        self.check_partition_budget(requested)
     }
 
     fn insert(&self, topic: Arc<Topic>) {
@@ -316,6 +449,16 @@ impl Topics {
     /// # Errors
     /// The first reason the topic cannot be created.
     pub fn validate_new(&self, new: &NewTopic<'_>) -> Result<(), TopicError> {
+        if is_internal(new.name) {
+            return Err(TopicError::Internal(new.name.to_string()));
+        }
+        self.validate_shape(new)?;
+        self.check_partition_budget(u64::try_from(new.partitions).unwrap_or(0))
+    }
+
+    /// The checks every creation shares, internal or not: name, existence, partition
+    /// count and replication factor.
+    fn validate_shape(&self, new: &NewTopic<'_>) -> Result<(), TopicError> {
         validate_topic_name(new.name)?;
         if self.by_name.read().contains_key(new.name) {
             return Err(TopicError::AlreadyExists(new.name.to_string()));
@@ -335,24 +478,56 @@ impl Topics {
         Ok(())
     }
 
-    /// Creates a topic: opens its partition logs, then records it in the registry.
+    /// Creates a client's topic: opens its partition logs, then records it in the
+    /// registry. All or nothing: on any failure nothing is left on disk or in the registry.
     ///
     /// # Errors
-    /// Validation errors, or I/O while creating logs or writing the registry.
+    /// Validation errors (`Internal` for an internal topic's name), the partition limit,
+    /// or I/O while creating logs or writing the registry.
     pub fn create(&self, new: NewTopic<'_>) -> Result<Arc<Topic>, TopicError> {
         let _admin = self.admin.lock();
         self.validate_new(&new)?;
+        self.create_validated(new)
+    }
+
+    /// Creates an internal topic on behalf of its coordinator, which chose its partition
+    /// count and configs; the same checks as [`Topics::create`] otherwise.
+    ///
+    /// # Errors
+    /// As [`Topics::create`]; `Internal` when `new` does not name an internal topic.
+    pub fn create_internal(&self, new: NewTopic<'_>) -> Result<Arc<Topic>, TopicError> {
+        let _admin = self.admin.lock();
+        if !is_internal(new.name) {
+            return Err(TopicError::Internal(new.name.to_string()));
+        }
+        self.validate_shape(&new)?;
+        self.check_partition_budget(u64::try_from(new.partitions).unwrap_or(0))?;
+        self.create_validated(new)
+    }
+
+    /// Creation after validation, with the admin lock held.
+    fn create_validated(&self, new: NewTopic<'_>) -> Result<Arc<Topic>, TopicError> {
         let topic = self.open_topic(new.name, Uuid::new_v4(), new.partitions, new.config)?;
         // The new partition directories must survive a crash before the registry names
         // them and before any write to them is acknowledged: one fsync covers them all.
-        std::fs::File::open(&self.data_dir)?.sync_all()?;
-        self.insert(Arc::clone(&topic));
-        if let Err(e) = self.persist() {
-            self.by_name.write().remove(new.name);
-            self.by_id.write().remove(&topic.id);
-            for p in &topic.partitions {
-                let _ = p.delete();
+        let registered = std::fs::File::open(&self.data_dir)
+            .and_then(|dir| dir.sync_all())
+            .map_err(TopicError::from)
+            .and_then(|()| {
+                self.insert(Arc::clone(&topic));
+                self.persist()
+            });
+        if let Err(e) = registered {
+            let mut by_name = self.by_name.write();
+            if by_name
+                .get(new.name)
+                .is_some_and(|t| Arc::ptr_eq(t, &topic))
+            {
+                by_name.remove(new.name);
             }
+            drop(by_name);
+            self.by_id.write().remove(&topic.id);
+            delete_partitions(&topic.partitions);
             return Err(e);
         }
         tracing::info!(topic = %topic.name, id = %topic.id, partitions = topic.partitions.len(), "created topic");
@@ -376,6 +551,9 @@ impl Topics {
         if !auto_create {
             return Err(TopicError::Unknown(name.to_string()));
         }
+        if is_internal(name) {
+            return Err(TopicError::Internal(name.to_string()));
+        }
         validate_topic_name(name)?;
         match self.create(NewTopic {
             name,
@@ -396,7 +574,9 @@ impl Topics {
     ///
     /// # Errors
     /// `Unknown`; `InvalidPartitions` unless `total` exceeds the current count (and is
-    /// within the limit); `InvalidName` for internal topics; I/O errors.
+    /// within the per-topic limit); `PartitionLimit` past the broker-wide limit;
+    /// `Internal` for internal topics; I/O errors, after which the topic is unchanged and
+    /// no new partition is left on disk.
     pub fn add_partitions(
         &self,
         name: &str,
@@ -407,43 +587,38 @@ impl Topics {
         let topic = self
             .get(name)
             .ok_or_else(|| TopicError::Unknown(name.to_string()))?;
-        if name.starts_with("__") {
-            return Err(TopicError::InvalidName {
-                name: name.to_string(),
-                reason: "the partitions of internal topics cannot be changed",
-            });
+        if is_internal(name) {
+            return Err(TopicError::Internal(name.to_string()));
         }
         let current = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
         if total <= current || total > self.partitions_max {
             return Err(TopicError::InvalidPartitions(total));
         }
+        self.check_partition_budget(u64::try_from(total - current).unwrap_or(0))?;
         if validate_only {
             return Ok(());
         }
-        let log_config = topic.config.log_config(&self.defaults);
+        let added = self.open_partitions(name, current..total, &topic.config)?;
         let mut partitions = topic.partitions.clone();
-        for p in current..total {
-            let tp = TopicPartition {
-                topic: name.to_string(),
-                partition: p,
-            };
-            let dir = self.data_dir.join(format!("{name}-{p}"));
-            partitions.push(Partition::open(
-                tp,
-                &dir,
-                log_config.clone(),
-                self.flusher.clone(),
-            )?);
-        }
-        std::fs::File::open(&self.data_dir)?.sync_all()?;
+        partitions.extend(added.iter().cloned());
         let grown = Arc::new(Topic {
             name: topic.name.clone(),
             id: topic.id,
             partitions,
             config: topic.config.clone(),
         });
-        self.insert(grown);
-        self.persist()?;
+        let registered = std::fs::File::open(&self.data_dir)
+            .and_then(|dir| dir.sync_all())
+            .map_err(TopicError::from)
+            .and_then(|()| {
+                self.insert(grown);
+                self.persist()
+            });
+        if let Err(e) = registered {
+            self.insert(topic);
+            delete_partitions(&added);
+            return Err(e);
+        }
         tracing::info!(topic = %name, from = current, to = total, "added partitions");
         Ok(())
     }
@@ -451,9 +626,13 @@ impl Topics {
     /// Deletes a topic: removes it from the registry, then its data from disk.
     ///
     /// # Errors
-    /// `Unknown` if it does not exist; I/O errors.
+    /// `Unknown` if it does not exist; `Internal` for an existing internal topic, whose
+    /// coordinator holds it open; I/O errors.
     pub fn delete(&self, name: &str) -> Result<Arc<Topic>, TopicError> {
         let _admin = self.admin.lock();
+        if is_internal(name) && self.get(name).is_some() {
+            return Err(TopicError::Internal(name.to_string()));
+        }
         let topic = self
             .by_name
             .write()
@@ -482,6 +661,17 @@ impl Topics {
     }
 }
 
+/// Deletes partitions created by a creation being rolled back (their logs and
+/// directories); a failure is logged, and the directory is removed at the next start
+/// because the registry does not name it.
+fn delete_partitions(partitions: &[Arc<Partition>]) {
+    for p in partitions {
+        if let Err(e) = p.delete() {
+            tracing::error!(partition = %p.topic_partition(), error = %e, "removing a rolled-back partition failed");
+        }
+    }
+}
+
 fn new_cluster_id() -> String {
     // Kafka cluster ids are 22-character URL-safe base64 of a UUID.
     let id = Uuid::new_v4();
@@ -495,3 +685,6 @@ fn new_cluster_id() -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests;

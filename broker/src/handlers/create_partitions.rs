@@ -15,8 +15,39 @@ use crate::errors;
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
 
+/// Partitions the whole request would add to existing topics; requests that fail on
+/// their own (unknown topic, a count that does not grow) add nothing.
+fn requested_partitions(broker: &Broker, request: &CreatePartitionsRequest) -> u64 {
+    request
+        .topics
+        .iter()
+        .filter_map(|t| {
+            let topic = broker.topics.get(t.name.as_str())?;
+            let current = i64::try_from(topic.partitions.len()).ok()?;
+            u64::try_from(i64::from(t.count) - current).ok()
+        })
+        .fold(0_u64, u64::saturating_add)
+}
+
 /// Answers a CreatePartitions request.
 pub fn handle(broker: &Arc<Broker>, request: &CreatePartitionsRequest) -> CreatePartitionsResponse {
+    // Checked for the whole request before any topic grows, as Kafka's controller refuses
+    // an excessively large batch; each topic is checked again as it grows.
+    let requested = requested_partitions(broker, request);
+    if let Err(e) = broker.topics.check_request_partitions(requested) {
+        tracing::info!(requested, error = %e, "create partitions refused");
+        let results = request
+            .topics
+            .iter()
+            .map(|t| {
+                CreatePartitionsTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_error_code(errors::topic_error(&e).code())
+                    .with_error_message(Some(StrBytes::from_string(e.to_string())))
+            })
+            .collect();
+        return CreatePartitionsResponse::default().with_results(results);
+    }
     let mut seen = std::collections::HashSet::new();
     let results = request
         .topics

@@ -95,12 +95,50 @@ fn create_one(
     ))
 }
 
+/// Partitions one topic of the request asks for, counted as Kafka's controller counts
+/// them for its per-request cap: the assignment's size, else the count (the default for
+/// -1; nothing for an invalid count, which fails on its own).
+fn requested_partitions(broker: &Broker, t: &CreatableTopic) -> u64 {
+    if !t.assignments.is_empty() {
+        return u64::try_from(t.assignments.len()).unwrap_or(u64::MAX);
+    }
+    let count = if t.num_partitions == -1 {
+        broker.config.num_partitions
+    } else {
+        t.num_partitions
+    };
+    u64::try_from(count).unwrap_or(0)
+}
+
 /// Answers a CreateTopics request.
 pub fn handle(
     broker: &Arc<Broker>,
     request: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
+    // The whole request is checked against the partition limits before any topic of it
+    // is created, so a request that cannot be completed leaves nothing behind.
+    let requested = request
+        .topics
+        .iter()
+        .map(|t| requested_partitions(broker, t))
+        .fold(0_u64, u64::saturating_add);
+    if let Err(e) = broker.topics.check_request_partitions(requested) {
+        tracing::info!(requested, error = %e, "create topics refused");
+        let topics = request
+            .topics
+            .iter()
+            .map(|t| {
+                CreatableTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_error_code(errors::topic_error(&e).code())
+                    .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
+            })
+            .collect();
+        return CreateTopicsResponse::default().with_topics(topics);
+    }
     let mut seen = std::collections::HashSet::new();
     let topics = request
         .topics

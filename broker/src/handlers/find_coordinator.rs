@@ -1,5 +1,6 @@
 //! FindCoordinator (API key 10): which broker coordinates a group. The coordinator of a
 //! group is the leader of its `__consumer_offsets` partition; on one node that is us.
+//! The first lookup of a group creates `__consumer_offsets`, as Kafka does.
 //! Transaction coordinators (key type 1) do not exist yet.
 
 use std::sync::Arc;
@@ -28,7 +29,13 @@ fn coordinator_of(
     match key_type {
         KEY_TYPE_GROUP => {
             // The leader of the group's __consumer_offsets partition; on a single node every
-            // partition is led by this broker.
+            // partition is led by this broker. Like Kafka, the first lookup creates the
+            // topic (by the coordinator's rules); if that fails the coordinator is not
+            // available yet and the client retries.
+            if let Err(e) = broker.groups.offsets_topic() {
+                tracing::warn!(group = key, error = %e, "cannot create the group coordinator's topic");
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
             let _partition = broker.groups.partition_for(key);
             Ok((
                 broker.node_id(),

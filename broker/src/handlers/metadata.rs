@@ -13,7 +13,7 @@ use kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
 use crate::errors;
-use crate::topics::{Topic, TopicError};
+use crate::topics::{self, Topic, TopicError};
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
@@ -54,7 +54,7 @@ pub(crate) fn describe_topic(
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
         .with_topic_id(topic.id)
-        .with_is_internal(topic.name.starts_with("__"))
+        .with_is_internal(topics::is_internal(&topic.name))
         .with_partitions(partitions)
         .with_topic_authorized_operations(operations)
 }
@@ -69,6 +69,41 @@ fn failed_topic(
         .with_topic_id(id)
         .with_error_code(error.code())
         .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED)
+}
+
+/// Describes an internal topic named by the request. A missing `__consumer_offsets` is
+/// created by the group coordinator's rules when auto-creation is allowed (Kafka's
+/// `AutoTopicCreationManager` does the same), never as an ordinary topic; the other
+/// internal topics have no coordinator here yet, so they stay unknown.
+fn internal_topic(
+    broker: &Broker,
+    name: TopicName,
+    auto_create: bool,
+    operations: i32,
+) -> MetadataResponseTopic {
+    if let Some(topic) = broker.topics.get(name.as_str()) {
+        return describe_topic(broker, &topic, operations);
+    }
+    let unknown = || {
+        failed_topic(
+            Some(name.clone()),
+            uuid::Uuid::nil(),
+            ResponseError::UnknownTopicOrPartition,
+        )
+        .with_is_internal(true)
+    };
+    if !auto_create || name.as_str() != crate::coordinator::GROUP_METADATA_TOPIC_NAME {
+        return unknown();
+    }
+    match broker.groups.offsets_topic() {
+        Ok(topic) => describe_topic(broker, topic, operations),
+        Err(e) => failed_topic(
+            Some(name.clone()),
+            uuid::Uuid::nil(),
+            errors::group_error(&e),
+        )
+        .with_is_internal(true),
+    }
 }
 
 /// Answers a Metadata request.
@@ -109,6 +144,9 @@ pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> M
                     Some(topic) => describe_topic(broker, &topic, topic_operations),
                     None => failed_topic(None, wanted.topic_id, ResponseError::UnknownTopicId),
                 },
+                Some(name) if topics::is_internal(name.as_str()) => {
+                    internal_topic(broker, name, auto_create, topic_operations)
+                }
                 Some(name) => {
                     let result = tokio::task::block_in_place(|| {
                         broker

@@ -181,7 +181,7 @@ fn resolve_topic(
 ) -> Result<Arc<Topic>, ResponseError> {
     let topic = resolve_any_topic(broker, data, version)?;
     // Internal topics belong to the coordinators; Kafka refuses client appends to them.
-    if topic.name == crate::coordinator::GROUP_METADATA_TOPIC_NAME {
+    if crate::topics::is_internal(&topic.name) {
         return Err(ResponseError::InvalidTopicException);
     }
     Ok(topic)

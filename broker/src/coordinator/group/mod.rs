@@ -287,9 +287,15 @@ impl GroupCoordinator {
         super::partition_for(group_id, self.offsets_partitions)
     }
 
-    /// `__consumer_offsets`, created (compacted, `offsets_partitions` partitions) if this
-    /// is its first use.
-    fn offsets_topic(&self) -> Result<&Arc<Topic>, GroupError> {
+    /// `__consumer_offsets`, created if this is its first use — by a group write, a
+    /// FindCoordinator, or a Metadata request naming it — always by the coordinator's
+    /// rules: `offsets_partitions` partitions and the configs Kafka's
+    /// `groupMetadataTopicConfigs` sets (compacted, `compression.type=producer`,
+    /// `segment.bytes` = `offsets.topic.segment.bytes`, 100 MiB by default).
+    ///
+    /// # Errors
+    /// `Storage` when the topic cannot be created (the partition limit, I/O).
+    pub(crate) fn offsets_topic(&self) -> Result<&Arc<Topic>, GroupError> {
         if let Some(topic) = self.offsets_topic.get() {
             return Ok(topic);
         }
@@ -297,20 +303,26 @@ impl GroupCoordinator {
         if let Some(topic) = self.offsets_topic.get() {
             return Ok(topic);
         }
+        // Kafka's `offsets.topic.segment.bytes` default.
+        const OFFSETS_TOPIC_SEGMENT_BYTES: &str = "104857600";
         let name = super::GROUP_METADATA_TOPIC_NAME;
-        let created = TopicConfig::from_pairs([("cleanup.policy", Some("compact"))])
-            .map_err(|e| e.to_string())
-            .and_then(|config| {
-                blocking(|| {
-                    self.topics.create(NewTopic {
-                        name,
-                        partitions: self.offsets_partitions,
-                        replication_factor: 1,
-                        config,
-                    })
+        let created = TopicConfig::from_pairs([
+            ("cleanup.policy", Some("compact")),
+            ("compression.type", Some("producer")),
+            ("segment.bytes", Some(OFFSETS_TOPIC_SEGMENT_BYTES)),
+        ])
+        .map_err(|e| e.to_string())
+        .and_then(|config| {
+            blocking(|| {
+                self.topics.create_internal(NewTopic {
+                    name,
+                    partitions: self.offsets_partitions,
+                    replication_factor: 1,
+                    config,
                 })
-                .map_err(|e| e.to_string())
-            });
+            })
+            .map_err(|e| e.to_string())
+        });
         match created {
             Ok(topic) => {
                 tracing::info!(partitions = self.offsets_partitions, "created {name}");
