@@ -10,8 +10,10 @@ use crate::topics::Topics;
 pub struct Broker {
     /// The configuration the process started with.
     pub config: Config,
-    /// Topics and their partitions.
+    /// Topic metadata.
     pub topics: std::sync::Arc<Topics>,
+    /// The partitions this broker hosts: the only way to their logs.
+    pub replicas: std::sync::Arc<logbook_replication::ReplicaManager>,
     /// Producer ids for idempotent producers.
     pub producer_ids: ProducerIdManager,
     /// Consumer groups and committed offsets.

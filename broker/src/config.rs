@@ -59,6 +59,14 @@ pub struct Config {
     /// reuse warm memory. 0 leaves the page cache to the kernel.
     #[arg(long, env = "LOGBOOK_PAGE_CACHE_TAIL_BYTES", default_value_t = 64 << 20)]
     pub page_cache_tail_bytes: u64,
+    /// How long an idempotent producer's state is kept after its last write
+    /// (`producer.id.expiration.ms`); a retry after that is no longer deduplicated.
+    #[arg(
+        long,
+        env = "LOGBOOK_PRODUCER_ID_EXPIRATION_MS",
+        default_value_t = 86_400_000
+    )]
+    pub producer_id_expiration_ms: i64,
     /// How often retention is applied.
     #[arg(
         long,

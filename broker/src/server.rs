@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use logbook_replication::{FlushPolicy, Flusher};
+use logbook_replication::{FlushPolicy, ReplicaManager};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -30,7 +30,11 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         FlushPolicyArg::EveryWrite => FlushPolicy::EveryWrite,
         FlushPolicyArg::Os => FlushPolicy::Os,
     };
-    let flusher = Flusher::start(policy, config.flush_threads);
+    let replicas = Arc::new(ReplicaManager::new(
+        &config.data_dir,
+        policy,
+        config.flush_threads,
+    ));
     let defaults = BrokerDefaults::new(
         config.limits.message_max_bytes,
         config.log_segment_bytes,
@@ -41,7 +45,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let topics = Arc::new(tokio::task::block_in_place(|| {
         Topics::open(
             &config.data_dir,
-            flusher.clone(),
+            Arc::clone(&replicas),
             defaults,
             config.limits.partitions_per_topic_max,
         )
@@ -58,6 +62,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let broker = Arc::new(Broker {
         config,
         topics,
+        replicas: Arc::clone(&replicas),
         producer_ids,
         groups,
         advertised_host,
@@ -116,8 +121,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         tracing::warn!("connections did not finish within the grace period");
     }
     broker.groups.shutdown();
-    tokio::task::block_in_place(|| broker.topics.close_all());
-    flusher.shutdown();
+    tokio::task::block_in_place(|| replicas.shutdown());
     tracing::info!("shutdown complete");
     Ok(())
 }
@@ -159,7 +163,8 @@ async fn shutdown_signal() {
     }
 }
 
-/// Applies `retention.ms` / `retention.bytes` to every partition periodically.
+/// Has the replica manager apply `retention.ms` / `retention.bytes` and producer-id expiry
+/// to every partition periodically.
 async fn retention_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
     let period = Duration::from_millis(broker.config.log_retention_check_interval_ms.max(100));
     let mut ticker = tokio::time::interval(period);
@@ -172,24 +177,7 @@ async fn retention_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        for topic in broker.topics.all() {
-            for partition in &topic.partitions {
-                let result = tokio::task::block_in_place(|| {
-                    partition.apply_retention(
-                        now,
-                        logbook_storage::producer_state::PRODUCER_ID_EXPIRATION_MS_DEFAULT,
-                    )
-                });
-                match result {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        tracing::info!(partition = %partition.topic_partition(), segments = n, "retention removed segments")
-                    }
-                    Err(e) => {
-                        tracing::warn!(partition = %partition.topic_partition(), error = %e, "retention failed")
-                    }
-                }
-            }
-        }
+        let expiration_ms = broker.config.producer_id_expiration_ms;
+        tokio::task::block_in_place(|| broker.replicas.apply_retention(now, expiration_ms));
     }
 }

@@ -1,4 +1,7 @@
-//! Topic metadata: which topics exist, their ids, partitions and config overrides.
+//! Topic metadata: which topics exist, their ids, partition counts and config overrides.
+//! The partitions' logs belong to the `ReplicaManager`; this registry only asks it to
+//! host or drop them as topics come and go (with replication, replica assignments and
+//! leaders will be metadata here too).
 //!
 //! The registry is persisted as one JSON document in `<data-dir>/__cluster_metadata/topics.json`,
 //! replaced atomically (write temp, fsync, rename, fsync dir). Order of operations keeps disk
@@ -17,7 +20,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use logbook_replication::{Flusher, Partition, TopicPartition};
+use logbook_replication::ReplicaManager;
 use parking_lot::{Mutex, RwLock};
 use uuid::Uuid;
 
@@ -51,14 +54,14 @@ pub fn is_internal(name: &str) -> bool {
 /// so one request holds the admin lock for a bounded time.
 pub const PARTITIONS_PER_REQUEST_MAX: u64 = 10_000;
 
-/// One topic and its partitions.
+/// One topic: metadata only (its partitions' logs are the `ReplicaManager`'s).
 pub struct Topic {
     /// The topic's name.
     pub name: String,
     /// The topic's id (KIP-516), stable across restarts.
     pub id: Uuid,
-    /// Partitions by index.
-    pub partitions: Vec<Arc<Partition>>,
+    /// Number of partitions, numbered `0..partition_count`.
+    pub partition_count: i32,
     /// Config overrides.
     pub config: TopicConfig,
 }
@@ -166,7 +169,7 @@ pub struct Topics {
     by_id: RwLock<HashMap<Uuid, Arc<Topic>>>,
     /// Serializes create and delete so the registry file is written in order.
     admin: Mutex<()>,
-    flusher: Flusher,
+    replicas: Arc<ReplicaManager>,
     defaults: BrokerDefaults,
     partitions_max: i32,
     /// Partitions this broker may host in total (`partition_budget::partitions_max`).
@@ -210,7 +213,7 @@ impl Topics {
     /// Unreadable registry or a log that cannot be opened.
     pub fn open(
         data_dir: &Path,
-        flusher: Flusher,
+        replicas: Arc<ReplicaManager>,
         defaults: BrokerDefaults,
         partitions_max: i32,
     ) -> Result<Self, TopicError> {
@@ -235,7 +238,7 @@ impl Topics {
             by_name: RwLock::new(HashMap::new()),
             by_id: RwLock::new(HashMap::new()),
             admin: Mutex::new(()),
-            flusher,
+            replicas,
             defaults,
             partitions_max,
             partitions_total_max: u64::MAX,
@@ -278,48 +281,29 @@ impl Topics {
         partitions: i32,
         config: TopicConfig,
     ) -> Result<Arc<Topic>, TopicError> {
-        let opened = self.open_partitions(name, 0..partitions, &config)?;
+        self.open_partitions(name, 0..partitions, &config)?;
         Ok(Arc::new(Topic {
             name: name.to_string(),
             id,
-            partitions: opened,
+            partition_count: partitions,
             config,
         }))
     }
 
-    /// Opens the partitions `range` of topic `name`, all or none: when one fails, those
-    /// already opened are deleted again, and so is the failed one's directory if this call
-    /// created it, so nothing is left on disk.
+    /// Has the replica manager open the partitions `range` of topic `name`, all or none:
+    /// when one fails, those already opened are deleted again, and so is the failed one's
+    /// directory if this call created it, so nothing is left on disk.
     fn open_partitions(
         &self,
         name: &str,
         range: std::ops::Range<i32>,
         config: &TopicConfig,
-    ) -> Result<Vec<Arc<Partition>>, TopicError> {
+    ) -> Result<(), TopicError> {
         let log_config = config.log_config(&self.defaults);
-        let mut opened = Vec::with_capacity(range.len());
-        for p in range {
-            let tp = TopicPartition {
-                topic: name.to_string(),
-                partition: p,
-            };
-            let dir = self.data_dir.join(format!("{name}-{p}"));
-            let existed = std::fs::symlink_metadata(&dir).is_ok();
-            match Partition::open(tp, &dir, log_config.clone(), self.flusher.clone()) {
-                Ok(partition) => opened.push(partition),
-                Err(e) => {
-                    tracing::warn!(topic = %name, partition = p, error = %e, "opening a partition failed; removing the ones opened");
-                    if !existed && dir.is_dir() {
-                        if let Err(e) = std::fs::remove_dir_all(&dir) {
-                            tracing::error!(dir = %dir.display(), error = %e, "removing a half-created partition failed");
-                        }
-                    }
-                    delete_partitions(&opened);
-                    return Err(e.into());
-                }
-            }
-        }
-        Ok(opened)
+        self.replicas
+            .create_partitions(name, range, &log_config)
+            .map(|_| ())
+            .map_err(TopicError::from)
     }
 
     /// Partitions this broker hosts now, over all topics.
@@ -327,7 +311,7 @@ impl Topics {
         self.by_name
             .read()
             .values()
-            .map(|t| u64::try_from(t.partitions.len()).unwrap_or(u64::MAX))
+            .map(|t| u64::try_from(t.partition_count).unwrap_or(u64::MAX))
             .sum()
     }
 
@@ -390,7 +374,7 @@ impl Topics {
             .map(|t| PersistedTopic {
                 name: t.name.clone(),
                 id: t.id,
-                partitions: i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
+                partitions: t.partition_count,
                 config: t.config.clone(),
             })
             .collect();
@@ -527,10 +511,10 @@ impl Topics {
             }
             drop(by_name);
             self.by_id.write().remove(&topic.id);
-            delete_partitions(&topic.partitions);
+            self.replicas.delete_topic(&topic.name);
             return Err(e);
         }
-        tracing::info!(topic = %topic.name, id = %topic.id, partitions = topic.partitions.len(), "created topic");
+        tracing::info!(topic = %topic.name, id = %topic.id, partitions = topic.partition_count, "created topic");
         Ok(topic)
     }
 
@@ -590,7 +574,7 @@ impl Topics {
         if is_internal(name) {
             return Err(TopicError::Internal(name.to_string()));
         }
-        let current = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+        let current = topic.partition_count;
         if total <= current || total > self.partitions_max {
             return Err(TopicError::InvalidPartitions(total));
         }
@@ -598,13 +582,11 @@ impl Topics {
         if validate_only {
             return Ok(());
         }
-        let added = self.open_partitions(name, current..total, &topic.config)?;
-        let mut partitions = topic.partitions.clone();
-        partitions.extend(added.iter().cloned());
+        self.open_partitions(name, current..total, &topic.config)?;
         let grown = Arc::new(Topic {
             name: topic.name.clone(),
             id: topic.id,
-            partitions,
+            partition_count: total,
             config: topic.config.clone(),
         });
         let registered = std::fs::File::open(&self.data_dir)
@@ -616,7 +598,7 @@ impl Topics {
             });
         if let Err(e) = registered {
             self.insert(topic);
-            delete_partitions(&added);
+            self.replicas.remove_partitions(name, current..total);
             return Err(e);
         }
         tracing::info!(topic = %name, from = current, to = total, "added partitions");
@@ -640,35 +622,15 @@ impl Topics {
             .ok_or_else(|| TopicError::Unknown(name.to_string()))?;
         self.by_id.write().remove(&topic.id);
         self.persist()?;
-        for p in &topic.partitions {
-            if let Err(e) = p.delete() {
-                tracing::error!(partition = %p.topic_partition(), error = %e, "deleting partition data failed");
-            }
-        }
+        self.replicas.delete_topic(&topic.name);
         tracing::info!(topic = %topic.name, "deleted topic");
         Ok(topic)
     }
 
-    /// Closes every partition, writing clean-shutdown checkpoints.
-    pub fn close_all(&self) {
-        for topic in self.all() {
-            for p in &topic.partitions {
-                if let Err(e) = p.close() {
-                    tracing::error!(partition = %p.topic_partition(), error = %e, "closing partition failed");
-                }
-            }
-        }
-    }
-}
-
-/// Deletes partitions created by a creation being rolled back (their logs and
-/// directories); a failure is logged, and the directory is removed at the next start
-/// because the registry does not name it.
-fn delete_partitions(partitions: &[Arc<Partition>]) {
-    for p in partitions {
-        if let Err(e) = p.delete() {
-            tracing::error!(partition = %p.topic_partition(), error = %e, "removing a rolled-back partition failed");
-        }
+    /// The replica manager hosting the topics' partitions.
+    #[must_use]
+    pub fn replicas(&self) -> &Arc<ReplicaManager> {
+        &self.replicas
     }
 }
 

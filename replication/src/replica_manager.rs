@@ -125,7 +125,7 @@ impl ReplicaManager {
                 partition: index,
             };
             let dir = self.log_dir(topic, index);
-            let existed = dir.exists();
+            let existed = std::fs::symlink_metadata(&dir).is_ok();
             match Partition::open(topic_partition, &dir, config.clone(), self.flusher.clone()) {
                 Ok(partition) => opened.push(partition),
                 Err(e) => {
@@ -135,8 +135,10 @@ impl ReplicaManager {
                             tracing::error!(partition = %partition.topic_partition(), error = %e, "rollback could not remove a partition directory");
                         }
                     }
-                    if !existed {
-                        let _ = std::fs::remove_dir_all(&dir);
+                    if !existed && dir.is_dir() {
+                        if let Err(e) = std::fs::remove_dir_all(&dir) {
+                            tracing::error!(dir = %dir.display(), error = %e, "removing a half-created partition failed");
+                        }
                     }
                     return Err(e);
                 }
@@ -163,6 +165,24 @@ impl ReplicaManager {
         for partition in removed {
             if let Err(e) = partition.delete() {
                 tracing::error!(partition = %partition.topic_partition(), error = %e, "deleting partition data failed");
+            }
+        }
+    }
+
+    /// Stops hosting the partitions `range` of `topic` (the last ones: a CreatePartitions
+    /// being rolled back) and deletes their logs.
+    pub fn remove_partitions(&self, topic: &str, range: Range<i32>) {
+        let removed: Vec<Arc<Partition>> = {
+            let mut partitions = self.partitions.write();
+            let Some(list) = partitions.get_mut(topic) else {
+                return;
+            };
+            let from = usize::try_from(range.start).unwrap_or(0).min(list.len());
+            list.split_off(from)
+        };
+        for partition in removed {
+            if let Err(e) = partition.delete() {
+                tracing::error!(partition = %partition.topic_partition(), error = %e, "removing a rolled-back partition failed");
             }
         }
     }

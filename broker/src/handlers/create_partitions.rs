@@ -23,7 +23,7 @@ fn requested_partitions(broker: &Broker, request: &CreatePartitionsRequest) -> u
         .iter()
         .filter_map(|t| {
             let topic = broker.topics.get(t.name.as_str())?;
-            let current = i64::try_from(topic.partitions.len()).ok()?;
+            let current = i64::from(topic.partition_count);
             u64::try_from(i64::from(t.count) - current).ok()
         })
         .fold(0_u64, u64::saturating_add)

@@ -17,13 +17,12 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKi
 use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
 use logbook_protocol::{FileRecords, FileRegion};
-use logbook_replication::Partition;
+use logbook_replication::{Partition, TopicPartition};
 use tokio::sync::watch;
 
 use crate::broker::Broker;
 use crate::errors;
 use crate::handlers::{Response, ResponseFuture};
-use crate::topics::Topic;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 4, max: 18 };
@@ -34,12 +33,16 @@ const TOPIC_ID_VERSION: i16 = 13;
 /// `isolation_level` of a read_committed consumer.
 const READ_COMMITTED: i8 = 1;
 
-/// One requested topic, resolved once per request.
+/// One requested topic, resolved once per request: the topic (or why not), and each
+/// requested partition with the hosted partition the replica manager gave for it (or
+/// the error it answered: unknown, fenced or unknown leader epoch, offline).
 struct ResolvedTopic {
     name: TopicName,
     id: uuid::Uuid,
-    topic: Result<Arc<Topic>, ResponseError>,
-    partitions: Vec<kafka_protocol::messages::fetch_request::FetchPartition>,
+    partitions: Vec<(
+        kafka_protocol::messages::fetch_request::FetchPartition,
+        Result<Arc<Partition>, ResponseError>,
+    )>,
 }
 
 /// Answers a Fetch request; all the work happens in the returned future.
@@ -76,20 +79,33 @@ fn resolve(broker: &Broker, request: FetchRequest, version: i16) -> Vec<Resolved
                 ),
                 _ => t.topic,
             };
+            let partitions = t
+                .partitions
+                .into_iter()
+                .map(|req| {
+                    let partition = match &topic {
+                        Ok(topic) => broker
+                            .replicas
+                            .get_partition_or_error(
+                                &TopicPartition {
+                                    topic: topic.name.clone(),
+                                    partition: req.partition,
+                                },
+                                req.current_leader_epoch,
+                            )
+                            .map_err(|e| errors::replication_error(&e)),
+                        Err(e) => Err(*e),
+                    };
+                    (req, partition)
+                })
+                .collect();
             ResolvedTopic {
                 name,
                 id: t.topic_id,
-                topic,
-                partitions: t.partitions,
+                partitions,
             }
         })
         .collect()
-}
-
-fn partition_of(topic: &Topic, index: i32) -> Option<&Arc<Partition>> {
-    usize::try_from(index)
-        .ok()
-        .and_then(|i| topic.partitions.get(i))
 }
 
 /// The outcome of one pass over every requested partition.
@@ -123,27 +139,14 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
             let partitions = t
                 .partitions
                 .iter()
-                .map(|req| {
-                    let partition = match &t.topic {
-                        Ok(topic) => match partition_of(topic, req.partition) {
-                            Some(p) => p,
-                            None => {
-                                error = true;
-                                return error_partition(
-                                    req.partition,
-                                    ResponseError::UnknownTopicOrPartition,
-                                );
-                            }
-                        },
+                .map(|(req, partition)| {
+                    let partition = match partition {
+                        Ok(p) => p,
                         Err(e) => {
                             error = true;
                             return error_partition(req.partition, *e);
                         }
                     };
-                    if req.current_leader_epoch > partition.leader_epoch().0 {
-                        error = true;
-                        return error_partition(req.partition, ResponseError::UnknownLeaderEpoch);
-                    }
                     let limit = usize::try_from(req.partition_max_bytes.max(0))
                         .unwrap_or(0)
                         .min(budget);
@@ -215,12 +218,8 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
 fn subscribe(topics: &[ResolvedTopic]) -> Vec<watch::Receiver<i64>> {
     topics
         .iter()
-        .filter_map(|t| t.topic.as_ref().ok().map(|topic| (t, topic)))
-        .flat_map(|(t, topic)| {
-            t.partitions
-                .iter()
-                .filter_map(|p| partition_of(topic, p.partition))
-        })
+        .flat_map(|t| t.partitions.iter())
+        .filter_map(|(_, p)| p.as_ref().ok())
         .map(|p| p.subscribe())
         .collect()
 }

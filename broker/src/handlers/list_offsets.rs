@@ -10,7 +10,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
-use logbook_replication::Partition;
+use logbook_replication::{Partition, TopicPartition};
 
 use crate::broker::Broker;
 use crate::errors;
@@ -103,24 +103,29 @@ pub fn handle(
                 .map(|p| {
                     let response = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
-                    let partition = topic.as_ref().and_then(|topic| {
-                        usize::try_from(p.partition_index)
-                            .ok()
-                            .and_then(|i| topic.partitions.get(i))
-                    });
-                    let Some(partition) = partition else {
-                        return response
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                            .with_offset(-1)
-                            .with_timestamp(-1);
+                    let partition = match &topic {
+                        Some(topic) => broker
+                            .replicas
+                            .get_partition_or_error(
+                                &TopicPartition {
+                                    topic: topic.name.clone(),
+                                    partition: p.partition_index,
+                                },
+                                p.current_leader_epoch,
+                            )
+                            .map_err(|e| errors::replication_error(&e)),
+                        None => Err(ResponseError::UnknownTopicOrPartition),
                     };
-                    if p.current_leader_epoch > partition.leader_epoch().0 {
-                        return response
-                            .with_error_code(ResponseError::UnknownLeaderEpoch.code())
-                            .with_offset(-1)
-                            .with_timestamp(-1);
-                    }
-                    match tokio::task::block_in_place(|| lookup(partition, p.timestamp)) {
+                    let partition = match partition {
+                        Ok(partition) => partition,
+                        Err(e) => {
+                            return response
+                                .with_error_code(e.code())
+                                .with_offset(-1)
+                                .with_timestamp(-1)
+                        }
+                    };
+                    match tokio::task::block_in_place(|| lookup(&partition, p.timestamp)) {
                         Ok((offset, timestamp)) => response
                             .with_offset(offset)
                             .with_timestamp(timestamp)

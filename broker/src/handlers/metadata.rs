@@ -38,17 +38,25 @@ pub(crate) fn describe_topic(
     operations: i32,
 ) -> MetadataResponseTopic {
     let node = BrokerId(broker.node_id());
-    let partitions = topic
-        .partitions
-        .iter()
-        .zip(0..)
-        .map(|(p, index)| {
-            MetadataResponsePartition::default()
+    let partitions = (0..topic.partition_count)
+        .map(|index| {
+            let hosted = broker.replicas.partition(&topic.name, index);
+            let epoch = hosted.as_ref().map_or(-1, |p| p.leader_epoch().0);
+            // A partition a disk failure took offline has no leader (Kafka lists it
+            // with LEADER_NOT_AVAILABLE and the replica as offline).
+            let offline = hosted.as_ref().is_none_or(|p| p.offline_reason().is_some());
+            let partition = MetadataResponsePartition::default()
                 .with_partition_index(index)
-                .with_leader_id(node)
-                .with_leader_epoch(p.leader_epoch().0)
-                .with_replica_nodes(vec![node])
-                .with_isr_nodes(vec![node])
+                .with_leader_epoch(epoch)
+                .with_replica_nodes(vec![node]);
+            if offline {
+                partition
+                    .with_error_code(ResponseError::LeaderNotAvailable.code())
+                    .with_leader_id(BrokerId(-1))
+                    .with_offline_replicas(vec![node])
+            } else {
+                partition.with_leader_id(node).with_isr_nodes(vec![node])
+            }
         })
         .collect();
     MetadataResponseTopic::default()

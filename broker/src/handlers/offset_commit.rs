@@ -29,9 +29,9 @@ pub fn handle(broker: &Arc<Broker>, request: &OffsetCommitRequest, version: i16)
         let known = broker.topics.get(name);
         let mut row = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
-            let exists = known.as_ref().is_some_and(|t| {
-                usize::try_from(p.partition_index).is_ok_and(|i| i < t.partitions.len())
-            });
+            let exists = known
+                .as_ref()
+                .is_some_and(|t| (0..t.partition_count).contains(&p.partition_index));
             if exists {
                 row.push(None);
                 commits.push(CommitPartition {

@@ -21,9 +21,9 @@ pub fn handle(broker: &Broker, request: &OffsetDeleteRequest) -> OffsetDeleteRes
     for topic in &request.topics {
         let t = broker.topics.get(topic.name.0.as_str());
         for p in &topic.partitions {
-            let exists = t.as_ref().is_some_and(|t| {
-                usize::try_from(p.partition_index).is_ok_and(|i| i < t.partitions.len())
-            });
+            let exists = t
+                .as_ref()
+                .is_some_and(|t| (0..t.partition_count).contains(&p.partition_index));
             if exists {
                 known.push((topic.name.0.to_string(), p.partition_index));
             }
@@ -52,8 +52,9 @@ pub fn handle(broker: &Broker, request: &OffsetDeleteRequest) -> OffsetDeleteRes
                         .iter()
                         .map(|p| {
                             let exists = t.as_ref().is_some_and(|t| {
-                                usize::try_from(p.partition_index)
-                                    .is_ok_and(|i| i < t.partitions.len())
+                                usize::try_from(p.partition_index).is_ok_and(|i| {
+                                    i < usize::try_from(t.partition_count).unwrap_or(0)
+                                })
                             });
                             let code = if exists {
                                 errors::group_code(results.next().flatten())

@@ -61,15 +61,20 @@ fn append_partition(
     data: &PartitionProduceData,
 ) -> (PartitionProduceResponse, Option<(Arc<Partition>, i64)>) {
     let index = data.index;
-    let Some(partition) = usize::try_from(index)
-        .ok()
-        .and_then(|i| topic.partitions.get(i))
-    else {
-        return (
-            partition_error(index, ResponseError::UnknownTopicOrPartition, None),
-            None,
-        );
+    let topic_partition = logbook_replication::TopicPartition {
+        topic: topic.name.clone(),
+        partition: index,
     };
+    let partition = match broker.replicas.get_partition_or_error(&topic_partition, -1) {
+        Ok(partition) => partition,
+        Err(e) => {
+            return (
+                partition_error(index, errors::replication_error(&e), Some(e.to_string())),
+                None,
+            );
+        }
+    };
+    let partition = &partition;
     let Some(records) = data.records.as_ref() else {
         return (
             partition_error(

@@ -28,12 +28,15 @@ use crate::topics::Topics;
 
 fn broker(dir: &std::path::Path) -> Arc<Broker> {
     let config = Config::parse_from(["logbook", "--data-dir", dir.to_str().expect("utf-8 path")]);
-    let flusher =
-        logbook_replication::Flusher::start(logbook_replication::FlushPolicy::EveryWrite, 1);
+    let replicas = Arc::new(logbook_replication::ReplicaManager::new(
+        dir,
+        logbook_replication::FlushPolicy::EveryWrite,
+        1,
+    ));
     let topics = Arc::new(
         Topics::open(
             dir,
-            flusher,
+            Arc::clone(&replicas),
             BrokerDefaults::new(1_048_588, 1 << 30, -1),
             1000,
         )
@@ -49,6 +52,7 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
     Arc::new(Broker {
         config,
         topics,
+        replicas,
         producer_ids,
         groups,
         advertised_host: "127.0.0.1".into(),

@@ -3,15 +3,19 @@
 //! and a creation that fails half-way leaves neither directories nor a registry entry.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use super::*;
 
 fn topics(dir: &Path, partitions_total_max: u64) -> Topics {
-    let flusher =
-        logbook_replication::Flusher::start(logbook_replication::FlushPolicy::EveryWrite, 1);
+    let replicas = Arc::new(logbook_replication::ReplicaManager::new(
+        dir,
+        logbook_replication::FlushPolicy::EveryWrite,
+        1,
+    ));
     Topics::open(
         dir,
-        flusher,
+        Arc::clone(&replicas),
         BrokerDefaults::new(1_048_588, 1 << 30, -1),
         1000,
     )
@@ -69,7 +73,7 @@ fn clients_cannot_create_internal_topics_but_coordinators_can() {
     let offsets = topics
         .create_internal(new_topic("__consumer_offsets", 5))
         .expect("coordinator creates its topic");
-    assert_eq!(offsets.partitions.len(), 5);
+    assert_eq!(offsets.partition_count as usize, 5);
     assert!(matches!(
         topics.delete("__consumer_offsets"),
         Err(TopicError::Internal(_))
@@ -125,5 +129,5 @@ fn a_creation_failing_half_way_is_rolled_back() {
     std::fs::write(dir.path().join("g-3"), b"x").expect("obstacle");
     assert!(topics.add_partitions("g", 5, false).is_err());
     assert_eq!(partition_dirs(dir.path(), "g"), vec!["g-0", "g-1"]);
-    assert_eq!(topics.get("g").map(|t| t.partitions.len()), Some(2));
+    assert_eq!(topics.get("g").map(|t| t.partition_count as usize), Some(2));
 }

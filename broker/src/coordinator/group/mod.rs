@@ -210,9 +210,7 @@ impl GroupCoordinator {
         let existing = topics.get(name);
         let offsets_partitions = existing
             .as_ref()
-            .map_or(config.offsets_topic_num_partitions, |t| {
-                i32::try_from(t.partitions.len()).unwrap_or(i32::MAX)
-            });
+            .map_or(config.offsets_topic_num_partitions, |t| t.partition_count);
         let coordinator = Arc::new_cyclic(|self_weak| GroupCoordinator {
             config,
             groups: RwLock::new(HashMap::new()),
@@ -224,12 +222,8 @@ impl GroupCoordinator {
             self_weak: self_weak.clone(),
         });
         let mut loaded = 0_usize;
-        for partition in coordinator
-            .offsets_topic
-            .get()
-            .map_or(&[][..], |t| &t.partitions[..])
-        {
-            let records = persistence::replay(partition)
+        for partition in topics.replicas().partitions_of(name) {
+            let records = persistence::replay(&partition)
                 .map_err(|e| format!("{}: {e}", partition.topic_partition()))?;
             loaded += records.len();
             coordinator.apply_loaded(records);
@@ -335,11 +329,11 @@ impl GroupCoordinator {
         }
     }
 
-    fn offsets_partition(&self, group_id: &str) -> Result<&Arc<Partition>, GroupError> {
-        let index = usize::try_from(self.partition_for(group_id)).unwrap_or(0);
-        self.offsets_topic()?
-            .partitions
-            .get(index)
+    fn offsets_partition(&self, group_id: &str) -> Result<Arc<Partition>, GroupError> {
+        let topic = self.offsets_topic()?;
+        self.topics
+            .replicas()
+            .partition(&topic.name, self.partition_for(group_id))
             .ok_or(GroupError::Storage)
     }
 
@@ -381,7 +375,7 @@ impl GroupCoordinator {
         })?;
         match partition.append(&batch) {
             Ok(logbook_replication::AppendOutcome::Appended(info)) => {
-                Ok((Arc::clone(partition), info.last_offset + 1))
+                Ok((Arc::clone(&partition), info.last_offset + 1))
             }
             Ok(logbook_replication::AppendOutcome::Duplicate(_)) => {
                 // Our batches carry no producer id, so the sequence check never matches.

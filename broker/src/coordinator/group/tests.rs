@@ -10,11 +10,15 @@ use super::*;
 use crate::topic_config::BrokerDefaults;
 
 fn topics(dir: &std::path::Path) -> Arc<Topics> {
-    let flusher = logbook_replication::Flusher::start(logbook_replication::FlushPolicy::Os, 1);
+    let replicas = Arc::new(logbook_replication::ReplicaManager::new(
+        dir,
+        logbook_replication::FlushPolicy::Os,
+        1,
+    ));
     Arc::new(
         Topics::open(
             dir,
-            flusher,
+            Arc::clone(&replicas),
             BrokerDefaults::new(1_048_588, 1 << 30, -1),
             1000,
         )
