@@ -2,21 +2,22 @@
 //! --partitions`). Partitions are never removed; manual assignments may only name this
 //! broker.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
-use crate::broker::Broker;
 use crate::errors;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
 
 /// Answers a CreatePartitions request.
-pub fn handle(broker: &Arc<Broker>, request: &CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub fn handle(
+    ctx: &super::RequestContext,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let broker = &ctx.broker;
     let mut seen = std::collections::HashSet::new();
     let results = request
         .topics

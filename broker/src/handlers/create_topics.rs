@@ -1,8 +1,6 @@
 //! CreateTopics (API key 19): create topics with a partition count, replication factor and
 //! config overrides, or only validate the request (`validate_only`).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
@@ -96,11 +94,8 @@ fn create_one(
 }
 
 /// Answers a CreateTopics request.
-pub fn handle(
-    broker: &Arc<Broker>,
-    request: CreateTopicsRequest,
-    version: i16,
-) -> CreateTopicsResponse {
+pub fn handle(ctx: &super::RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let mut seen = std::collections::HashSet::new();
     let topics = request
         .topics

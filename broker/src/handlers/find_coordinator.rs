@@ -2,8 +2,6 @@
 //! group is the leader of its `__consumer_offsets` partition; on one node that is us.
 //! Transaction coordinators (key type 1) do not exist yet.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
@@ -44,10 +42,10 @@ fn coordinator_of(
 /// Answers FindCoordinator.
 #[must_use]
 pub fn handle(
-    broker: &Arc<Broker>,
-    request: &FindCoordinatorRequest,
-    version: i16,
+    ctx: &super::RequestContext,
+    request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let mut response = FindCoordinatorResponse::default();
     if version >= BATCHED_VERSION {
         response.error_message = None;

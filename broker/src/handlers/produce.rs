@@ -206,7 +206,8 @@ fn resolve_any_topic(
 }
 
 /// Appends the request's records now (in request order) and returns the future answer.
-pub fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> ResponseFuture {
+pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseFuture {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let acks = request.acks;
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let mut waits = Vec::new();
