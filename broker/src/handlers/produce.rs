@@ -248,6 +248,12 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
         responses.push(topic_response);
     }
     if acks == 0 {
+        // Kafka closes the connection of a failed acks=0 request: the client hears of the
+        // failure only this way, and refreshes its metadata.
+        let mut partitions = responses.iter().flat_map(|t| &t.partition_responses);
+        if partitions.any(|p| p.error_code != errors::NONE) {
+            ctx.close_connection();
+        }
         return Box::pin(std::future::ready(None));
     }
     let timeout_ms = u64::try_from(request.timeout_ms.max(0))
