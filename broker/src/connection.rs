@@ -131,11 +131,16 @@ pub async fn serve_with<R, T>(
     let activity = Arc::new(Activity::new());
     let writer = tokio::spawn(write_loop(transport, rx, peer, Arc::clone(&activity)));
     let mut last_request = Instant::now();
+    // One timer per connection, moved on rather than re-created for every request.
+    let idle_timer = tokio::time::sleep(idle);
+    tokio::pin!(idle_timer);
     loop {
-        let deadline = activity.idle_deadline(last_request, idle);
+        idle_timer
+            .as_mut()
+            .reset(activity.idle_deadline(last_request, idle));
         let frame = tokio::select! {
             () = shutdown.cancelled() => break,
-            () = tokio::time::sleep_until(deadline) => {
+            () = &mut idle_timer => {
                 if activity.idle_deadline(last_request, idle) <= Instant::now() {
                     tracing::debug!(%peer, idle_ms = idle.as_millis(), "closing idle connection");
                     break;
