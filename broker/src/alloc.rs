@@ -11,8 +11,12 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
-/// Allocations at or above this size are served by `mmap`.
-pub const MMAP_THRESHOLD_BYTES: usize = 1 << 30;
+/// Allocations at or above this size are served by `mmap` with `MAP_NORESERVE`: far above
+/// any legitimate allocation (frames are capped at `frame_bytes_max`, 100 MiB by default),
+/// so only the decoder's pre-sizing from a hostile array length reaches it. Unrelated to
+/// `logbook_protocol::STAND_IN_BYTES`, which is lazily mapped on either side of it (see the
+/// tests).
+pub const GUARD_BYTES_MIN: usize = 1 << 30;
 
 /// Page alignment an anonymous mapping guarantees.
 const PAGE_BYTES: usize = 4096;
@@ -21,7 +25,7 @@ const PAGE_BYTES: usize = 4096;
 pub struct GuardedAllocator;
 
 fn mapped(layout: Layout) -> bool {
-    layout.size() >= MMAP_THRESHOLD_BYTES && layout.align() <= PAGE_BYTES
+    layout.size() >= GUARD_BYTES_MIN && layout.align() <= PAGE_BYTES
 }
 
 #[expect(unsafe_code, reason = "a global allocator is unsafe by definition")]
@@ -130,3 +134,6 @@ pub fn tune_malloc() {
         libc::mallopt(libc::M_ARENA_MAX, MALLOC_ARENAS_MAX);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -144,6 +144,22 @@ pub struct Limits {
     /// Concurrent client connections; further connections wait in the accept backlog.
     #[arg(long, env = "LOGBOOK_CONNECTIONS_MAX", default_value_t = 10_000)]
     pub connections_max: usize,
+    /// Connections from one IP address (Kafka's `max.connections.per.ip`, unlimited by
+    /// default: `i32::MAX`); a further connection from that address is closed at once.
+    #[arg(
+        long,
+        env = "LOGBOOK_MAX_CONNECTIONS_PER_IP",
+        default_value_t = 2_147_483_647
+    )]
+    pub max_connections_per_ip: usize,
+    /// A connection with no request in flight that receives no request for this long is
+    /// closed (Kafka's `connections.max.idle.ms`, 10 minutes).
+    #[arg(
+        long,
+        env = "LOGBOOK_CONNECTIONS_MAX_IDLE_MS",
+        default_value_t = 600_000
+    )]
+    pub connections_max_idle_ms: u64,
     /// Requests read ahead on one connection while earlier ones are still being answered.
     #[arg(
         long,

@@ -1,31 +1,35 @@
 //! One client connection: a reader that decodes frames and runs each request's ordered part,
-//! and a writer that sends responses strictly in request order.
+//! and a writer that sends responses strictly in request order through a [`Transport`].
 //!
 //! Between them sits a bounded queue (`inflight_requests_per_connection_max`) of pending
 //! responses: a client that pipelines faster than we answer is slowed by TCP backpressure,
 //! not by our memory. Malformed input closes the connection after the responses already
-//! owed are sent, with one log line, as Apache Kafka does.
+//! owed are sent, with one log line, as Apache Kafka does. So does a connection that stays
+//! idle — no request in flight and no request received — for `connections_max_idle_ms`
+//! (Kafka's `connections.max.idle.ms`), so that idle sockets cannot hold the connection
+//! limits against real clients.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-
-use std::io;
+use std::time::Duration;
 
 use futures::StreamExt;
 use kafka_protocol::messages::ApiKey;
 use logbook_protocol::{
-    decode_request, encode_api_versions_fallback, encode_response_with_records, frame_codec, Chunk,
-    DecodeError, FileRegion, ResponseBuf,
+    decode_request, encode_api_versions_fallback, encode_response_with_records, frame_codec,
+    DecodeError, ResponseBuf,
 };
-use tokio::io::{AsyncWriteExt, Interest};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
-use crate::handlers::{self, ResponseFuture};
+use crate::handlers::{self, RequestContext, ResponseFuture};
+use crate::transport::{PlaintextTransport, Transport};
 
 /// Bytes of responses (records in files included) gathered before a write when more are
 /// queued.
@@ -44,8 +48,50 @@ enum Pending {
     ApiVersionsFallback { correlation_id: i32 },
 }
 
-/// Serves one connection until the client closes it, sends something malformed, or the
-/// broker shuts down.
+/// What the idle check needs from both halves of a connection.
+struct Activity {
+    /// When the connection started; times below are milliseconds since then.
+    started: Instant,
+    /// Requests read whose response is not yet encoded.
+    inflight: AtomicUsize,
+    /// When the last response was encoded.
+    last_response_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            inflight: AtomicUsize::new(0),
+            last_response_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn request_queued(&self) {
+        self.inflight.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn response_done(&self) {
+        let now_ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_response_ms.store(now_ms, Ordering::Release);
+        self.inflight.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// When the connection becomes idle if nothing happens meanwhile: `idle` after the
+    /// later of the last request read and the last response, or `idle` from now while a
+    /// request is in flight (a long-polling fetch or a parked JoinGroup is not idleness).
+    fn idle_deadline(&self, last_request: Instant, idle: Duration) -> Instant {
+        if self.inflight.load(Ordering::Acquire) > 0 {
+            return Instant::now() + idle;
+        }
+        let last_response =
+            self.started + Duration::from_millis(self.last_response_ms.load(Ordering::Acquire));
+        last_request.max(last_response) + idle
+    }
+}
+
+/// Serves one plain-TCP connection until the client closes it, sends something malformed,
+/// stays idle too long, or the broker shuts down.
 pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
@@ -56,20 +102,54 @@ pub async fn serve(
         tracing::debug!(%peer, error = %e, "set_nodelay failed");
     }
     let (read_half, write_half) = stream.into_split();
-    let mut frames = FramedRead::new(read_half, frame_codec(broker.config.limits.frame_bytes_max));
-    let (tx, rx) = mpsc::channel(
-        broker
-            .config
-            .limits
-            .inflight_requests_per_connection_max
-            .max(1),
-    );
-    let writer = tokio::spawn(write_loop(write_half, rx, peer));
+    serve_with(
+        broker,
+        read_half,
+        PlaintextTransport::new(write_half),
+        peer,
+        shutdown,
+    )
+    .await;
+}
+
+/// Serves one connection whose bytes arrive on `input` and whose responses leave through
+/// `transport` (plain TCP, or a stream that needs every byte copied, such as TLS).
+pub async fn serve_with<R, T>(
+    broker: Arc<Broker>,
+    input: R,
+    transport: T,
+    peer: SocketAddr,
+    shutdown: CancellationToken,
+) where
+    R: AsyncRead + Unpin,
+    T: Transport,
+{
+    let limits = &broker.config.limits;
+    let mut frames = FramedRead::new(input, frame_codec(limits.frame_bytes_max));
+    let idle = Duration::from_millis(limits.connections_max_idle_ms.max(1));
+    let (tx, rx) = mpsc::channel(limits.inflight_requests_per_connection_max.max(1));
+    let activity = Arc::new(Activity::new());
+    let writer = tokio::spawn(write_loop(transport, rx, peer, Arc::clone(&activity)));
+    let mut last_request = Instant::now();
+    // One timer per connection, moved on rather than re-created for every request.
+    let idle_timer = tokio::time::sleep(idle);
+    tokio::pin!(idle_timer);
     loop {
+        idle_timer
+            .as_mut()
+            .reset(activity.idle_deadline(last_request, idle));
         let frame = tokio::select! {
             () = shutdown.cancelled() => break,
+            () = &mut idle_timer => {
+                if activity.idle_deadline(last_request, idle) <= Instant::now() {
+                    tracing::debug!(%peer, idle_ms = idle.as_millis(), "closing idle connection");
+                    break;
+                }
+                continue;
+            }
             frame = frames.next() => frame,
         };
+        last_request = Instant::now();
         let frame = match frame {
             None => break,
             Some(Ok(frame)) => frame.freeze(),
@@ -78,17 +158,23 @@ pub async fn serve(
                 break;
             }
         };
+        let mut closing = false;
         let pending = match decode_request(frame, &handlers::supported) {
             Ok(request) => {
-                let api_version = request.header.request_api_version;
-                let correlation_id = request.header.correlation_id;
-                let response = handlers::CLIENT_ADDRESS.sync_scope(peer, || {
-                    handlers::dispatch(&broker, &request.header, request.body)
-                });
+                let ctx = RequestContext::new(
+                    Arc::clone(&broker),
+                    peer,
+                    request.api_key,
+                    request.header.request_api_version,
+                    request.header.correlation_id,
+                    request.header.client_id,
+                );
+                let response = handlers::dispatch(&ctx, request.body);
+                closing = ctx.closes_connection();
                 Pending::Response {
-                    api_key: request.api_key,
-                    api_version,
-                    correlation_id,
+                    api_key: ctx.api_key,
+                    api_version: ctx.api_version,
+                    correlation_id: ctx.correlation_id,
                     response,
                 }
             }
@@ -103,7 +189,12 @@ pub async fn serve(
                 break;
             }
         };
+        activity.request_queued();
         if tx.send(pending).await.is_err() {
+            break;
+        }
+        if closing {
+            tracing::debug!(%peer, "closing connection at the handler's request");
             break;
         }
     }
@@ -113,10 +204,11 @@ pub async fn serve(
     }
 }
 
-async fn write_loop(
-    mut out: tokio::net::tcp::OwnedWriteHalf,
+async fn write_loop<T: Transport>(
+    mut transport: T,
     mut rx: mpsc::Receiver<Pending>,
     peer: SocketAddr,
+    activity: Arc<Activity>,
 ) {
     let mut buf = ResponseBuf::new();
     while let Some(pending) = rx.recv().await {
@@ -144,6 +236,7 @@ async fn write_loop(
                 encode_api_versions_fallback(buf.tail(), correlation_id, &body)
             }
         };
+        activity.response_done();
         if let Err(e) = encoded {
             tracing::error!(%peer, error = %e, "cannot encode response; closing connection");
             break;
@@ -152,75 +245,13 @@ async fn write_loop(
         if !rx.is_empty() && buf.len() < WRITE_BATCH_BYTES {
             continue;
         }
-        if let Err(e) = send(&mut out, &mut buf).await {
+        if let Err(e) = transport.send(buf.take_chunks()).await {
             tracing::debug!(%peer, error = %e, "write failed; closing connection");
             return;
         }
     }
     if !buf.is_empty() {
-        let _ = send(&mut out, &mut buf).await;
+        let _ = transport.send(buf.take_chunks()).await;
     }
-    let _ = out.shutdown().await;
-}
-
-/// Writes out everything buffered: memory chunks with `write`, file chunks with
-/// `sendfile` (page cache to socket, no copy through our memory). The socket is corked
-/// meanwhile when files are involved, so the small memory chunks between record sets
-/// leave in full segments rather than one packet each.
-async fn send(out: &mut OwnedWriteHalf, buf: &mut ResponseBuf) -> io::Result<()> {
-    let chunks = buf.take_chunks();
-    let corked = chunks.len() > 1;
-    if corked {
-        set_cork(out, true);
-    }
-    let result = async {
-        for chunk in chunks {
-            match chunk {
-                Chunk::Mem(mem) => out.write_all(&mem).await?,
-                Chunk::File(region) => send_file(out, &region).await?,
-            }
-        }
-        Ok(())
-    }
-    .await;
-    if corked {
-        set_cork(out, false);
-    }
-    result
-}
-
-fn set_cork(out: &OwnedWriteHalf, on: bool) {
-    let stream: &TcpStream = out.as_ref();
-    if let Err(e) = rustix::net::sockopt::set_tcp_cork(stream, on) {
-        tracing::debug!(error = %e, on, "TCP_CORK failed");
-    }
-}
-
-/// Sends `region` with `sendfile`, waiting for the socket to drain when it is full.
-/// A file shorter than the region (truncated under us) is an error: the response promised
-/// those bytes, so the connection cannot continue.
-async fn send_file(out: &OwnedWriteHalf, region: &FileRegion) -> io::Result<()> {
-    let stream: &TcpStream = out.as_ref();
-    let mut position = region.position;
-    let end = region.position + region.len as u64;
-    while position < end {
-        stream.writable().await?;
-        let remaining = usize::try_from(end - position).unwrap_or(usize::MAX);
-        let sent = stream.try_io(Interest::WRITABLE, || {
-            rustix::fs::sendfile(stream, &*region.file, Some(&mut position), remaining)
-                .map_err(io::Error::from)
-        });
-        match sent {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("file ended at {position}, {} bytes short", end - position),
-                ))
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+    let _ = transport.shutdown().await;
 }

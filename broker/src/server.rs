@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::broker::Broker;
 use crate::config::{Config, FlushPolicyArg};
+use crate::connection_quotas::ConnectionQuotas;
 use crate::producer_ids::ProducerIdManager;
 use crate::topic_config::BrokerDefaults;
 use crate::topics::Topics;
@@ -81,6 +82,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let tracker = TaskTracker::new();
     tracker.spawn(retention_loop(Arc::clone(&broker), shutdown.clone()));
     let connections = Arc::new(Semaphore::new(broker.config.limits.connections_max.max(1)));
+    let quotas = ConnectionQuotas::new(broker.config.limits.max_connections_per_ip);
     let stop = shutdown_signal();
     tokio::pin!(stop);
     loop {
@@ -97,10 +99,17 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         };
         match accepted {
             Ok((stream, peer)) => {
+                let Some(slot) = quotas.try_open(peer.ip()) else {
+                    // Kafka's TooManyConnectionsException: close the new connection at once.
+                    tracing::info!(%peer, limit = broker.config.limits.max_connections_per_ip, "closing connection: max.connections.per.ip reached");
+                    drop(stream);
+                    continue;
+                };
                 let broker = Arc::clone(&broker);
                 let shutdown = shutdown.clone();
                 tracker.spawn(async move {
                     crate::connection::serve(broker, stream, peer, shutdown).await;
+                    drop(slot);
                     drop(permit);
                 });
             }

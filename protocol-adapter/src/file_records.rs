@@ -25,15 +25,17 @@ use kafka_protocol::protocol::buf::ByteBufMut;
 /// Address space reserved for stand-ins: the records of one response must fit in it,
 /// else the excess is read into memory instead (see [`FileRecords::records`]). Reads of
 /// untouched anonymous memory map the kernel's shared zero page, so it costs no RSS.
-const STAND_IN_BYTES: usize = 1 << 30;
+///
+/// Sized for responses, not for any allocator: it only has to exceed the largest fetch
+/// response (`fetch_response_bytes_max`, 55 MiB by default) with room to spare. The one
+/// requirement on the process allocator is that a zeroed allocation this large is served
+/// by a fresh mapping rather than by writing zeros; the broker's `alloc` tests check that
+/// for its allocator on both sides of its own thresholds.
+pub const STAND_IN_BYTES: usize = 1 << 30;
 
 fn stand_in_space() -> &'static [u8] {
     static SPACE: OnceLock<&'static [u8]> = OnceLock::new();
-    SPACE.get_or_init(|| {
-        // A zeroed allocation this large is an untouched anonymous mapping (calloc and
-        // the broker's allocator both map it rather than write zeros).
-        Box::leak(vec![0u8; STAND_IN_BYTES].into_boxed_slice())
-    })
+    SPACE.get_or_init(|| Box::leak(vec![0u8; STAND_IN_BYTES].into_boxed_slice()))
 }
 
 /// `len` bytes of a file from `position`, to be sent as they are.

@@ -10,7 +10,7 @@ pub mod frame;
 pub mod request;
 pub mod response;
 
-pub use file_records::{Chunk, FileRecords, FileRegion, ResponseBuf};
+pub use file_records::{Chunk, FileRecords, FileRegion, ResponseBuf, STAND_IN_BYTES};
 pub use frame::{frame_codec, FrameCodec};
 pub use kafka_protocol;
 pub use request::{decode_request, DecodeError, DecodedRequest, RequestPreamble, VersionTable};

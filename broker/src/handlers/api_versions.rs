@@ -29,6 +29,6 @@ pub fn response(error_code: i16) -> ApiVersionsResponse {
 
 /// Answers a supported ApiVersions request.
 #[must_use]
-pub fn handle(_request: &ApiVersionsRequest) -> ApiVersionsResponse {
+pub fn handle(_ctx: &super::RequestContext, _request: ApiVersionsRequest) -> ApiVersionsResponse {
     response(crate::errors::NONE)
 }

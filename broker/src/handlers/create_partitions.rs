@@ -2,8 +2,6 @@
 //! --partitions`). Partitions are never removed; manual assignments may only name this
 //! broker.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
@@ -30,10 +28,14 @@ fn requested_partitions(broker: &Broker, request: &CreatePartitionsRequest) -> u
 }
 
 /// Answers a CreatePartitions request.
-pub fn handle(broker: &Arc<Broker>, request: &CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub fn handle(
+    ctx: &super::RequestContext,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let broker = &ctx.broker;
     // Checked for the whole request before any topic grows, as Kafka's controller refuses
     // an excessively large batch; each topic is checked again as it grows.
-    let requested = requested_partitions(broker, request);
+    let requested = requested_partitions(broker, &request);
     if let Err(e) = broker.topics.check_request_partitions(requested) {
         tracing::info!(requested, error = %e, "create partitions refused");
         let results = request

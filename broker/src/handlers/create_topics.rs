@@ -1,8 +1,6 @@
 //! CreateTopics (API key 19): create topics with a partition count, replication factor and
 //! config overrides, or only validate the request (`validate_only`).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
@@ -111,11 +109,8 @@ fn requested_partitions(broker: &Broker, t: &CreatableTopic) -> u64 {
 }
 
 /// Answers a CreateTopics request.
-pub fn handle(
-    broker: &Arc<Broker>,
-    request: CreateTopicsRequest,
-    version: i16,
-) -> CreateTopicsResponse {
+pub fn handle(ctx: &super::RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     // The whole request is checked against the partition limits before any topic of it
     // is created, so a request that cannot be completed leaves nothing behind.
     let requested = request

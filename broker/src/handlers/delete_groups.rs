@@ -4,7 +4,6 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use kafka_protocol::protocol::VersionRange;
 
-use crate::broker::Broker;
 use crate::errors;
 
 /// Versions served.
@@ -12,7 +11,8 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
 /// Answers DeleteGroups.
 #[must_use]
-pub fn handle(broker: &Broker, request: &DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub fn handle(ctx: &super::RequestContext, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let broker = &ctx.broker;
     let results = request
         .groups_names
         .iter()

@@ -1,7 +1,5 @@
 //! DeleteTopics (API key 20): remove topics and their data, by name or (v6+) by topic id.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
@@ -25,11 +23,8 @@ fn delete_by_name(broker: &Broker, name: TopicName) -> DeletableTopicResult {
 }
 
 /// Answers a DeleteTopics request.
-pub fn handle(
-    broker: &Arc<Broker>,
-    request: DeleteTopicsRequest,
-    version: i16,
-) -> DeleteTopicsResponse {
+pub fn handle(ctx: &super::RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let responses = if version >= 6 {
         request
             .topics

@@ -3,8 +3,6 @@
 //! decide what to show from the source, so topic overrides report DYNAMIC_TOPIC_CONFIG and
 //! everything else DEFAULT_CONFIG. Changing configs (AlterConfigs) is a later issue.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
@@ -188,10 +186,10 @@ fn broker_configs(broker: &Broker) -> Vec<Entry> {
 
 /// Answers a DescribeConfigs request.
 pub fn handle(
-    broker: &Arc<Broker>,
-    request: &DescribeConfigsRequest,
-    version: i16,
+    ctx: &super::RequestContext,
+    request: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let results = request
         .resources
         .iter()

@@ -5,7 +5,6 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use crate::broker::Broker;
 use crate::coordinator::group::GroupError;
 use crate::errors;
 
@@ -22,10 +21,10 @@ const GROUP_AUTHORIZED_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 /// Answers DescribeGroups.
 #[must_use]
 pub fn handle(
-    broker: &Broker,
-    request: &DescribeGroupsRequest,
-    version: i16,
+    ctx: &super::RequestContext,
+    request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let groups = request
         .groups
         .iter()

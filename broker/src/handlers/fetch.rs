@@ -46,7 +46,8 @@ struct ResolvedTopic {
 }
 
 /// Answers a Fetch request; all the work happens in the returned future.
-pub fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -> ResponseFuture {
+pub fn handle(ctx: &super::RequestContext, request: FetchRequest) -> ResponseFuture {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let broker = Arc::clone(broker);
     Box::pin(async move {
         let (response, records) = fetch(&broker, request, version).await;

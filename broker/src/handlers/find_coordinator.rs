@@ -3,8 +3,6 @@
 //! The first lookup of a group creates `__consumer_offsets`, as Kafka does.
 //! Transaction coordinators (key type 1) do not exist yet.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
@@ -51,10 +49,10 @@ fn coordinator_of(
 /// Answers FindCoordinator.
 #[must_use]
 pub fn handle(
-    broker: &Arc<Broker>,
-    request: &FindCoordinatorRequest,
-    version: i16,
+    ctx: &super::RequestContext,
+    request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let mut response = FindCoordinatorResponse::default();
     if version >= BATCHED_VERSION {
         response.error_message = None;

@@ -4,7 +4,6 @@
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use crate::broker::Broker;
 use crate::errors;
 
 /// Versions served.
@@ -12,7 +11,8 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
 /// Answers Heartbeat.
 #[must_use]
-pub fn handle(broker: &Broker, request: &HeartbeatRequest) -> HeartbeatResponse {
+pub fn handle(ctx: &super::RequestContext, request: HeartbeatRequest) -> HeartbeatResponse {
+    let broker = &ctx.broker;
     let result = broker.groups.heartbeat(
         request.group_id.0.as_str(),
         request.member_id.as_str(),

@@ -2,19 +2,19 @@
 //! Transactional ids need the transaction coordinator, which is not built yet; such requests
 //! get COORDINATOR_NOT_AVAILABLE, which transactional clients treat as retriable.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
-
-use crate::broker::Broker;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
 /// Answers an InitProducerId request.
-pub fn handle(broker: &Arc<Broker>, request: &InitProducerIdRequest) -> InitProducerIdResponse {
+pub fn handle(
+    ctx: &super::RequestContext,
+    request: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let broker = &ctx.broker;
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);

@@ -2,14 +2,12 @@
 //! waits, parked in the coordinator, until the join phase ends; the leader's answer carries
 //! every member's metadata. Group state lives in `GroupCoordinator`; this file translates.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
-use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, RequestHeader, ResponseKind};
+use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, ResponseKind};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use crate::broker::Broker;
 use crate::coordinator::group::{GroupError, JoinRequest, JoinResult};
 use crate::errors;
 use crate::handlers::ResponseFuture;
@@ -59,12 +57,8 @@ fn response(result: JoinResult, version: i16) -> JoinGroupResponse {
 }
 
 /// Parks the join in the coordinator and returns the future of its answer.
-pub fn handle(
-    broker: &Arc<Broker>,
-    header: &RequestHeader,
-    request: JoinGroupRequest,
-    version: i16,
-) -> ResponseFuture {
+pub fn handle(ctx: &super::RequestContext, request: JoinGroupRequest) -> ResponseFuture {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let rebalance_timeout_ms = if version >= 1 {
         request.rebalance_timeout_ms
     } else {
@@ -74,12 +68,12 @@ pub fn handle(
         group_id: request.group_id.0.to_string(),
         member_id: request.member_id.to_string(),
         group_instance_id: request.group_instance_id.map(|s| s.to_string()),
-        client_id: header
+        client_id: ctx
             .client_id
             .as_ref()
             .map(ToString::to_string)
             .unwrap_or_default(),
-        client_host: super::client_host(),
+        client_host: ctx.client_host(),
         rebalance_timeout_ms,
         session_timeout_ms: request.session_timeout_ms,
         protocol_type: request.protocol_type.to_string(),

@@ -5,7 +5,6 @@ use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use crate::broker::Broker;
 use crate::errors;
 
 /// Versions served.
@@ -16,7 +15,8 @@ const BATCH_VERSION: i16 = 3;
 
 /// Answers LeaveGroup.
 #[must_use]
-pub fn handle(broker: &Broker, request: &LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+pub fn handle(ctx: &super::RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let members: Vec<(String, Option<String>)> = if version >= BATCH_VERSION {
         request
             .members

@@ -6,8 +6,6 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use crate::broker::Broker;
-
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
@@ -16,7 +14,8 @@ const CLASSIC: &str = "classic";
 
 /// Answers ListGroups.
 #[must_use]
-pub fn handle(broker: &Broker, request: &ListGroupsRequest, version: i16) -> ListGroupsResponse {
+pub fn handle(ctx: &super::RequestContext, request: ListGroupsRequest) -> ListGroupsResponse {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let types_match = request.types_filter.is_empty()
         || request
             .types_filter

@@ -2,8 +2,6 @@
 //! the first record at or after a timestamp (found through the time index, then by decoding
 //! the one batch that holds it).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -12,7 +10,6 @@ use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
 use logbook_replication::{Partition, TopicPartition};
 
-use crate::broker::Broker;
 use crate::errors;
 
 /// Versions served.
@@ -87,11 +84,8 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseE
 }
 
 /// Answers a ListOffsets request.
-pub fn handle(
-    broker: &Arc<Broker>,
-    request: ListOffsetsRequest,
-    version: i16,
-) -> ListOffsetsResponse {
+pub fn handle(ctx: &super::RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let topics = request
         .topics
         .into_iter()

@@ -2,8 +2,6 @@
 //! their leader. Unknown topics are created here when `auto.create.topics.enable` and the
 //! request allow it, as Kafka does.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -115,7 +113,8 @@ fn internal_topic(
 }
 
 /// Answers a Metadata request.
-pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> MetadataResponse {
+pub fn handle(ctx: &super::RequestContext, request: MetadataRequest) -> MetadataResponse {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let all_topics = match &request.topics {
         None => true,
         Some(t) => version == 0 && t.is_empty(),

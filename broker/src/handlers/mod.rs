@@ -1,18 +1,24 @@
 //! One file per Kafka API, named as Kafka names it, each declaring the versions it serves.
-//! This file holds the single dispatch `match` and derives the ApiVersions table from the
-//! handlers' `VERSIONS`, so we never advertise a version no handler implements.
+//! This file holds the one table of served APIs ([`APIS`]: key, versions, handler), from
+//! which both the ApiVersions answer and the dispatch are derived, so we never advertise a
+//! version no handler implements and adding an API is adding one entry.
 //!
-//! A handler runs in two phases. The synchronous part runs in request order on the
-//! connection's reader (so two produce requests from one connection append in the order they
-//! were sent); it returns a future for the waiting part (acks=all durability, fetch
-//! long-polls), which the connection's writer awaits in order while later requests proceed.
+//! Every handler has the same shape, `handle(ctx: &RequestContext, request: XRequest)`,
+//! and returns either its response (answered at once) or a [`ResponseFuture`]; the table's
+//! entry says which. A handler runs in two phases. The synchronous part runs in request
+//! order on the connection's reader (so two produce requests from one connection append in
+//! the order they were sent); it returns a future for the waiting part (acks=all
+//! durability, fetch long-polls), which the connection's writer awaits in order while later
+//! requests proceed.
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind};
-use kafka_protocol::protocol::VersionRange;
+use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
 use logbook_protocol::FileRecords;
 
 use crate::broker::Broker;
@@ -39,19 +45,81 @@ pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
 
-tokio::task_local! {
-    /// The client's address for the request being dispatched, when the connection sets it
-    /// (`CLIENT_ADDRESS.sync_scope(peer, || dispatch(..))`); group members report it as their host.
-    pub static CLIENT_ADDRESS: std::net::SocketAddr;
+/// The principal every connection has until authentication exists (Kafka's
+/// `KafkaPrincipal.ANONYMOUS`).
+pub const ANONYMOUS_PRINCIPAL: &str = "User:ANONYMOUS";
+
+/// The name of the one listener, as Kafka names a plaintext listener by default.
+pub const PLAINTEXT_LISTENER: &str = "PLAINTEXT";
+
+/// What a handler knows about the request besides its body (Kafka's `RequestContext`):
+/// who sent it, over which listener, at which version. Built by the connection for each
+/// request and borrowed by the handler's synchronous part; a waiting part takes what it
+/// needs (an `Arc` of the broker) by value.
+pub struct RequestContext {
+    /// Shared broker state.
+    pub broker: Arc<Broker>,
+    /// The client's socket address.
+    pub client_address: SocketAddr,
+    /// The authenticated principal ([`ANONYMOUS_PRINCIPAL`] until SASL/TLS exist).
+    pub principal: &'static str,
+    /// The listener the connection came in on.
+    pub listener_name: &'static str,
+    /// The request's API.
+    pub api_key: ApiKey,
+    /// The request's API version (the body was decoded at it; the response is encoded at it).
+    pub api_version: i16,
+    /// The request's correlation id.
+    pub correlation_id: i32,
+    /// The client id from the request header, if any.
+    pub client_id: Option<StrBytes>,
+    /// Set by a handler that wants the connection closed after this request (Kafka's
+    /// `RequestChannel.CloseConnectionResponse`).
+    close_connection: AtomicBool,
 }
 
-/// The client host as Kafka reports it (`/127.0.0.1`), or "" when the connection did not
-/// set [`CLIENT_ADDRESS`].
-#[must_use]
-pub fn client_host() -> String {
-    CLIENT_ADDRESS
-        .try_with(|address| format!("/{}", address.ip()))
-        .unwrap_or_default()
+impl RequestContext {
+    /// A context for one request.
+    #[must_use]
+    pub fn new(
+        broker: Arc<Broker>,
+        client_address: SocketAddr,
+        api_key: ApiKey,
+        api_version: i16,
+        correlation_id: i32,
+        client_id: Option<StrBytes>,
+    ) -> Self {
+        Self {
+            broker,
+            client_address,
+            principal: ANONYMOUS_PRINCIPAL,
+            listener_name: PLAINTEXT_LISTENER,
+            api_key,
+            api_version,
+            correlation_id,
+            client_id,
+            close_connection: AtomicBool::new(false),
+        }
+    }
+
+    /// The client host as Kafka reports it to group members (`/127.0.0.1`).
+    #[must_use]
+    pub fn client_host(&self) -> String {
+        format!("/{}", self.client_address.ip())
+    }
+
+    /// Asks the connection to close once the responses already owed are sent, and to read
+    /// no further request (an acks=0 produce that failed: the client learns of the failure
+    /// only this way, and refreshes its metadata).
+    pub fn close_connection(&self) {
+        self.close_connection.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a handler asked for the connection to close.
+    #[must_use]
+    pub fn closes_connection(&self) -> bool {
+        self.close_connection.load(Ordering::Relaxed)
+    }
 }
 
 /// A response body, with the record sets it sends straight from segment files (Fetch).
@@ -79,97 +147,90 @@ pub fn ready(response: ResponseKind) -> ResponseFuture {
     Box::pin(std::future::ready(Some(response.into())))
 }
 
+/// One served API: the single place that names its key, versions and handler.
+pub struct Api {
+    /// The API.
+    pub key: ApiKey,
+    /// The versions served, advertised by ApiVersions and checked before decoding.
+    pub versions: VersionRange,
+    /// Runs the handler's ordered part on a request body of this API.
+    pub handle: fn(&RequestContext, RequestKind) -> ResponseFuture,
+}
+
+/// One [`Api`] entry. `now` handlers return their response; `later` ones return a
+/// [`ResponseFuture`].
+macro_rules! api {
+    ($key:ident, $module:ident, now) => {
+        Api {
+            key: ApiKey::$key,
+            versions: $module::VERSIONS,
+            handle: |ctx, body| match body {
+                RequestKind::$key(request) => {
+                    ready(ResponseKind::$key($module::handle(ctx, request)))
+                }
+                other => mismatched(ctx, &other),
+            },
+        }
+    };
+    ($key:ident, $module:ident, later) => {
+        Api {
+            key: ApiKey::$key,
+            versions: $module::VERSIONS,
+            handle: |ctx, body| match body {
+                RequestKind::$key(request) => $module::handle(ctx, request),
+                other => mismatched(ctx, &other),
+            },
+        }
+    };
+}
+
+/// Every API this broker serves. Adding an API is adding its file and one line here.
+pub static APIS: &[Api] = &[
+    api!(Produce, produce, later),
+    api!(Fetch, fetch, later),
+    api!(ListOffsets, list_offsets, now),
+    api!(Metadata, metadata, now),
+    api!(OffsetCommit, offset_commit, later),
+    api!(OffsetFetch, offset_fetch, now),
+    api!(FindCoordinator, find_coordinator, now),
+    api!(JoinGroup, join_group, later),
+    api!(Heartbeat, heartbeat, now),
+    api!(LeaveGroup, leave_group, now),
+    api!(SyncGroup, sync_group, later),
+    api!(DescribeGroups, describe_groups, now),
+    api!(ListGroups, list_groups, now),
+    api!(ApiVersions, api_versions, now),
+    api!(CreateTopics, create_topics, now),
+    api!(DeleteTopics, delete_topics, now),
+    api!(InitProducerId, init_producer_id, now),
+    api!(DescribeConfigs, describe_configs, now),
+    api!(DeleteGroups, delete_groups, now),
+    api!(CreatePartitions, create_partitions, now),
+    api!(OffsetDelete, offset_delete, now),
+];
+
+/// A body that does not belong to the context's API: `decode_request` decodes the body by
+/// the header's key, so this is a bug; the request gets no answer.
+fn mismatched(ctx: &RequestContext, body: &RequestKind) -> ResponseFuture {
+    tracing::error!(api_key = ?ctx.api_key, request = ?std::mem::discriminant(body), "request body of another API");
+    Box::pin(std::future::ready(None))
+}
+
+fn api(key: ApiKey) -> Option<&'static Api> {
+    APIS.iter().find(|api| api.key == key)
+}
+
 /// The versions we serve of `api_key`, or `None` if we do not serve it.
 #[must_use]
 pub fn supported(api_key: ApiKey) -> Option<VersionRange> {
-    match api_key {
-        ApiKey::Produce => Some(produce::VERSIONS),
-        ApiKey::Fetch => Some(fetch::VERSIONS),
-        ApiKey::ListOffsets => Some(list_offsets::VERSIONS),
-        ApiKey::Metadata => Some(metadata::VERSIONS),
-        ApiKey::ApiVersions => Some(api_versions::VERSIONS),
-        ApiKey::CreateTopics => Some(create_topics::VERSIONS),
-        ApiKey::DeleteTopics => Some(delete_topics::VERSIONS),
-        ApiKey::CreatePartitions => Some(create_partitions::VERSIONS),
-        ApiKey::DescribeConfigs => Some(describe_configs::VERSIONS),
-        ApiKey::InitProducerId => Some(init_producer_id::VERSIONS),
-        ApiKey::FindCoordinator => Some(find_coordinator::VERSIONS),
-        ApiKey::JoinGroup => Some(join_group::VERSIONS),
-        ApiKey::SyncGroup => Some(sync_group::VERSIONS),
-        ApiKey::Heartbeat => Some(heartbeat::VERSIONS),
-        ApiKey::LeaveGroup => Some(leave_group::VERSIONS),
-        ApiKey::OffsetCommit => Some(offset_commit::VERSIONS),
-        ApiKey::OffsetFetch => Some(offset_fetch::VERSIONS),
-        ApiKey::ListGroups => Some(list_groups::VERSIONS),
-        ApiKey::DescribeGroups => Some(describe_groups::VERSIONS),
-        ApiKey::DeleteGroups => Some(delete_groups::VERSIONS),
-        ApiKey::OffsetDelete => Some(offset_delete::VERSIONS),
-        _ => None,
-    }
+    api(api_key).map(|api| api.versions)
 }
 
 /// Runs the ordered part of a request and returns the future of its response.
-pub fn dispatch(broker: &Arc<Broker>, header: &RequestHeader, body: RequestKind) -> ResponseFuture {
-    let version = header.request_api_version;
-    match body {
-        RequestKind::ApiVersions(req) => {
-            ready(ResponseKind::ApiVersions(api_versions::handle(&req)))
-        }
-        RequestKind::Metadata(req) => ready(ResponseKind::Metadata(metadata::handle(
-            broker, req, version,
-        ))),
-        RequestKind::CreateTopics(req) => ready(ResponseKind::CreateTopics(create_topics::handle(
-            broker, req, version,
-        ))),
-        RequestKind::DeleteTopics(req) => ready(ResponseKind::DeleteTopics(delete_topics::handle(
-            broker, req, version,
-        ))),
-        RequestKind::Produce(req) => produce::handle(broker, req, version),
-        RequestKind::Fetch(req) => fetch::handle(broker, req, version),
-        RequestKind::ListOffsets(req) => ready(ResponseKind::ListOffsets(list_offsets::handle(
-            broker, req, version,
-        ))),
-        RequestKind::CreatePartitions(req) => ready(ResponseKind::CreatePartitions(
-            create_partitions::handle(broker, &req),
-        )),
-        RequestKind::DescribeConfigs(req) => ready(ResponseKind::DescribeConfigs(
-            describe_configs::handle(broker, &req, version),
-        )),
-        RequestKind::InitProducerId(req) => ready(ResponseKind::InitProducerId(
-            init_producer_id::handle(broker, &req),
-        )),
-        RequestKind::FindCoordinator(req) => ready(ResponseKind::FindCoordinator(
-            find_coordinator::handle(broker, &req, version),
-        )),
-        RequestKind::JoinGroup(req) => join_group::handle(broker, header, req, version),
-        RequestKind::SyncGroup(req) => sync_group::handle(broker, &req, version),
-        RequestKind::Heartbeat(req) => {
-            ready(ResponseKind::Heartbeat(heartbeat::handle(broker, &req)))
-        }
-        RequestKind::LeaveGroup(req) => ready(ResponseKind::LeaveGroup(leave_group::handle(
-            broker, &req, version,
-        ))),
-        RequestKind::OffsetCommit(req) => offset_commit::handle(broker, &req, version),
-        RequestKind::OffsetFetch(req) => ready(ResponseKind::OffsetFetch(offset_fetch::handle(
-            broker, &req, version,
-        ))),
-        RequestKind::ListGroups(req) => ready(ResponseKind::ListGroups(list_groups::handle(
-            broker, &req, version,
-        ))),
-        RequestKind::DescribeGroups(req) => ready(ResponseKind::DescribeGroups(
-            describe_groups::handle(broker, &req, version),
-        )),
-        RequestKind::DeleteGroups(req) => ready(ResponseKind::DeleteGroups(delete_groups::handle(
-            broker, &req,
-        ))),
-        RequestKind::OffsetDelete(req) => ready(ResponseKind::OffsetDelete(offset_delete::handle(
-            broker, &req,
-        ))),
-        other => {
-            // decode_request only lets through keys `supported` lists, so this is a bug.
-            tracing::error!(request = ?std::mem::discriminant(&other), "request kind without a handler");
-            Box::pin(std::future::ready(None))
-        }
+pub fn dispatch(ctx: &RequestContext, body: RequestKind) -> ResponseFuture {
+    match api(ctx.api_key) {
+        Some(api) => (api.handle)(ctx, body),
+        None => mismatched(ctx, &body),
     }
 }
 

@@ -1,7 +1,6 @@
 //! OffsetCommit (API key 8): store a group's consumed positions. The answer waits until the
 //! commit's `__consumer_offsets` batch is durable, so an acknowledged commit survives a crash.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::offset_commit_response::{
@@ -11,7 +10,6 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, Respon
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
-use crate::broker::Broker;
 use crate::coordinator::group::CommitPartition;
 use crate::errors;
 use crate::handlers::ResponseFuture;
@@ -20,7 +18,8 @@ use crate::handlers::ResponseFuture;
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 9 };
 
 /// Commits what can be committed now and returns the future of the answer.
-pub fn handle(broker: &Arc<Broker>, request: &OffsetCommitRequest, version: i16) -> ResponseFuture {
+pub fn handle(ctx: &super::RequestContext, request: OffsetCommitRequest) -> ResponseFuture {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     // Per partition in request order: Some(error) decided here, or None = handed to the group.
     let mut decided: Vec<Vec<Option<ResponseError>>> = Vec::with_capacity(request.topics.len());
     let mut commits = Vec::new();

@@ -8,7 +8,6 @@ use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
 
-use crate::broker::Broker;
 use crate::errors;
 
 /// Versions served.
@@ -16,7 +15,8 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
 /// Answers OffsetDelete.
 #[must_use]
-pub fn handle(broker: &Broker, request: &OffsetDeleteRequest) -> OffsetDeleteResponse {
+pub fn handle(ctx: &super::RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let broker = &ctx.broker;
     let mut known = Vec::new();
     for topic in &request.topics {
         let t = broker.topics.get(topic.name.0.as_str());

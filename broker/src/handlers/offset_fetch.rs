@@ -31,7 +31,8 @@ fn fetch(
 
 /// Answers OffsetFetch.
 #[must_use]
-pub fn handle(broker: &Broker, request: &OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+pub fn handle(ctx: &super::RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let epoch = |e: i32| if version >= 5 { e } else { -1 };
     if version >= GROUPS_VERSION {
         let groups = request

@@ -217,7 +217,8 @@ fn resolve_any_topic(
 }
 
 /// Appends the request's records now (in request order) and returns the future answer.
-pub fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> ResponseFuture {
+pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseFuture {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let acks = request.acks;
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let mut waits = Vec::new();
@@ -258,6 +259,12 @@ pub fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Re
         responses.push(topic_response);
     }
     if acks == 0 {
+        // Kafka closes the connection of a failed acks=0 request: the client hears of the
+        // failure only this way, and refreshes its metadata.
+        let mut partitions = responses.iter().flat_map(|t| &t.partition_responses);
+        if partitions.any(|p| p.error_code != errors::NONE) {
+            ctx.close_connection();
+        }
         return Box::pin(std::future::ready(None));
     }
     let timeout_ms = u64::try_from(request.timeout_ms.max(0))

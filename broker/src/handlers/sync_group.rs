@@ -1,13 +1,11 @@
 //! SyncGroup (API key 14): the leader hands in the assignments of a generation and every
 //! member waits, parked in the coordinator, for its own.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::{ResponseKind, SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
-use crate::broker::Broker;
 use crate::coordinator::group::{GroupError, SyncResult};
 use crate::errors;
 use crate::handlers::ResponseFuture;
@@ -20,7 +18,8 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 const SYNC_WAIT_MAX: Duration = Duration::from_secs(10 * 60);
 
 /// Hands the request to the coordinator and returns the future of its answer.
-pub fn handle(broker: &Arc<Broker>, request: &SyncGroupRequest, version: i16) -> ResponseFuture {
+pub fn handle(ctx: &super::RequestContext, request: SyncGroupRequest) -> ResponseFuture {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let assignments = request
         .assignments
         .iter()

@@ -360,10 +360,15 @@ async fn every_advertised_version_encodes() {
                 untested.push(format!("{key:?} v{version}"));
                 continue;
             };
-            let header = RequestHeader::default()
-                .with_request_api_key(key as i16)
-                .with_request_api_version(version);
-            let response = super::dispatch(&broker, &header, body).await;
+            let ctx = super::RequestContext::new(
+                Arc::clone(&broker),
+                "127.0.0.1:1".parse().expect("address"),
+                key,
+                version,
+                1,
+                None,
+            );
+            let response = super::dispatch(&ctx, body).await;
             let Some(response) = response else {
                 panic!("{key:?} v{version} gave no response")
             };

@@ -301,7 +301,7 @@ fn pipelined_requests_answered_in_order() {
 }
 
 /// Builds one uncompressed v2 batch of `count` keyed (or key-less) records.
-fn record_batch(count: i64, keyed: bool) -> bytes::Bytes {
+pub(crate) fn record_batch(count: i64, keyed: bool) -> bytes::Bytes {
     use kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };

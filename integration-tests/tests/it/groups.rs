@@ -593,6 +593,7 @@ fn admin_list_describe_delete_groups_and_offsets() {
     );
     assert_eq!(d.members.len(), 1);
     assert_eq!(d.members[0].client_id.as_str(), "it-client");
+    assert_eq!(d.members[0].client_host.as_str(), "/127.0.0.1");
     assert_eq!(
         assigned(&d.members[0].member_assignment, "adm"),
         BTreeSet::from([0, 1])
