@@ -57,6 +57,7 @@ pub fn handle(broker: &Arc<Broker>, request: &OffsetCommitRequest, version: i16)
         request.member_id.as_str(),
         request.group_instance_id.as_ref().map(StrBytes::as_str),
         &commits,
+        version,
     );
     let timeout = Duration::from_millis(broker.groups.config().commit_timeout_ms);
     let names: Vec<(StrBytes, Vec<i32>)> = request
