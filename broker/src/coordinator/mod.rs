@@ -2,6 +2,7 @@
 //! Only the group coordinator exists so far; the transaction coordinator will live beside it.
 
 pub mod group;
+pub mod runtime;
 
 pub use group::GroupCoordinator;
 

@@ -13,6 +13,11 @@ pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 6 };
 
 fn delete_by_name(broker: &Broker, name: TopicName) -> DeletableTopicResult {
     let result = tokio::task::block_in_place(|| broker.topics.delete(name.as_str()));
+    if result.is_ok() {
+        broker
+            .groups
+            .on_topics_deleted(&[name.as_str().to_string()]);
+    }
     let out = DeletableTopicResult::default().with_name(Some(name));
     match result {
         Ok(topic) => out.with_topic_id(topic.id),

@@ -56,6 +56,7 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetCommitRequest) -> Resp
         request.member_id.as_str(),
         request.group_instance_id.as_ref().map(StrBytes::as_str),
         &commits,
+        version,
     );
     let timeout = Duration::from_millis(broker.groups.config().commit_timeout_ms);
     let names: Vec<(StrBytes, Vec<i32>)> = request

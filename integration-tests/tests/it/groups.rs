@@ -728,9 +728,20 @@ fn admin_list_describe_delete_groups_and_offsets() {
     assert_eq!(listed.groups.len(), 1, "idle is gone");
 }
 
-/// Makes kafka-python importable (as python_client.rs does); returns its PYTHONPATH.
+/// Makes kafka-python 2.3.3 importable (as python_client.rs does); returns its PYTHONPATH.
 fn kafka_python() -> std::path::PathBuf {
-    let pydeps = target_dir().join("pydeps");
+    install_kafka_python("pydeps", "kafka-python==2.3.3")
+}
+
+/// Makes kafka-python 3.0.12 importable from `<target>/pydeps-kafka-python-3` (apart from
+/// the suite's 2.3.3, whose tests stay as they are); returns its PYTHONPATH.
+fn kafka_python_3() -> std::path::PathBuf {
+    install_kafka_python("pydeps-kafka-python-3", "kafka-python==3.0.12")
+}
+
+/// Installs `requirement` into `<target>/<dir>` unless `import kafka` already works there.
+fn install_kafka_python(dir: &str, requirement: &str) -> std::path::PathBuf {
+    let pydeps = target_dir().join(dir);
     let importable = |p: &Path| {
         Command::new("python3")
             .args(["-c", "import kafka"])
@@ -750,12 +761,12 @@ fn kafka_python() -> std::path::PathBuf {
                 "--target",
             ])
             .arg(&pydeps)
-            .arg("kafka-python==2.3.3")
+            .arg(requirement)
             .status()
             .expect("run pip");
         assert!(
             status.success() && importable(&pydeps),
-            "cannot install kafka-python"
+            "cannot install {requirement}"
         );
     }
     pydeps
@@ -789,4 +800,344 @@ fn kafka_python_group_commit_and_resume() {
         stdout.trim(),
         "kafka-python groups ok: first=0..29 committed=30 meta=py-meta resumed=30..49"
     );
+}
+
+#[test]
+fn kafka_python_3_members_settle_after_a_leave() {
+    // Proves: three kafka-python 3.0 consumers split a six-partition topic; after one closes
+    // (LeaveGroup) the two left settle within 45 s into one generation, unchanged for 6 s,
+    // whose assignments are disjoint and cover all six partitions (3 + 3 with the range
+    // assignor). Guards the rebalance storm of issue 8 (a known member's JoinGroup in
+    // Stable or CompletingRebalance forcing a new rebalance). It did not reproduce against
+    // the code at 018f222 (8 runs), which already answered an unchanged follower with the
+    // current generation; it stays as a real-client guard of that rule.
+    let pythonpath = kafka_python_3();
+    let broker = Broker::start_with(FAST_GROUPS);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/rebalance_storm.py");
+    let output = Command::new("timeout")
+        .arg("180")
+        .arg("python3")
+        .arg(&script)
+        .arg(broker.bootstrap())
+        .env("PYTHONPATH", &pythonpath)
+        .env("PYTHONUNBUFFERED", "1")
+        .output()
+        .expect("run rebalance_storm.py");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "rebalance_storm.py failed: {}\n{stdout}\n{stderr}",
+        output.status
+    );
+    assert_eq!(
+        stdout.trim(),
+        "kafka-python 3 rebalance ok: members=2 assignments=[[0, 1, 2], [3, 4, 5]]"
+    );
+}
+
+/// A JoinGroup (v5) of `member_id` ("" for a first join) with range metadata for `topic`.
+fn join_request(group: &str, member_id: &str, topic: &str) -> JoinGroupRequest {
+    JoinGroupRequest::default()
+        .with_group_id(group_id(group))
+        .with_member_id(StrBytes::from_string(member_id.to_owned()))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![join_group_request::JoinGroupRequestProtocol::default(
+        )
+        .with_name(StrBytes::from_static_str("range"))
+        .with_metadata(subscription(&[topic]))])
+}
+
+/// The KIP-394 round trip: a first JoinGroup gets MEMBER_ID_REQUIRED and the member id,
+/// which the second JoinGroup carries; returns that second join's answer (it waits for the
+/// join phase to end).
+fn join_with_member_id(stream: &mut TcpStream, group: &str, topic: &str) -> JoinGroupResponse {
+    let first = wire::round_trip(stream, 5, 1, &join_request(group, "", topic));
+    assert_eq!(first.error_code, 79, "MEMBER_ID_REQUIRED on the first join");
+    wire::round_trip(
+        stream,
+        5,
+        2,
+        &join_request(group, first.member_id.as_str(), topic),
+    )
+}
+
+/// Two raw members join one generation of `group` together (the broker's initial delay
+/// collects both); returns (leader's stream and answer, follower's stream and answer).
+fn two_members_join(
+    broker: &Broker,
+    group: &str,
+    topic: &str,
+) -> (
+    (TcpStream, JoinGroupResponse),
+    (TcpStream, JoinGroupResponse),
+) {
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| {
+            let mut stream = raw(broker);
+            let joined = join_with_member_id(&mut stream, group, topic);
+            (stream, joined)
+        });
+        let b = s.spawn(|| {
+            let mut stream = raw(broker);
+            let joined = join_with_member_id(&mut stream, group, topic);
+            (stream, joined)
+        });
+        (
+            a.join().expect("member a joins"),
+            b.join().expect("member b joins"),
+        )
+    });
+    assert_eq!(a.1.error_code, 0, "join a");
+    assert_eq!(b.1.error_code, 0, "join b");
+    assert_eq!(a.1.generation_id, 1);
+    assert_eq!(b.1.generation_id, 1);
+    if a.1.leader == a.1.member_id {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+/// A consumer-protocol assignment (version 0) of `partitions` of `topic`.
+fn assignment_of(topic: &str, partitions: &[i32]) -> Bytes {
+    let mut buf = BytesMut::new();
+    buf.put_i16(0);
+    ConsumerProtocolAssignment::default()
+        .with_assigned_partitions(vec![consumer_protocol_assignment::TopicPartition::default(
+        )
+        .with_topic(topic_name(topic))
+        .with_partitions(partitions.to_vec())])
+        .encode(&mut buf, 0)
+        .expect("encode assignment");
+    buf.freeze()
+}
+
+#[test]
+fn leader_rejoining_during_completing_rebalance_gets_the_members() {
+    // Proves: a leader that re-sends an unchanged JoinGroup while the group waits for its
+    // SyncGroup (CompletingRebalance) gets the current generation again *with* both members'
+    // metadata (Kafka's doCurrentMemberJoinGroup), no new rebalance starts, and the
+    // assignment it then hands in reaches the follower. Before the fix the leader was
+    // answered as a follower (no members), so it assigned nothing.
+    let broker = Broker::start_with(&["--group-initial-rebalance-delay-ms", "1500"]);
+    common::create_topic(&broker.bootstrap(), "lead-rejoin", 4, &[]);
+    let ((mut leader, joined), (mut follower, follower_joined)) =
+        two_members_join(&broker, "lead-rejoin-g", "lead-rejoin");
+    assert_eq!(joined.members.len(), 2, "the leader's first answer");
+    assert!(
+        follower_joined.members.is_empty(),
+        "a follower gets no members"
+    );
+
+    let again = wire::round_trip(
+        &mut leader,
+        5,
+        3,
+        &join_request("lead-rejoin-g", joined.member_id.as_str(), "lead-rejoin"),
+    );
+    assert_eq!(again.error_code, 0, "rejoin");
+    assert_eq!(again.generation_id, 1, "same generation, no rebalance");
+    assert_eq!(again.leader, joined.member_id);
+    let mut members: Vec<String> = again
+        .members
+        .iter()
+        .map(|m| m.member_id.to_string())
+        .collect();
+    members.sort();
+    let mut expected = vec![
+        joined.member_id.to_string(),
+        follower_joined.member_id.to_string(),
+    ];
+    expected.sort();
+    assert_eq!(members, expected, "the leader gets every member again");
+    assert!(
+        again
+            .members
+            .iter()
+            .all(|m| m.metadata == subscription(&["lead-rejoin"])),
+        "with their metadata"
+    );
+
+    let sync = |member: &JoinGroupResponse, assignments| {
+        SyncGroupRequest::default()
+            .with_group_id(group_id("lead-rejoin-g"))
+            .with_generation_id(1)
+            .with_member_id(member.member_id.clone())
+            .with_assignments(assignments)
+    };
+    let assign = |member: &JoinGroupResponse, partitions: &[i32]| {
+        sync_group_request::SyncGroupRequestAssignment::default()
+            .with_member_id(member.member_id.clone())
+            .with_assignment(assignment_of("lead-rejoin", partitions))
+    };
+    let leader_synced = wire::round_trip(
+        &mut leader,
+        3,
+        4,
+        &sync(
+            &joined,
+            vec![assign(&joined, &[0, 1]), assign(&follower_joined, &[2, 3])],
+        ),
+    );
+    assert_eq!(leader_synced.error_code, 0);
+    assert_eq!(
+        assigned(&leader_synced.assignment, "lead-rejoin"),
+        BTreeSet::from([0, 1])
+    );
+    let follower_synced = wire::round_trip(&mut follower, 3, 3, &sync(&follower_joined, vec![]));
+    assert_eq!(follower_synced.error_code, 0);
+    assert_eq!(
+        assigned(&follower_synced.assignment, "lead-rejoin"),
+        BTreeSet::from([2, 3])
+    );
+}
+
+/// An OffsetCommit of offset 7 to partition 0 of `topic` at `version`.
+fn commit_as(
+    stream: &mut TcpStream,
+    version: i16,
+    group: &str,
+    generation: i32,
+    member_id: &str,
+    topic: &str,
+) -> i16 {
+    let response = wire::round_trip(
+        stream,
+        version,
+        21,
+        &OffsetCommitRequest::default()
+            .with_group_id(group_id(group))
+            .with_generation_id_or_member_epoch(generation)
+            .with_member_id(StrBytes::from_string(member_id.to_owned()))
+            .with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(topic_name(topic))
+                    .with_partitions(vec![
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(7),
+                    ]),
+            ]),
+    );
+    response.topics[0].partitions[0].error_code
+}
+
+#[test]
+fn offset_commit_validates_member_and_generation_before_rebalance_state() {
+    // Proves Kafka's validateOffsetCommit order: an unknown group with a generation is
+    // GROUP_ID_NOT_FOUND (69) from v9 and ILLEGAL_GENERATION (22) before; in a group waiting
+    // for SyncGroup (CompletingRebalance) a zombie member id gets UNKNOWN_MEMBER_ID (25), a
+    // member of an older generation ILLEGAL_GENERATION (22), and only a current member of
+    // the current generation REBALANCE_IN_PROGRESS (27); once Stable the commit succeeds.
+    let broker = Broker::start_with(&["--group-initial-rebalance-delay-ms", "1500"]);
+    common::create_topic(&broker.bootstrap(), "commit-order", 1, &[]);
+    let mut stream = raw(&broker);
+    assert_eq!(
+        commit_as(&mut stream, 9, "nobody-g", 3, "ghost", "commit-order"),
+        69
+    );
+    assert_eq!(
+        commit_as(&mut stream, 8, "nobody-g", 3, "ghost", "commit-order"),
+        22
+    );
+
+    let ((mut leader, joined), (_follower, _)) =
+        two_members_join(&broker, "commit-order-g", "commit-order");
+    let member = joined.member_id.to_string();
+    for version in [2, 8, 9] {
+        assert_eq!(
+            commit_as(
+                &mut stream,
+                version,
+                "commit-order-g",
+                1,
+                "zombie",
+                "commit-order"
+            ),
+            25,
+            "v{version}: unknown member"
+        );
+        assert_eq!(
+            commit_as(
+                &mut stream,
+                version,
+                "commit-order-g",
+                0,
+                &member,
+                "commit-order"
+            ),
+            22,
+            "v{version}: old generation"
+        );
+        assert_eq!(
+            commit_as(
+                &mut stream,
+                version,
+                "commit-order-g",
+                1,
+                &member,
+                "commit-order"
+            ),
+            27,
+            "v{version}: current member while the group completes its rebalance"
+        );
+    }
+    let synced = wire::round_trip(
+        &mut leader,
+        3,
+        3,
+        &SyncGroupRequest::default()
+            .with_group_id(group_id("commit-order-g"))
+            .with_generation_id(1)
+            .with_member_id(joined.member_id.clone()),
+    );
+    assert_eq!(synced.error_code, 0);
+    assert_eq!(
+        commit_as(&mut stream, 9, "commit-order-g", 1, &member, "commit-order"),
+        0
+    );
+}
+
+#[test]
+fn deleted_topic_offsets_do_not_survive_recreation() {
+    // Proves: deleting a topic removes the groups' committed offsets of it (Kafka's
+    // onPartitionsDeleted), also across a restart: a group that committed offset 3 of the
+    // old topic has no committed offset for the re-created one, and its new consumer starts
+    // at auto.offset.reset=earliest, reading the new topic's records from offset 0 ("new0")
+    // instead of skipping to offset 3.
+    let mut broker = Broker::start_with(FAST_GROUPS);
+    let bootstrap = broker.bootstrap();
+    common::create_topic(&bootstrap, "recreated", 1, &[]);
+    common::produce_ok(&bootstrap, "recreated", &records(0, 3), &[]);
+    let consumer = group_consumer(&bootstrap, "recreated-g", "recreated", &[]);
+    let old = read_n(&consumer, 3);
+    assert_eq!(old.iter().map(|r| r.1).collect::<Vec<_>>(), vec![0, 1, 2]);
+    let mut commit = TopicPartitionList::new();
+    commit
+        .add_partition_offset("recreated", 0, Offset::Offset(3))
+        .expect("commit list");
+    consumer.commit(&commit, CommitMode::Sync).expect("commit");
+    drop(consumer);
+
+    let admin = common::admin(&bootstrap);
+    let deleted = common::block_on(admin.delete_topics(&["recreated"], &common::admin_options()))
+        .expect("DeleteTopics request");
+    assert!(deleted.iter().all(Result::is_ok), "delete: {deleted:?}");
+    broker.restart();
+    common::create_topic(&bootstrap, "recreated", 1, &[]);
+    let fresh: Vec<Record> = (0..10)
+        .map(|i| Record::new(0, format!("k{i}"), format!("new{i}")))
+        .collect();
+    common::produce_ok(&bootstrap, "recreated", &fresh, &[]);
+
+    let resumed = group_consumer(&bootstrap, "recreated-g", "recreated", &[]);
+    let got = read_n(&resumed, 10);
+    assert_eq!(
+        got.iter().map(|r| r.1).collect::<Vec<_>>(),
+        (0..10).collect::<Vec<_>>()
+    );
+    assert_eq!(got[0].2, "new0");
 }

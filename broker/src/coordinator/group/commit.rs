@@ -42,7 +42,9 @@ pub type FetchedTopic = (String, Vec<(i32, Option<OffsetAndMetadata>)>);
 
 impl GroupCoordinator {
     /// OffsetCommit. `generation_id < 0` with an empty member id is a standalone commit,
-    /// accepted when the group has no members.
+    /// accepted when the group has no members. `api_version` is the request's: from v9 an
+    /// unknown group is GROUP_ID_NOT_FOUND, before it ILLEGAL_GENERATION (Kafka keeps the
+    /// old answer for old clients).
     pub fn commit_offsets(
         &self,
         group_id: &str,
@@ -50,6 +52,7 @@ impl GroupCoordinator {
         member_id: &str,
         group_instance_id: Option<&str>,
         partitions: &[CommitPartition],
+        api_version: i16,
     ) -> CommitResult {
         let all = |e: GroupError| CommitResult {
             errors: vec![Some(e); partitions.len()],
@@ -61,29 +64,19 @@ impl GroupCoordinator {
         let group = match self.group(group_id) {
             Some(g) => g,
             None if generation_id < 0 => self.get_or_create(group_id),
+            None if api_version >= 9 => return all(GroupError::GroupIdNotFound),
             // A member of a generation this coordinator never had.
             None => return all(GroupError::IllegalGeneration),
         };
         let mut g = group.lock();
-        let check = if g.state == GroupState::Dead {
-            Err(GroupError::CoordinatorNotAvailable)
-        } else if g.is_static_member_fenced(group_instance_id, member_id) {
-            Err(GroupError::FencedInstanceId)
-        } else if generation_id < 0 && g.state == GroupState::Empty {
-            Ok(())
-        } else if g.state == GroupState::CompletingRebalance {
-            Err(GroupError::RebalanceInProgress)
-        } else if !g.members.contains_key(member_id) {
-            Err(GroupError::UnknownMemberId)
-        } else if generation_id != g.generation_id {
-            Err(GroupError::IllegalGeneration)
-        } else {
-            let timeout = g.members.get(member_id).map_or(0, |m| m.session_timeout_ms);
-            self.schedule_session(&mut g, member_id, timeout);
-            Ok(())
-        };
-        if let Err(e) = check {
+        if let Err(e) = validate_offset_commit(&g, generation_id, member_id, group_instance_id) {
             return all(e);
+        }
+        // Kafka's classic protocol: a commit keeps the member's session alive.
+        if matches!(g.state, GroupState::Stable | GroupState::PreparingRebalance) {
+            if let Some(timeout) = g.members.get(member_id).map(|m| m.session_timeout_ms) {
+                self.schedule_session(&mut g, member_id, timeout);
+            }
         }
         let now = now_ms();
         let mut errors = Vec::with_capacity(partitions.len());
@@ -186,7 +179,7 @@ impl GroupCoordinator {
         let retention = self.config.offsets_retention_ms;
         let groups: Vec<_> = self.groups.read().values().cloned().collect();
         for group in groups {
-            let mut g = group.lock();
+            let g = group.lock();
             let expired: Vec<(String, i32)> = match g.state {
                 GroupState::Empty => {
                     let base_state = g.protocol_type.is_some().then_some(g.state_timestamp_ms);
@@ -218,32 +211,109 @@ impl GroupCoordinator {
                 },
                 GroupState::Dead => Vec::new(),
             };
-            let mut records: Vec<_> = expired
-                .iter()
-                .map(|(topic, partition)| {
-                    (
-                        persistence::offset_key(&g.group_id, topic, *partition),
-                        None,
-                    )
-                })
+            drop(g);
+            self.remove_offsets(&group, &expired, now_ms, "expired offsets");
+        }
+    }
+
+    /// Kafka's `onPartitionsDeleted`: a deleted topic's committed offsets are removed from
+    /// every group (tombstones in `__consumer_offsets`, so a restart does not bring them
+    /// back), so a group of a re-created topic starts from `auto.offset.reset` rather than
+    /// from the old topic's positions. Groups left Empty with no offsets are removed.
+    pub fn on_topics_deleted(&self, topics: &[String]) {
+        let groups: Vec<_> = self.groups.read().values().cloned().collect();
+        for group in groups {
+            let removed: Vec<(String, i32)> = group
+                .lock()
+                .offsets
+                .keys()
+                .filter(|(topic, _)| topics.contains(topic))
+                .cloned()
                 .collect();
-            for key in &expired {
-                g.offsets.remove(key);
-            }
-            let dead = g.state == GroupState::Empty && g.offsets.is_empty();
-            if dead {
-                g.transition_to(GroupState::Dead, now_ms);
-                records.push((persistence::group_key(&g.group_id), None));
-            }
-            if !records.is_empty() {
-                tracing::info!(group = %g.group_id, offsets = expired.len(), removed_group = dead, "expired offsets");
-                let _ = self.append(&g.group_id, &records);
-            }
-            if dead {
-                let group_id = g.group_id.clone();
-                drop(g);
-                self.remove_group(&group_id, &group);
+            if !removed.is_empty() {
+                self.remove_offsets(&group, &removed, now_ms(), "offsets of deleted topics");
             }
         }
     }
+
+    /// Kafka's `cleanupGroupMetadata`: drops `keys` from the group's offsets with their
+    /// tombstones, and the group itself (Dead, with a group tombstone) if it is Empty and
+    /// holds no offsets any more. The tombstones' durability is not awaited: losing them in
+    /// a crash leaves offsets that the next cleanup removes again.
+    fn remove_offsets(
+        &self,
+        group: &Arc<parking_lot::Mutex<super::ClassicGroup>>,
+        keys: &[(String, i32)],
+        now_ms: i64,
+        reason: &str,
+    ) {
+        let mut g = group.lock();
+        if g.state == GroupState::Dead {
+            return;
+        }
+        let group_id = g.group_id.clone();
+        let mut records: Vec<_> = keys
+            .iter()
+            .filter(|key| g.offsets.remove(*key).is_some())
+            .map(|(topic, partition)| (persistence::offset_key(&group_id, topic, *partition), None))
+            .collect();
+        let removed = records.len();
+        let dead = g.state == GroupState::Empty && g.offsets.is_empty();
+        if dead {
+            g.transition_to(GroupState::Dead, now_ms);
+            records.push((persistence::group_key(&g.group_id), None));
+        }
+        if !records.is_empty() {
+            tracing::info!(group = %g.group_id, offsets = removed, removed_group = dead, reason);
+            if let Err(e) = self.append(&g.group_id, &records) {
+                tracing::warn!(group = %g.group_id, error = %e, "cannot write offset tombstones");
+            }
+        }
+        if dead {
+            drop(g);
+            self.remove_group(&group_id, group);
+        }
+    }
+}
+
+/// Kafka's `ClassicGroup.validateOffsetCommit`, in its order: a Dead group, then the
+/// standalone commit to an Empty group, then member and generation (a zombie learns it is
+/// one before anything else), and only then REBALANCE_IN_PROGRESS for a current member
+/// while the group waits for SyncGroup.
+fn validate_offset_commit(
+    g: &super::ClassicGroup,
+    generation_id: i32,
+    member_id: &str,
+    group_instance_id: Option<&str>,
+) -> Result<(), GroupError> {
+    if g.state == GroupState::Dead {
+        return Err(GroupError::CoordinatorNotAvailable);
+    }
+    if generation_id < 0 && g.state == GroupState::Empty {
+        return Ok(());
+    }
+    if generation_id >= 0 || !member_id.is_empty() || group_instance_id.is_some() {
+        if let Some(instance) = group_instance_id {
+            match g.static_members.get(instance) {
+                None => return Err(GroupError::UnknownMemberId),
+                Some(current) if current != member_id => {
+                    return Err(GroupError::FencedInstanceId);
+                }
+                Some(_) => {}
+            }
+        }
+        if !g.members.contains_key(member_id) {
+            return Err(GroupError::UnknownMemberId);
+        }
+        if generation_id != g.generation_id {
+            return Err(GroupError::IllegalGeneration);
+        }
+    } else if g.state != GroupState::Empty {
+        // No member id and no generation (the v0 shape): only an Empty group takes it.
+        return Err(GroupError::UnknownMemberId);
+    }
+    if g.state == GroupState::CompletingRebalance {
+        return Err(GroupError::RebalanceInProgress);
+    }
+    Ok(())
 }

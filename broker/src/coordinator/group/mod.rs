@@ -393,9 +393,10 @@ impl GroupCoordinator {
     }
 
     /// Persists the group's metadata (members with their assignments); a tombstone when the
-    /// group is Dead. Durability is not awaited: members hold the same state and a lost
-    /// record costs at most a rebalance.
-    fn store_group(&self, g: &ClassicGroup) {
+    /// group is Dead. Returns the append to wait for: SyncGroup answers only once it is
+    /// durable; other callers (a static member's return, deletion) do not wait, as members
+    /// hold the same state and a lost record costs at most a rebalance.
+    fn store_group(&self, g: &ClassicGroup) -> Result<(Arc<Partition>, i64), GroupError> {
         let key = persistence::group_key(&g.group_id);
         let value = (g.state != GroupState::Dead).then(|| {
             let protocol = g.protocol_name.clone().unwrap_or_default();
@@ -422,7 +423,7 @@ impl GroupCoordinator {
                     .collect(),
             })
         });
-        let _ = self.append(&g.group_id, &[(key, value)]);
+        self.append(&g.group_id, &[(key, value)])
     }
 
     fn apply_loaded(&self, records: Vec<Persisted>) {

@@ -157,10 +157,18 @@ impl GroupCoordinator {
         match g.state {
             GroupState::PreparingRebalance => self.update_member_and_rebalance(g, &req, tx),
             GroupState::CompletingRebalance if matches => {
-                // The member missed its JoinGroup answer: send it again.
-                let _ = tx.send(current_generation(g, &member_id, false));
+                // The member missed its JoinGroup answer: send it again. The leader needs
+                // the members' metadata again, or it would assign nothing to anyone.
+                let mut result = current_generation(g, &member_id, false);
+                if g.is_leader(&member_id) {
+                    result.members = g.current_member_metadata();
+                }
+                let _ = tx.send(result);
             }
             GroupState::Stable if matches && !g.is_leader(&member_id) => {
+                // A follower with unchanged metadata goes on to SyncGroup in the current
+                // generation; only the leader (which may have seen topic metadata change)
+                // or changed metadata forces a rebalance, as in Kafka.
                 let _ = tx.send(current_generation(g, &member_id, false));
             }
             GroupState::CompletingRebalance | GroupState::Stable => {
@@ -195,7 +203,7 @@ impl GroupCoordinator {
                     let is_leader = g.is_leader(&new_member_id);
                     let _ = tx.send(current_generation(g, &new_member_id, is_leader));
                     self.schedule_session(g, &new_member_id, req.session_timeout_ms);
-                    self.store_group(g);
+                    let _ = self.store_group(g);
                 } else {
                     self.update_member_and_rebalance(g, &req, tx);
                 }
@@ -395,7 +403,7 @@ impl GroupCoordinator {
             g.protocol_name = None;
             g.transition_to(GroupState::Empty, now);
             tracing::info!(group = %g.group_id, generation = g.generation_id, "group is empty");
-            self.store_group(g);
+            let _ = self.store_group(g);
             return;
         }
         g.protocol_name = g.select_protocol();
@@ -592,32 +600,86 @@ impl GroupCoordinator {
             for member in g.members.values_mut() {
                 member.assignment = assignments.remove(&member.member_id).unwrap_or_default();
             }
-            g.transition_to(GroupState::Stable, now_ms());
-            self.store_group(&g);
-            tracing::info!(group = %g.group_id, generation = g.generation_id, "group is stable");
-            let ids: Vec<String> = g.members.keys().cloned().collect();
-            for id in ids {
-                let Some(member) = g.members.get_mut(&id) else {
-                    continue;
-                };
-                let Some(tx) = member.awaiting_sync.take() else {
-                    continue;
-                };
-                let timeout = member.session_timeout_ms;
-                let _ = tx.send(SyncResult {
-                    error: None,
-                    protocol_type: g.protocol_type.clone(),
-                    protocol_name: g.protocol_name.clone(),
-                    assignment: g
-                        .members
-                        .get(&id)
-                        .map(|m| m.assignment.clone())
-                        .unwrap_or_default(),
-                });
-                self.schedule_session(&mut g, &id, timeout);
+            // Kafka's storeGroup: the members are answered, and the group becomes Stable,
+            // only once the group's record (with these assignments) is durable.
+            let generation = g.generation_id;
+            match self.store_group(&g) {
+                Ok((partition, end_offset)) => {
+                    self.await_assignment_durable(group_id, generation, partition, end_offset);
+                }
+                Err(e) => self.assignment_not_stored(&mut g, e),
             }
         }
         rx
+    }
+
+    /// Waits (in a task) for the group record holding a generation's assignments to become
+    /// durable, then completes that generation's sync.
+    fn await_assignment_durable(
+        &self,
+        group_id: &str,
+        generation: i32,
+        partition: std::sync::Arc<logbook_replication::Partition>,
+        end_offset: i64,
+    ) {
+        let Some(coordinator) = self.self_weak.upgrade() else {
+            return;
+        };
+        let shutdown = self.shutdown.clone();
+        let timeout = std::time::Duration::from_millis(self.config.commit_timeout_ms);
+        let group_id = group_id.to_string();
+        tokio::spawn(async move {
+            let durable = tokio::select! {
+                () = shutdown.cancelled() => return,
+                durable = partition.wait_durable(end_offset, timeout) => durable,
+            };
+            let Some(group) = coordinator.group(&group_id) else {
+                return;
+            };
+            let mut g = group.lock();
+            if g.state != GroupState::CompletingRebalance || g.generation_id != generation {
+                // A rebalance (or a deletion) overtook the write; it answered the members.
+                return;
+            }
+            match durable {
+                Ok(()) => coordinator.propagate_assignment(&mut g),
+                Err(e) => {
+                    tracing::warn!(group = %g.group_id, generation, error = %e, "group assignment not durable");
+                    coordinator.assignment_not_stored(&mut g, super::append_error(&e));
+                }
+            }
+        });
+    }
+
+    /// The assignments are durable: the group is Stable and every parked SyncGroup gets
+    /// its member's assignment.
+    fn propagate_assignment(&self, g: &mut ClassicGroup) {
+        g.transition_to(GroupState::Stable, now_ms());
+        tracing::info!(group = %g.group_id, generation = g.generation_id, "group is stable");
+        let ids: Vec<String> = g.members.keys().cloned().collect();
+        for id in ids {
+            let Some(member) = g.members.get_mut(&id) else {
+                continue;
+            };
+            let Some(tx) = member.awaiting_sync.take() else {
+                continue;
+            };
+            let timeout = member.session_timeout_ms;
+            let _ = tx.send(SyncResult {
+                error: None,
+                protocol_type: g.protocol_type.clone(),
+                protocol_name: g.protocol_name.clone(),
+                assignment: member.assignment.clone(),
+            });
+            self.schedule_session(g, &id, timeout);
+        }
+    }
+
+    /// The assignments could not be stored: as Kafka, every parked SyncGroup gets the
+    /// error, the assignments are dropped, and the group rebalances.
+    fn assignment_not_stored(&self, g: &mut ClassicGroup, error: GroupError) {
+        reset_and_propagate_assignment_error(g, error);
+        self.prepare_rebalance(g, "the group's assignment could not be stored");
     }
 
     /// Heartbeat: restarts the member's session timer; tells it to rejoin during a rebalance.

@@ -316,22 +316,22 @@ async fn commits_survive_reload_and_admin_errors() {
         leader_epoch: 3,
         metadata: Some(format!("m{p}")),
     };
-    let r = c.commit_offsets("g", -1, "", None, &[commit(0, 10), commit(1, 20)]);
+    let r = c.commit_offsets("g", -1, "", None, &[commit(0, 10), commit(1, 20)], 8);
     assert_eq!(r.errors, vec![None, None]);
-    let r = c.commit_offsets("h", 5, "m", None, &[commit(0, 1)]);
+    let r = c.commit_offsets("h", 5, "m", None, &[commit(0, 1)], 8);
     assert_eq!(r.errors, vec![Some(GroupError::IllegalGeneration)]);
     let too_long = CommitPartition {
         metadata: Some("x".repeat(5000)),
         ..commit(2, 1)
     };
-    let r = c.commit_offsets("g", -1, "", None, &[too_long]);
+    let r = c.commit_offsets("g", -1, "", None, &[too_long], 8);
     assert_eq!(r.errors, vec![Some(GroupError::OffsetMetadataTooLarge)]);
     let (a, rx) = join_new(&c, &["range"]).await;
     recv(rx).await;
     recv(sync(&c, 1, &a, vec![])).await;
-    let r = c.commit_offsets("g", 0, &a, None, &[commit(0, 11)]);
+    let r = c.commit_offsets("g", 0, &a, None, &[commit(0, 11)], 8);
     assert_eq!(r.errors, vec![Some(GroupError::IllegalGeneration)]);
-    let r = c.commit_offsets("g", 1, &a, None, &[commit(0, 12)]);
+    let r = c.commit_offsets("g", 1, &a, None, &[commit(0, 12)], 8);
     assert_eq!(r.errors, vec![None]);
     assert_eq!(c.delete_group("g"), Err(GroupError::NonEmptyGroup));
     assert_eq!(c.delete_group("nope"), Err(GroupError::GroupIdNotFound));
@@ -397,6 +397,7 @@ async fn offsets_of_empty_group_expire() {
             leader_epoch: -1,
             metadata: None,
         }],
+        8,
     );
     assert_eq!(r.errors, vec![None]);
     c.expire_offsets(now_ms());
@@ -454,5 +455,29 @@ fn member_id_required_is_code_79() {
     assert_eq!(
         crate::errors::group_error(&GroupError::MemberIdRequired).code(),
         79
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_assignment_write_is_an_error_and_a_new_rebalance() {
+    // Proves: SyncGroup answers only through the group record's append: when the leader's
+    // assignment cannot be written (the group's __consumer_offsets partition is closed, as
+    // after a log failure) the leader gets NOT_COORDINATOR (Kafka's mapping of a failed
+    // append), no assignment, and the group does not become Stable but rebalances.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let (id, rx) = join_new(&c, &["range"]).await;
+    let joined = recv(rx).await;
+    assert_eq!(joined.generation_id, 1);
+    assert_eq!(state(&c), GroupState::CompletingRebalance);
+    let partition = Arc::clone(c.offsets_partition("g").expect("offsets partition"));
+    partition.close().expect("close");
+    let synced = recv(sync(&c, 1, &id, vec![(id.clone(), Bytes::from("A"))])).await;
+    assert_eq!(synced.error, Some(GroupError::NotCoordinator));
+    assert_eq!(synced.assignment, Bytes::new());
+    assert_eq!(state(&c), GroupState::PreparingRebalance);
+    assert_eq!(
+        c.heartbeat("g", &id, None, 1),
+        Err(GroupError::RebalanceInProgress)
     );
 }

@@ -1,0 +1,140 @@
+//! Load, unload and timer ownership of the coordinator runtime, with a shard that records
+//! what its partition's replay saw, and tokio's paused clock for the timers.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use logbook_replication::Partition;
+
+use super::{CoordinatorRuntime, CoordinatorShard, RuntimeError};
+use crate::coordinator::group::persistence;
+use crate::topic_config::{BrokerDefaults, TopicConfig};
+use crate::topics::{NewTopic, Topics};
+
+/// What replay saw of its partition.
+struct Seen {
+    partition_index: i32,
+    high_watermark: i64,
+}
+
+impl CoordinatorShard for Seen {
+    fn replay(partition_index: i32, partition: &Partition) -> Result<Self, String> {
+        Ok(Seen {
+            partition_index,
+            high_watermark: partition.high_watermark(),
+        })
+    }
+}
+
+/// A shard whose replay always fails.
+struct Unreadable;
+
+impl CoordinatorShard for Unreadable {
+    fn replay(_: i32, _: &Partition) -> Result<Self, String> {
+        Err("corrupt".to_string())
+    }
+}
+
+/// A two-partition internal topic with three records in partition 0 only.
+fn internal_topic(dir: &std::path::Path) -> Vec<Arc<Partition>> {
+    let flusher = logbook_replication::Flusher::start(logbook_replication::FlushPolicy::Os, 1);
+    let topics = Topics::open(
+        dir,
+        flusher,
+        BrokerDefaults::new(1_048_588, 1 << 30, -1),
+        1000,
+    )
+    .expect("topics");
+    let topic = topics
+        .create(NewTopic {
+            name: "__runtime_test",
+            partitions: 2,
+            replication_factor: 1,
+            config: TopicConfig::default(),
+        })
+        .expect("create");
+    let records: Vec<(Bytes, Option<Bytes>)> = (0..3)
+        .map(|i| (persistence::group_key(&format!("g{i}")), None))
+        .collect();
+    let batch = persistence::encode_batch(&records, 0).expect("encode");
+    topic.partitions[0].append(&batch).expect("append");
+    topic.partitions.clone()
+}
+
+#[test]
+fn load_replays_only_its_partition_and_unload_drops_it() {
+    // Proves: a shard is NOT_COORDINATOR until loaded; loading partition 0 replays partition
+    // 0 only (3 records) and partition 1 its own (none); unload drops the shard; a failed
+    // replay leaves the shard unloaded with the reason.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let partitions = internal_topic(dir.path());
+    let runtime = CoordinatorRuntime::<Seen>::new(tokio_util::sync::CancellationToken::new());
+    assert_eq!(
+        runtime.shard(0).err(),
+        Some(RuntimeError::NotCoordinator(0))
+    );
+    runtime.load(0, &partitions[0]).expect("load 0");
+    runtime.load(1, &partitions[1]).expect("load 1");
+    let shard = runtime.shard(0).expect("shard 0");
+    assert_eq!((shard.partition_index, shard.high_watermark), (0, 3));
+    let shard = runtime.shard(1).expect("shard 1");
+    assert_eq!((shard.partition_index, shard.high_watermark), (1, 0));
+    assert_eq!(runtime.loaded_partitions(), vec![0, 1]);
+    assert!(runtime.unload(0).is_some());
+    assert_eq!(
+        runtime.shard(0).err(),
+        Some(RuntimeError::NotCoordinator(0))
+    );
+    assert_eq!(runtime.loaded_partitions(), vec![1]);
+
+    let failing = CoordinatorRuntime::<Unreadable>::new(tokio_util::sync::CancellationToken::new());
+    assert_eq!(
+        failing.load(0, &partitions[0]).err(),
+        Some(RuntimeError::Load {
+            partition_index: 0,
+            reason: "corrupt".to_string()
+        })
+    );
+    assert!(failing.shard(0).is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn timers_belong_to_their_load() {
+    // Proves: a timer runs on its shard after its delay; unloading cancels the shard's
+    // pending timers, and a reload does not revive them; scheduling on an unloaded shard is
+    // NOT_COORDINATOR.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let partitions = internal_topic(dir.path());
+    let runtime = CoordinatorRuntime::<Seen>::new(tokio_util::sync::CancellationToken::new());
+    runtime.load(0, &partitions[0]).expect("load");
+    let fired = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&fired);
+    runtime
+        .schedule(0, Duration::from_secs(1), move |shard| {
+            assert_eq!(shard.high_watermark, 3);
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .expect("schedule");
+    let counter = Arc::clone(&fired);
+    runtime
+        .schedule(0, Duration::from_secs(5), move |_| {
+            counter.fetch_add(100, Ordering::SeqCst);
+        })
+        .expect("schedule");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(fired.load(Ordering::SeqCst), 1, "the 1 s timer fired");
+    runtime.unload(0);
+    runtime.load(0, &partitions[0]).expect("reload");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        fired.load(Ordering::SeqCst),
+        1,
+        "the 5 s timer died with its load"
+    );
+    assert_eq!(
+        runtime.schedule(1, Duration::from_secs(1), |_| {}).err(),
+        Some(RuntimeError::NotCoordinator(1))
+    );
+}

@@ -1,0 +1,138 @@
+"""Three kafka-python group consumers share a six-partition topic; one leaves, and the two
+that remain must settle into one stable generation that covers every partition.
+
+Usage: rebalance_storm.py BOOTSTRAP
+
+Each consumer polls in its own thread and publishes (generation, assignment) after every
+poll. A coordinator that forces a rebalance on every JoinGroup of a known member keeps the
+survivors rebalancing forever (the generation climbs every half second and the assignments
+never cover all partitions); Kafka's coordinator lets a follower with unchanged metadata
+rejoin the current generation. Needs kafka-python 3.0 (the test installs 3.0.12). Exits 1 with a message on the first failure; prints one
+summary line on success.
+"""
+
+import sys
+import threading
+import time
+
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.admin import NewTopic
+
+TOPIC = "py-storm"
+GROUP = "py-storm-g"
+PARTITIONS = 6
+FORM_TIMEOUT_S = 60
+SETTLE_TIMEOUT_S = 45
+STABLE_FOR_S = 6
+
+
+def check(condition, message):
+    if not condition:
+        print("MISMATCH: " + message, file=sys.stderr)
+        sys.exit(1)
+
+
+class Member(threading.Thread):
+    """One consumer polling in its own thread until told to stop (then it closes, which
+    sends LeaveGroup)."""
+
+    def __init__(self, bootstrap, index):
+        super().__init__(daemon=True)
+        self.consumer = KafkaConsumer(
+            TOPIC,
+            bootstrap_servers=bootstrap,
+            group_id=GROUP,
+            client_id="storm-%d" % index,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=10000,
+            heartbeat_interval_ms=500,
+        )
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.state = (-1, frozenset())
+        self.error = None
+
+    def run(self):
+        try:
+            while not self.stop.is_set():
+                self.consumer.poll(timeout_ms=100)
+                generation = self.consumer._coordinator.group_metadata().generation_id
+                assigned = frozenset(tp.partition for tp in self.consumer.assignment())
+                with self.lock:
+                    self.state = (generation, assigned)
+            self.consumer.close()
+        except Exception as e:  # reported by the main thread
+            self.error = repr(e)
+
+    def snapshot(self):
+        with self.lock:
+            return self.state
+
+
+def converged(members):
+    """The common generation if every member is in it and the assignments partition the
+    topic, else None."""
+    states = [m.snapshot() for m in members]
+    generations = {g for g, _ in states}
+    sets = [a for _, a in states]
+    union = frozenset().union(*sets)
+    if (len(generations) == 1 and all(sets)
+            and sum(len(a) for a in sets) == len(union)
+            and union == frozenset(range(PARTITIONS))):
+        return generations.pop()
+    return None
+
+
+def wait_stable(members, timeout_s, what):
+    """Waits until the members hold one generation covering every partition, unchanged for
+    STABLE_FOR_S; returns (generation, seconds taken, generations seen)."""
+    start = time.time()
+    seen = set()
+    stable_gen, stable_since = None, None
+    while time.time() - start < timeout_s:
+        for m in members:
+            check(m.error is None, "consumer failed: %s" % m.error)
+            seen.add(m.snapshot()[0])
+        gen = converged(members)
+        if gen is not None and gen == stable_gen:
+            if time.time() - stable_since >= STABLE_FOR_S:
+                return gen, time.time() - start, seen
+        else:
+            stable_gen, stable_since = gen, time.time()
+        time.sleep(0.05)
+    check(False, "%s never settled in %ds: states %r, generations seen %r"
+          % (what, timeout_s, [m.snapshot() for m in members], sorted(seen)))
+    return None
+
+
+def main():
+    bootstrap = sys.argv[1]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
+    admin.close()
+
+    members = [Member(bootstrap, i) for i in range(3)]
+    for m in members:
+        m.start()
+    wait_stable(members, FORM_TIMEOUT_S, "three members")
+
+    leaving = members.pop()
+    leaving.stop.set()
+    leaving.join(30)
+    check(leaving.error is None, "leaving consumer failed: %s" % leaving.error)
+    check(not leaving.is_alive(), "leaving consumer did not close")
+
+    generation, _, seen = wait_stable(members, SETTLE_TIMEOUT_S, "two members after a leave")
+    # A storm moves the generation every ~0.5 s; a settled group stays within a few.
+    check(len(seen) <= 4, "generations seen while settling: %r" % sorted(seen))
+    sets = sorted(sorted(m.snapshot()[1]) for m in members)
+    for m in members:
+        m.stop.set()
+    for m in members:
+        m.join(30)
+    print("kafka-python 3 rebalance ok: members=2 assignments=%r" % (sets,))
+
+
+if __name__ == "__main__":
+    main()
