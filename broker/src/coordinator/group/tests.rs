@@ -470,7 +470,7 @@ async fn failed_assignment_write_is_an_error_and_a_new_rebalance() {
     let joined = recv(rx).await;
     assert_eq!(joined.generation_id, 1);
     assert_eq!(state(&c), GroupState::CompletingRebalance);
-    let partition = Arc::clone(c.offsets_partition("g").expect("offsets partition"));
+    let partition = c.offsets_partition("g").expect("offsets partition");
     partition.close().expect("close");
     let synced = recv(sync(&c, 1, &id, vec![(id.clone(), Bytes::from("A"))])).await;
     assert_eq!(synced.error, Some(GroupError::NotCoordinator));

@@ -39,10 +39,14 @@ impl CoordinatorShard for Unreadable {
 
 /// A two-partition internal topic with three records in partition 0 only.
 fn internal_topic(dir: &std::path::Path) -> Vec<Arc<Partition>> {
-    let flusher = logbook_replication::Flusher::start(logbook_replication::FlushPolicy::Os, 1);
+    let replicas = Arc::new(logbook_replication::ReplicaManager::new(
+        dir,
+        logbook_replication::FlushPolicy::Os,
+        1,
+    ));
     let topics = Topics::open(
         dir,
-        flusher,
+        Arc::clone(&replicas),
         BrokerDefaults::new(1_048_588, 1 << 30, -1),
         1000,
     )
@@ -59,8 +63,9 @@ fn internal_topic(dir: &std::path::Path) -> Vec<Arc<Partition>> {
         .map(|i| (persistence::group_key(&format!("g{i}")), None))
         .collect();
     let batch = persistence::encode_batch(&records, 0).expect("encode");
-    topic.partitions[0].append(&batch).expect("append");
-    topic.partitions.clone()
+    let partitions = replicas.partitions_of(&topic.name);
+    partitions[0].append(&batch).expect("append");
+    partitions
 }
 
 #[test]
