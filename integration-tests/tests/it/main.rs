@@ -14,5 +14,6 @@ mod groups;
 mod large_messages;
 mod list_offsets;
 mod metadata;
+mod poison_batches;
 mod produce_consume;
 mod python_client;
