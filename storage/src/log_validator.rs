@@ -200,8 +200,8 @@ fn invalid_at(batch_index: usize, message: String) -> ValidationError {
 
 /// Validates a produce payload as Kafka's `LogValidator` does and returns what to append.
 ///
-/// In order: framing and CRC of every batch ([`record_batch::validate_batches`]); exactly
-/// one batch (v2 payloads carry one per partition); `max.message.bytes`; the client rules
+/// In order: framing and CRC of every batch ([`record_batch::validate_batches`]);
+/// `max.message.bytes`; the client rules
 /// (no control batch, a producer id on transactional batches, a sequence on idempotent
 /// ones); then every record: it parses, its offset delta is its index, its timestamp
 /// does not overflow, it has a key on a compacted topic, its CreateTime lies within the
@@ -220,12 +220,9 @@ pub fn validate(
     config: &ValidatorConfig,
 ) -> Result<ValidatedBatches, ValidationError> {
     let summary = record_batch::validate_batches(&bytes)?;
-    if summary.batch_count != 1 {
-        return Err(invalid(format!(
-            "a produce payload carries exactly one record batch per partition, found {}",
-            summary.batch_count
-        )));
-    }
+    // Kafka also refuses a v2 payload of more than one batch ("Compressed outer record has
+    // more than one batch"); this broker has always accepted back-to-back batches (its
+    // tests send them), so that rule is left to a decision of its own.
     if summary.largest_batch_bytes > config.max_message_bytes {
         return Err(ValidationError::MessageTooLarge {
             batch_bytes: summary.largest_batch_bytes,

@@ -226,12 +226,26 @@ fn client_rules() {
         .contains("invalid sequence number -1"));
 }
 
-// A payload of two batches is refused: v2 produce carries one batch per partition.
+// Back-to-back batches are each validated and described (Kafka would refuse more than one
+// per partition; this broker accepts them), and a poison second batch refuses the payload.
 #[test]
-fn one_batch_per_payload() {
-    let mut two = TestBatch::default().build(&records(1));
-    two.extend(TestBatch::default().build(&records(1)));
-    assert!(invalid_record(two).0.contains("exactly one record batch"));
+fn several_batches_each_validated() {
+    let first = TestBatch::default().build(&records(1));
+    let mut two = first.clone();
+    two.extend(TestBatch::default().build(&records(2)));
+    let validated = check(two.clone()).expect("valid");
+    let positions: Vec<usize> = validated.batches().iter().map(|b| b.position).collect();
+    assert_eq!(positions, vec![0, first.len()]);
+    assert_eq!(validated.record_count(), 3);
+    let mut poisoned = first;
+    poisoned.extend(
+        TestBatch {
+            attributes: record_batch::ATTR_CONTROL,
+            ..TestBatch::default()
+        }
+        .build(&records(1)),
+    );
+    assert!(invalid_record(poisoned).0.contains("control records"));
 }
 
 // Framing errors keep their BatchError; oversize batches are MessageTooLarge.
