@@ -4,7 +4,7 @@
 //! variant forces a decision. Our own bugs become UNKNOWN_SERVER_ERROR with a log line.
 
 use kafka_protocol::ResponseError;
-use logbook_storage::BatchError;
+use logbook_storage::{BatchError, ValidationError};
 
 use crate::topics::TopicError;
 
@@ -22,6 +22,21 @@ pub fn batch_error(e: &BatchError) -> ResponseError {
         | BatchError::InvalidRecordCount { .. }
         | BatchError::InvalidCodec { .. }
         | BatchError::Empty => ResponseError::CorruptMessage,
+    }
+}
+
+/// The code for a produce payload the LogValidator refused, as Kafka maps its exceptions:
+/// `CorruptRecordException` → CORRUPT_MESSAGE, `InvalidRecordException` → INVALID_RECORD,
+/// `InvalidTimestampException` → INVALID_TIMESTAMP, `RecordTooLargeException` →
+/// MESSAGE_TOO_LARGE.
+#[must_use]
+pub fn validation_error(e: &ValidationError) -> ResponseError {
+    match e {
+        ValidationError::Batch(b) => batch_error(b),
+        ValidationError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+        ValidationError::Corrupt { .. } => ResponseError::CorruptMessage,
+        ValidationError::InvalidRecord { .. } => ResponseError::InvalidRecord,
+        ValidationError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
     }
 }
 

@@ -1,5 +1,6 @@
-//! Record-level decoding, kept off the hot path: only features that must look inside batches
-//! (ListOffsets by timestamp, keys of compacted topics) decode records, through the
+//! Record-level decoding, kept off the hot path: only ListOffsets by timestamp decodes
+//! stored records here (produce validation walks them in place with storage's
+//! `record` walker instead), through the
 //! `kafka-protocol` crate's decoder (which handles all codecs, xerial snappy framing
 //! included).
 

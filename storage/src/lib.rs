@@ -3,7 +3,8 @@
 //! A partition is a directory of segments (`.log` + `.index` + `.timeindex`, named by
 //! their 20-digit base offset, exactly Kafka's layout) plus a few small checkpoint files.
 //! Record batches are stored byte-for-byte as they arrive on the wire (RecordBatch v2);
-//! this crate sees them only through [`RecordBatchHeader`], never decodes records, never
+//! the log sees them only through [`RecordBatchHeader`]; only the produce door
+//! ([`log_validator`]) walks records. The crate never
 //! imports kafka-protocol and never returns Kafka error codes: the broker maps [`Error`]
 //! to error codes at its one boundary.
 //!
@@ -12,14 +13,17 @@
 //! (group commit).
 
 mod checkpoint; // small durable files, write-temp-fsync-rename
+pub mod compression; // gzip/snappy/lz4/zstd decompression of a batch's records
 pub mod error;
 pub mod fault; // fault injection for writes and fsyncs (tests and the `fault-injection` feature only)
 mod index_file; // per-use descriptors for .index/.timeindex
 pub mod leader_epoch_cache; // LeaderEpochFileCache (leader-epoch-checkpoint)
 pub mod log; // Log
 mod log_segment; // LogSegment
+pub mod log_validator; // LogValidator: the produce door, walks every record
 mod offset_index; // OffsetIndex
 pub mod producer_state; // ProducerStateManager and its snapshots
+pub mod record; // the records of a batch, walked as byte slices
 pub mod record_batch; // header view + validation + in-place rewrites
 mod time_index; // TimeIndex
 
@@ -31,5 +35,6 @@ pub use leader_epoch_cache::{EpochEntry, LeaderEpoch, LeaderEpochFileCache};
 pub use log::{
     AppendInfo, AppendOutcome, FileSlice, Log, LogConfig, ReadResult, SliceRead, SyncHandle, Synced,
 };
+pub use log_validator::{ValidatedBatch, ValidatedBatches, ValidationError};
 pub use producer_state::{BatchMetadata, ProducerSnapshot};
 pub use record_batch::{BatchError, RecordBatchHeader};

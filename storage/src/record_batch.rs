@@ -1,5 +1,6 @@
-//! RecordBatch v2 as bytes: a header view, produce-payload validation and the two
-//! in-place rewrites the broker does before appending (offsets, LogAppendTime).
+//! RecordBatch v2 as bytes: a header view, batch framing/CRC validation and the two
+//! in-place rewrites the broker does before appending (offsets, max timestamp). The
+//! records inside are walked by `record` and checked by `log_validator`.
 //!
 //! The wire format of a batch is its disk format, so the log never decodes records:
 //! it only reads the fixed 61-byte header. Layout (big-endian, offsets in bytes):
@@ -41,9 +42,10 @@ const _: () = assert!(BATCH_LENGTH_MIN == 49);
 pub const MAGIC_V2: i8 = 2;
 /// Highest compression codec id Kafka defines (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).
 const CODEC_MAX: u8 = 4;
-const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
-const ATTR_TRANSACTIONAL: i16 = 0x10;
-const ATTR_CONTROL: i16 = 0x20;
+/// Attribute bit 3: the batch's timestamps are the broker's append time.
+pub(crate) const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
+pub(crate) const ATTR_TRANSACTIONAL: i16 = 0x10;
+pub(crate) const ATTR_CONTROL: i16 = 0x20;
 
 /// A decoded copy of a v2 batch header. `Copy`, 64 bytes: cheap to pass around.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -396,15 +398,24 @@ pub fn set_log_append_time(buf: &mut [u8], now_ms: i64) {
         let batch = buf
             .get_mut(position..position + total)
             .expect("iter_headers yields only whole batches");
-        put(
-            batch,
-            ATTRIBUTES_AT,
-            &(attributes | ATTR_TIMESTAMP_TYPE).to_be_bytes(),
-        );
-        put(batch, MAX_TIMESTAMP_AT, &now_ms.to_be_bytes());
-        let crc = compute_crc(batch);
-        put(batch, CRC_AT, &crc.to_be_bytes());
+        let _crc = set_timestamps(batch, attributes | ATTR_TIMESTAMP_TYPE, now_ms);
     }
+}
+
+/// Writes `attributes` and `maxTimestamp` into one whole batch and recomputes its CRC
+/// (Kafka's `DefaultRecordBatch.setMaxTimestamp`): the only rewrite inside the CRC the
+/// broker does. `batch` must be exactly one whole batch. Returns the new CRC.
+pub(crate) fn set_timestamps(batch: &mut [u8], attributes: i16, max_timestamp: i64) -> u32 {
+    assert!(
+        BATCH_HEADER_BYTES <= batch.len(),
+        "batch of {} bytes is shorter than a header",
+        batch.len()
+    );
+    put(batch, ATTRIBUTES_AT, &attributes.to_be_bytes());
+    put(batch, MAX_TIMESTAMP_AT, &max_timestamp.to_be_bytes());
+    let crc = compute_crc(batch);
+    put(batch, CRC_AT, &crc.to_be_bytes());
+    crc
 }
 
 #[cfg(test)]

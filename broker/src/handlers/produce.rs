@@ -1,18 +1,22 @@
-//! Produce (API key 0): validate each partition's record batches without decoding records,
-//! append them (offsets assigned by rewriting batch headers), and answer per `acks`:
+//! Produce (API key 0): validate each partition's record batch at the door (storage's
+//! `log_validator` walks every record, as Kafka's LogValidator does), append it (offsets
+//! assigned by rewriting batch headers), and answer per `acks`:
 //! 0 → no response, 1 → after the append, -1 → once the data is durable.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 use logbook_replication::{AppendOutcome, Partition};
-use logbook_storage::record_batch;
+use logbook_storage::log_validator::{self, AppendOrigin, ValidatedBatches, ValidatorConfig};
+use logbook_storage::record_batch::RecordBatchHeader;
+use logbook_storage::ValidationError;
 
 use crate::broker::Broker;
 use crate::errors;
@@ -24,6 +28,20 @@ pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
 
 /// First version that names topics by id (KIP-516).
 const TOPIC_ID_VERSION: i16 = 13;
+
+/// Bound on one batch's decompressed records: a batch that inflates beyond it is refused
+/// as corrupt instead of exhausting memory (Kafka has no such bound; 64x the default
+/// `max.message.bytes` leaves room for any real compression ratio).
+const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 << 20;
+
+/// Payloads at least this large are validated under `block_in_place` when compressed
+/// (decompression costs roughly 1 ms per 100-300 KiB), so they do not stall the other
+/// connections served by this async worker.
+const BLOCK_IN_PLACE_COMPRESSED_BYTES_MIN: usize = 64 << 10;
+
+/// Uncompressed payloads are only walked (a few varints per record); past this size they
+/// too move off the async worker's critical path.
+const BLOCK_IN_PLACE_BYTES_MIN: usize = 1 << 20;
 
 /// A partition's append that must become durable before acks=all is answered.
 struct DurableWait {
@@ -51,6 +69,61 @@ fn partition_error(
         .with_log_append_time_ms(-1)
         .with_log_start_offset(-1)
         .with_error_message(message.map(StrBytes::from_string))
+}
+
+/// The refusal of a batch that failed validation, with the offending records' indexes
+/// (ProduceResponse v8+ `record_errors`; older versions drop the field when encoding).
+fn validation_failure(index: i32, e: &ValidationError) -> PartitionProduceResponse {
+    let record_errors = e
+        .rejected_records()
+        .iter()
+        .map(|r| {
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(r.batch_index)
+                .with_batch_index_error_message(Some(StrBytes::from_string(r.message.clone())))
+        })
+        .collect();
+    partition_error(index, errors::validation_error(e), Some(e.to_string()))
+        .with_record_errors(record_errors)
+}
+
+/// What the topic's configs impose on this append (Kafka's `LogValidator` arguments).
+fn validator_config(broker: &Broker, topic: &Topic) -> ValidatorConfig {
+    let defaults = broker.topics.defaults();
+    let config = &topic.config;
+    let long = |name: &str| {
+        config
+            .get(name, defaults)
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(i64::MAX)
+    };
+    ValidatorConfig {
+        origin: AppendOrigin::Client,
+        log_append_time: config.log_append_time(defaults),
+        compacted: config.compacted(defaults),
+        max_message_bytes: usize::try_from(config.max_message_bytes(defaults).max(0))
+            .unwrap_or(usize::MAX),
+        timestamp_before_max_ms: long("message.timestamp.before.max.ms"),
+        timestamp_after_max_ms: long("message.timestamp.after.max.ms"),
+        now_ms: now_ms(),
+        decompressed_bytes_max: DECOMPRESSED_BATCH_BYTES_MAX,
+    }
+}
+
+/// Runs the validator, off the async worker's critical path when the payload is large
+/// enough for the walk (or the decompression) to matter.
+fn validate(
+    records: &bytes::Bytes,
+    config: &ValidatorConfig,
+) -> Result<ValidatedBatches, ValidationError> {
+    let compressed = RecordBatchHeader::parse(records).is_ok_and(|h| h.compression_codec() != 0);
+    let heavy = records.len() >= BLOCK_IN_PLACE_BYTES_MIN
+        || (compressed && records.len() >= BLOCK_IN_PLACE_COMPRESSED_BYTES_MIN);
+    if heavy {
+        tokio::task::block_in_place(|| log_validator::validate(records.clone(), config))
+    } else {
+        log_validator::validate(records.clone(), config)
+    }
 }
 
 /// Validates and appends one partition's records; returns the response and, on success, the
@@ -85,47 +158,18 @@ fn append_partition(
             None,
         );
     };
-    let summary = match record_batch::validate_batches(records) {
-        Ok(s) => s,
+    let validated = match validate(records, &validator_config(broker, topic)) {
+        Ok(validated) => validated,
         Err(e) => {
             tracing::debug!(partition = %partition.topic_partition(), error = %e, "produce rejected");
-            return (
-                partition_error(index, errors::batch_error(&e), Some(e.to_string())),
-                None,
-            );
+            return (validation_failure(index, &e), None);
         }
     };
-    let defaults = broker.topics.defaults();
-    let max_message_bytes = topic.config.max_message_bytes(defaults);
-    if i64::try_from(summary.largest_batch_bytes).unwrap_or(i64::MAX) > max_message_bytes {
-        let message = format!(
-            "batch of {} bytes exceeds max.message.bytes {max_message_bytes}",
-            summary.largest_batch_bytes
-        );
-        tracing::debug!(partition = %partition.topic_partition(), %message, "produce rejected");
-        return (
-            partition_error(index, ResponseError::MessageTooLarge, Some(message)),
-            None,
-        );
-    }
-    if topic.config.compacted(defaults) {
-        if let Some(error) = missing_key(records) {
-            return (
-                partition_error(index, ResponseError::InvalidRecord, Some(error)),
-                None,
-            );
-        }
-    }
-    // Records go to the log as received (the log patches offsets while writing), except
-    // under LogAppendTime, which changes fields inside the CRC and so needs a copy.
-    let (outcome, log_append_time_ms) = if topic.config.log_append_time(defaults) {
-        let now = now_ms();
-        let mut batches = BytesMut::from(&records[..]);
-        record_batch::set_log_append_time(&mut batches, now);
-        (partition.append(&batches), now)
-    } else {
-        (partition.append(records), -1)
-    };
+    // The bytes are those received, except where the validator rewrote a batch's
+    // timestamp fields as Kafka does (LogAppendTime, or a maxTimestamp that disagreed
+    // with the records).
+    let log_append_time_ms = validated.log_append_time_ms().unwrap_or(-1);
+    let outcome = partition.append(validated.bytes());
     match outcome {
         Ok(AppendOutcome::Duplicate(cached)) => {
             // A retried batch: answer as the first time, and wait for the same durability.
@@ -165,17 +209,6 @@ fn append_partition(
                 None,
             )
         }
-    }
-}
-
-/// A compacted topic keeps the latest value per key, so Kafka refuses records without one.
-fn missing_key(records: &Bytes) -> Option<String> {
-    match crate::records::summarize(records) {
-        Ok(summaries) => summaries
-            .iter()
-            .position(|r| !r.has_key)
-            .map(|i| format!("record {i} has no key, which a compacted topic requires")),
-        Err(e) => Some(format!("records do not decode: {e}")),
     }
 }
 

@@ -16,6 +16,7 @@ mod internal_topics;
 mod large_messages;
 mod list_offsets;
 mod metadata;
+mod poison_batches;
 mod produce_consume;
 mod python_client;
 mod topic_limits;
