@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use logbook_storage::{AppendOutcome, LeaderEpoch, Log, LogConfig, ReadResult, SliceRead};
+use logbook_storage::{
+    AppendOutcome, LeaderEpoch, Log, LogConfig, ReadResult, SliceRead, ValidatedBatches,
+};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
@@ -187,12 +189,28 @@ impl Partition {
     /// Storage errors (sequence errors of idempotent producers among them, and
     /// `LogFailed` once a disk failure took the log offline); the partition being closed.
     pub fn append(&self, batches: &[u8]) -> Result<AppendOutcome, Error> {
+        self.append_with(|log, epoch| log.append(batches, epoch))
+    }
+
+    /// Appends a produce payload as the produce door validated it (its headers parsed
+    /// once there, not again here); otherwise as [`Partition::append`].
+    ///
+    /// # Errors
+    /// As [`Partition::append`].
+    pub fn append_validated(&self, batches: &ValidatedBatches) -> Result<AppendOutcome, Error> {
+        self.append_with(|log, epoch| log.append_validated(batches, epoch))
+    }
+
+    fn append_with(
+        &self,
+        append: impl FnOnce(&mut Log, i32) -> Result<AppendOutcome, logbook_storage::Error>,
+    ) -> Result<AppendOutcome, Error> {
         let (outcome, roll_work) = {
             let mut guard = self.log.lock();
             let state = guard
                 .as_mut()
                 .ok_or_else(|| Error::Closed(self.topic_partition.clone()))?;
-            let outcome = state.log.append(batches, self.leader_epoch().0)?;
+            let outcome = append(&mut state.log, self.leader_epoch().0)?;
             (outcome, state.log.has_roll_work())
         };
         let AppendOutcome::Appended(info) = outcome else {

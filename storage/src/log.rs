@@ -18,6 +18,7 @@ use crate::checkpoint::{
 use crate::error::Error;
 use crate::leader_epoch_cache::{EpochCheckpoint, LeaderEpoch, LeaderEpochFileCache};
 use crate::log_segment::{LogSegment, SEGMENT_BYTES_MAX};
+use crate::log_validator::ValidatedBatches;
 use crate::producer_state::{BatchMetadata, ProducerSnapshot, ProducerStateManager, SequenceCheck};
 use crate::record_batch::{iter_headers, RecordBatchHeader};
 
@@ -771,8 +772,7 @@ impl Log {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendOutcome, Error> {
-        self.check_not_failed()?;
-        let mut headers: Vec<(usize, RecordBatchHeader)> = iter_headers(batches).collect();
+        let headers: Vec<(usize, RecordBatchHeader)> = iter_headers(batches).collect();
         let covered = headers.last().map_or(0, |(p, h)| p + h.total_bytes());
         if headers.is_empty() || covered != batches.len() {
             return Err(Error::CorruptBatch {
@@ -780,6 +780,34 @@ impl Log {
                 reason: "append input is not whole v2 batches (validate_batches first)".to_string(),
             });
         }
+        self.append_headers(batches, headers, leader_epoch, now_ms)
+    }
+
+    /// Appends what the produce door's [`crate::log_validator::validate`] accepted, using
+    /// the headers it parsed (nothing is parsed again), with the wall clock as the
+    /// segment-age clock. Otherwise as [`Log::append_at`].
+    pub fn append_validated(
+        &mut self,
+        validated: &ValidatedBatches,
+        leader_epoch: i32,
+    ) -> Result<AppendOutcome, Error> {
+        let headers = validated
+            .batches()
+            .iter()
+            .map(|b| (b.position, b.header))
+            .collect();
+        self.append_headers(validated.bytes(), headers, leader_epoch, now_ms())
+    }
+
+    /// The append itself, given each batch's position and header in `batches`.
+    fn append_headers(
+        &mut self,
+        batches: &[u8],
+        mut headers: Vec<(usize, RecordBatchHeader)>,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendOutcome, Error> {
+        self.check_not_failed()?;
         if let Some((position, _)) = headers.iter().find(|(_, h)| h.last_offset_delta < 0) {
             return Err(Error::CorruptBatch {
                 position: *position as u64,

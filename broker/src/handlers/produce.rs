@@ -169,7 +169,7 @@ fn append_partition(
     // timestamp fields as Kafka does (LogAppendTime, or a maxTimestamp that disagreed
     // with the records).
     let log_append_time_ms = validated.log_append_time_ms().unwrap_or(-1);
-    let outcome = partition.append(validated.bytes());
+    let outcome = partition.append_validated(&validated);
     match outcome {
         Ok(AppendOutcome::Duplicate(cached)) => {
             // A retried batch: answer as the first time, and wait for the same durability.
