@@ -67,6 +67,28 @@ impl Broker {
         broker
     }
 
+    /// Starts a broker with extra flags whose data directory is `data_dir` (created if
+    /// missing; e.g. a small tmpfs a test mounted to run the disk full). The harness's
+    /// own temporary directory still holds the broker log.
+    pub fn start_in(data_dir: &Path, extra_args: &[&str]) -> Broker {
+        let work_dir = tempfile::Builder::new()
+            .prefix("logbook-it-")
+            .tempdir()
+            .expect("create a temporary directory for the broker");
+        std::fs::create_dir_all(data_dir).expect("create the data directory");
+        let log_path = work_dir.path().join("broker.log");
+        let mut broker = Broker {
+            child: None,
+            port: free_port(),
+            data_dir: data_dir.to_path_buf(),
+            log_path,
+            extra_args: extra_args.iter().map(|s| (*s).to_owned()).collect(),
+            _work_dir: work_dir,
+        };
+        broker.spawn();
+        broker
+    }
+
     /// `"127.0.0.1:PORT"`, for `bootstrap.servers`.
     pub fn bootstrap(&self) -> String {
         format!("127.0.0.1:{}", self.port)

@@ -89,6 +89,10 @@ pub struct Partition {
     high_watermark: watch::Sender<i64>,
     /// Set when the partition has appends the flusher has not yet picked up.
     flush_queued: AtomicBool,
+    /// Held by the flusher thread syncing this partition, so two flusher threads never sync
+    /// it at once (their checkpoint writes share temporary file names, and an older
+    /// checkpoint must never overwrite a newer one). Never taken by appends.
+    sync_lock: Mutex<()>,
     flusher: Flusher,
     /// The leader epoch this broker leads the partition in (persisted through the log's
     /// leader-epoch checkpoint; changed by leadership changes once replication exists).
@@ -117,6 +121,7 @@ impl Partition {
             log: Mutex::new(Some(LogState { log })),
             high_watermark,
             flush_queued: AtomicBool::new(false),
+            sync_lock: Mutex::new(()),
             flusher,
             leader_epoch: AtomicI32::new(leader_epoch.0),
             self_weak: self_weak.clone(),
@@ -244,6 +249,7 @@ impl Partition {
     /// new high watermark. The log lock is held only to capture file handles and to record
     /// the result, never during the fsync itself.
     pub(crate) fn flush(&self) {
+        let _syncing = self.sync_lock.lock();
         // Clear first: an append that races with this flush queues another one.
         self.flush_queued.store(false, Ordering::Release);
         let handle = {
@@ -449,6 +455,8 @@ impl Partition {
     /// # Errors
     /// Storage errors while flushing.
     pub fn close(&self) -> Result<(), Error> {
+        // Wait for a sync in progress: close writes the same checkpoints.
+        let _syncing = self.sync_lock.lock();
         let state = self.log.lock().take();
         if let Some(state) = state {
             state.log.close()?;
@@ -461,6 +469,7 @@ impl Partition {
     /// # Errors
     /// Storage errors while removing files.
     pub fn delete(&self) -> Result<(), Error> {
+        let _syncing = self.sync_lock.lock();
         let state = self.log.lock().take();
         if let Some(state) = state {
             state.log.delete()?;

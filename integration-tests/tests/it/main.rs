@@ -10,6 +10,7 @@ mod bad_input;
 mod compression;
 mod connections;
 mod describe_configs;
+mod disk_full;
 mod durability;
 mod groups;
 mod internal_topics;
