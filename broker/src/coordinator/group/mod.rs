@@ -5,9 +5,14 @@
 //! only for bounded, non-blocking work and never across an `.await`. Requests that must wait
 //! for a rebalance phase (JoinGroup, SyncGroup) get a `oneshot` receiver; the coordinator
 //! keeps the sender in the member and answers it when the phase ends. Timers (session
-//! timeouts, the join phase, pending syncs, MEMBER_ID_REQUIRED members) are tokio tasks that
-//! sleep and then call back with a token; a token that no longer matches means the timer was
-//! superseded, so a late wake-up can never act on newer state.
+//! timeouts, the join phase, pending syncs, MEMBER_ID_REQUIRED members, offset expiry) are
+//! scheduled on the group's shard of the [`CoordinatorRuntime`], so unloading the shard
+//! cancels them; each calls back with a token, and a token that no longer matches means the
+//! timer was superseded, so a late wake-up can never act on newer state.
+//!
+//! Sharding: groups live in one [`GroupShard`] per `__consumer_offsets` partition, replayed
+//! from that partition only (`load_partition`) and dropped with `unload_partition`; see
+//! `coordinator::runtime`.
 
 pub mod classic_group;
 pub mod offsets;
