@@ -565,3 +565,22 @@ async fn unload_answers_not_coordinator_and_load_replays_its_partition_only() {
     expected.retain(|p| *p != pb);
     assert_eq!(c.loaded_partitions(), expected);
 }
+
+#[test]
+fn runtime_errors_are_kafkas_codes() {
+    // Proves: a shard not hosted here (or whose load failed) is NOT_COORDINATOR (16), one
+    // still replaying COORDINATOR_LOAD_IN_PROGRESS (14).
+    use crate::coordinator::runtime::RuntimeError;
+    let code = |e: RuntimeError| {
+        crate::errors::group_error(&crate::errors::coordinator_runtime_error(&e)).code()
+    };
+    assert_eq!(code(RuntimeError::NotCoordinator(1)), 16);
+    assert_eq!(code(RuntimeError::LoadInProgress(1)), 14);
+    assert_eq!(
+        code(RuntimeError::Load {
+            partition_index: 1,
+            reason: "io".into()
+        }),
+        16
+    );
+}
