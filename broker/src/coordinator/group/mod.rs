@@ -346,7 +346,9 @@ impl GroupCoordinator {
     }
 
     /// Kafka's `onResignation`: drops the groups of partition `partition_index`; the
-    /// runtime cancels the shard's timers, and requests for its groups get NOT_COORDINATOR.
+    /// runtime cancels the shard's timers, parked JoinGroup / SyncGroup requests are
+    /// answered NOT_COORDINATOR (so those members find the new coordinator), and later
+    /// requests for its groups get NOT_COORDINATOR.
     pub fn unload_partition(&self, partition_index: i32) {
         if let Some(shard) = self.runtime.unload(partition_index) {
             for group in shard.all() {
@@ -354,6 +356,15 @@ impl GroupCoordinator {
                 g.rebalance_token = g.rebalance_token.wrapping_add(1);
                 for member in g.members.values_mut() {
                     member.cancel_session_timer();
+                    if let Some(tx) = member.awaiting_join.take() {
+                        let _ = tx.send(JoinResult::error(
+                            &member.member_id,
+                            GroupError::NotCoordinator,
+                        ));
+                    }
+                    if let Some(tx) = member.awaiting_sync.take() {
+                        let _ = tx.send(SyncResult::error(GroupError::NotCoordinator));
+                    }
                 }
             }
         }

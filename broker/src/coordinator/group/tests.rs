@@ -486,6 +486,21 @@ async fn failed_assignment_write_is_an_error_and_a_new_rebalance() {
     );
 }
 
+/// [`join_new`] for group `group_id`.
+async fn join_new_to(
+    c: &GroupCoordinator,
+    group_id: &str,
+) -> (String, oneshot::Receiver<JoinResult>) {
+    let req = |member: &str| JoinRequest {
+        group_id: group_id.into(),
+        ..join(member, None, &["range"])
+    };
+    let first = recv(c.join_group(req(""))).await;
+    assert_eq!(first.error, Some(GroupError::MemberIdRequired));
+    let id = first.member_id.clone();
+    (id.clone(), c.join_group(req(&id)))
+}
+
 #[tokio::test(start_paused = true)]
 async fn unload_answers_not_coordinator_and_load_replays_its_partition_only() {
     // Proves: the groups of an unloaded __consumer_offsets partition answer NOT_COORDINATOR
@@ -518,8 +533,25 @@ async fn unload_answers_not_coordinator_and_load_replays_its_partition_only() {
         vec![None]
     );
     assert_eq!(c.loaded_partitions(), vec![0, 1, 2]);
+    // A member of `a` parked in SyncGroup (its leader has not synced) at unload is answered
+    // NOT_COORDINATOR, not left to time out.
+    let (m1, rx1) = join_new_to(&c, &a).await;
+    assert_eq!(recv(rx1).await.error, None);
+    let (m2, rx2) = join_new_to(&c, &a).await;
+    let (j1, j2) = (
+        recv(c.join_group(JoinRequest {
+            group_id: a.clone(),
+            ..join(&m1, None, &["range"])
+        })),
+        recv(rx2),
+    );
+    let (j1, j2) = tokio::join!(j1, j2);
+    let follower = if j1.leader == m1 { &m2 } else { &m1 };
+    assert_eq!((j1.generation_id, j2.generation_id), (2, 2));
+    let parked = c.sync_group(&a, 2, follower, None, Some("consumer"), None, vec![]);
 
     c.unload_partition(pa);
+    assert_eq!(recv(parked).await.error, Some(GroupError::NotCoordinator));
     assert_eq!(
         c.fetch_offsets(&a, None).err(),
         Some(GroupError::NotCoordinator)
