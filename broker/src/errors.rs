@@ -97,6 +97,21 @@ pub fn topic_error(e: &TopicError) -> ResponseError {
     }
 }
 
+/// What a coordinator runtime's refusal means to a group client: a shard not hosted here
+/// (never loaded, unloaded, or failed to load) is NOT_COORDINATOR, so the client looks the
+/// coordinator up again; one still replaying is COORDINATOR_LOAD_IN_PROGRESS (retry).
+#[must_use]
+pub fn coordinator_runtime_error(
+    e: &crate::coordinator::runtime::RuntimeError,
+) -> crate::coordinator::group::GroupError {
+    use crate::coordinator::group::GroupError;
+    use crate::coordinator::runtime::RuntimeError;
+    match e {
+        RuntimeError::NotCoordinator(_) | RuntimeError::Load { .. } => GroupError::NotCoordinator,
+        RuntimeError::LoadInProgress(_) => GroupError::CoordinatorLoadInProgress,
+    }
+}
+
 /// The code for a group coordinator failure.
 #[must_use]
 pub fn group_error(e: &crate::coordinator::group::GroupError) -> ResponseError {
@@ -105,6 +120,7 @@ pub fn group_error(e: &crate::coordinator::group::GroupError) -> ResponseError {
         GroupError::InvalidGroupId => ResponseError::InvalidGroupId,
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
         GroupError::NotCoordinator => ResponseError::NotCoordinator,
+        GroupError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
         GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
         GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
         GroupError::IllegalGeneration => ResponseError::IllegalGeneration,

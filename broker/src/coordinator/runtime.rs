@@ -5,11 +5,16 @@
 //! stops leading it (`unload`), and its timers belong to the shard, so unloading cancels
 //! them and no late timer acts on state this broker no longer owns.
 //!
-//! Status: the runtime stands alone so far (unit-tested below); `GroupCoordinator` still
-//! replays all of `__consumer_offsets` into one map at start. Moving it onto the runtime
-//! means one `ClassicGroup` map per shard, `shard(partition_for(group))` at the top of every
-//! group operation (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS from [`RuntimeError`],
-//! mapped in `errors.rs`), and its timers scheduled with [`CoordinatorRuntime::schedule`].
+//! The group coordinator runs on it: one `GroupShard` (its groups) per partition of
+//! `__consumer_offsets`, `GroupCoordinator::load_partition` / `unload_partition` calling
+//! `load` / `unload`, every group request starting at `shard(partition_for(group))` (the
+//! [`RuntimeError`]s mapped to NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS in
+//! `errors.rs`), and its timers (session, join phase, pending sync, offset expiry) scheduled
+//! with [`CoordinatorRuntime::schedule`]. On a single node the broker loads every partition
+//! at start (or when the topic is created); with replication, leadership changes will call
+//! `load` / `unload`. Remaining: the transaction coordinator as a second `CoordinatorShard`;
+//! writes still go straight to `Partition::append` rather than through the runtime (Kafka's
+//! runtime batches a shard's records and applies them once durable).
 //!
 //! Replay cost: `load` replays its partition from the log start offset to the high
 //! watermark, so start-up time is proportional to the partition's log, not to its live

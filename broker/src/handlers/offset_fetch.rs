@@ -25,8 +25,11 @@ fn fetch(
     broker: &Broker,
     group_id: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
-) -> Vec<FetchedTopic> {
-    broker.groups.fetch_offsets(group_id, topics.as_deref())
+) -> Result<Vec<FetchedTopic>, i16> {
+    broker
+        .groups
+        .fetch_offsets(group_id, topics.as_deref())
+        .map_err(|e| crate::errors::group_error(&e).code())
 }
 
 /// Answers OffsetFetch.
@@ -44,9 +47,13 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetFetchRequest) -> Offse
                         .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                         .collect()
                 });
-                let fetched = fetch(broker, g.group_id.0.as_str(), topics);
+                let (fetched, error_code) = match fetch(broker, g.group_id.0.as_str(), topics) {
+                    Ok(fetched) => (fetched, 0),
+                    Err(code) => (Vec::new(), code),
+                };
                 OffsetFetchResponseGroup::default()
                     .with_group_id(g.group_id.clone())
+                    .with_error_code(error_code)
                     .with_topics(
                         fetched
                             .into_iter()
@@ -83,30 +90,36 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetFetchRequest) -> Offse
             .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
             .collect()
     });
-    let fetched = fetch(broker, request.group_id.0.as_str(), topics);
-    OffsetFetchResponse::default().with_topics(
-        fetched
-            .into_iter()
-            .map(|(topic, partitions)| {
-                OffsetFetchResponseTopic::default()
-                    .with_name(StrBytes::from_string(topic).into())
-                    .with_partitions(
-                        partitions
-                            .into_iter()
-                            .map(|(index, committed)| {
-                                let (offset, leader_epoch, metadata) = committed
-                                    .map_or((NO_OFFSET, -1, String::new()), |c| {
-                                        (c.offset, c.leader_epoch, c.metadata)
-                                    });
-                                OffsetFetchResponsePartition::default()
-                                    .with_partition_index(index)
-                                    .with_committed_offset(offset)
-                                    .with_committed_leader_epoch(epoch(leader_epoch))
-                                    .with_metadata(Some(StrBytes::from_string(metadata)))
-                            })
-                            .collect(),
-                    )
-            })
-            .collect(),
-    )
+    let (fetched, error_code) = match fetch(broker, request.group_id.0.as_str(), topics) {
+        Ok(fetched) => (fetched, 0),
+        // v1 has no top-level error code: an empty answer.
+        Err(code) => (Vec::new(), if version >= 2 { code } else { 0 }),
+    };
+    OffsetFetchResponse::default()
+        .with_error_code(error_code)
+        .with_topics(
+            fetched
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(StrBytes::from_string(topic).into())
+                        .with_partitions(
+                            partitions
+                                .into_iter()
+                                .map(|(index, committed)| {
+                                    let (offset, leader_epoch, metadata) = committed
+                                        .map_or((NO_OFFSET, -1, String::new()), |c| {
+                                            (c.offset, c.leader_epoch, c.metadata)
+                                        });
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(index)
+                                        .with_committed_offset(offset)
+                                        .with_committed_leader_epoch(epoch(leader_epoch))
+                                        .with_metadata(Some(StrBytes::from_string(metadata)))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
 }

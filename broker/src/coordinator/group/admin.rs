@@ -50,7 +50,7 @@ impl GroupCoordinator {
     /// Every live group, filtered by state names (case-insensitive, as Kafka) when given.
     #[must_use]
     pub fn list_groups(&self, states: &[String]) -> Vec<GroupListing> {
-        let groups: Vec<_> = self.groups.read().values().cloned().collect();
+        let groups = self.all_groups();
         let mut out: Vec<GroupListing> = groups
             .iter()
             .map(|g| {
@@ -78,7 +78,7 @@ impl GroupCoordinator {
     /// # Errors
     /// GROUP_ID_NOT_FOUND for a group that does not exist.
     pub fn describe_group(&self, group_id: &str) -> Result<GroupDescription, GroupError> {
-        let group = self.group(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        let group = self.lookup(group_id)?.ok_or(GroupError::GroupIdNotFound)?;
         let g = group.lock();
         if g.state == GroupState::Dead {
             return Err(GroupError::GroupIdNotFound);
@@ -123,7 +123,7 @@ impl GroupCoordinator {
     /// # Errors
     /// GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, or a storage failure.
     pub fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
-        let group = self.group(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        let group = self.lookup(group_id)?.ok_or(GroupError::GroupIdNotFound)?;
         let mut g = group.lock();
         match g.state {
             GroupState::Dead => return Err(GroupError::GroupIdNotFound),
@@ -157,7 +157,7 @@ impl GroupCoordinator {
         group_id: &str,
         partitions: &[(String, i32)],
     ) -> Result<Vec<Option<GroupError>>, GroupError> {
-        let group = self.group(group_id).ok_or(GroupError::GroupIdNotFound)?;
+        let group = self.lookup(group_id)?.ok_or(GroupError::GroupIdNotFound)?;
         let mut g = group.lock();
         let subscribed = match g.state {
             GroupState::Dead => return Err(GroupError::GroupIdNotFound),

@@ -61,12 +61,16 @@ impl GroupCoordinator {
         if group_id.is_empty() || group_id.len() > persistence::STRING_BYTES_MAX {
             return all(GroupError::InvalidGroupId);
         }
-        let group = match self.group(group_id) {
-            Some(g) => g,
-            None if generation_id < 0 => self.get_or_create(group_id),
-            None if api_version >= 9 => return all(GroupError::GroupIdNotFound),
+        let group = match self.lookup(group_id) {
+            Err(e) => return all(e),
+            Ok(Some(g)) => g,
+            Ok(None) if generation_id < 0 => match self.get_or_create(group_id) {
+                Ok(g) => g,
+                Err(e) => return all(e),
+            },
+            Ok(None) if api_version >= 9 => return all(GroupError::GroupIdNotFound),
             // A member of a generation this coordinator never had.
-            None => return all(GroupError::IllegalGeneration),
+            Ok(None) => return all(GroupError::IllegalGeneration),
         };
         let mut g = group.lock();
         if let Err(e) = validate_offset_commit(&g, generation_id, member_id, group_instance_id) {
@@ -129,19 +133,21 @@ impl GroupCoordinator {
 
     /// OffsetFetch: the committed offsets of `topics` (every committed partition when
     /// `None`). A group that does not exist has no offsets.
-    #[must_use]
+    ///
+    /// # Errors
+    /// NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS for a group whose shard is not loaded.
     pub fn fetch_offsets(
         &self,
         group_id: &str,
         topics: Option<&[(String, Vec<i32>)]>,
-    ) -> Vec<FetchedTopic> {
-        let group = self.group(group_id);
+    ) -> Result<Vec<FetchedTopic>, GroupError> {
+        let group = self.lookup(group_id)?;
         let g = group.as_ref().map(|g| g.lock());
         let committed = |topic: &str, partition: i32| {
             g.as_ref()
                 .and_then(|g| g.offsets.get(&(topic.to_string(), partition)).cloned())
         };
-        match topics {
+        Ok(match topics {
             Some(topics) => topics
                 .iter()
                 .map(|(topic, partitions)| {
@@ -168,7 +174,7 @@ impl GroupCoordinator {
                 }
                 out
             }
-        }
+        })
     }
 
     /// Removes offsets past `offsets.retention.minutes` and groups left with nothing, as
@@ -176,8 +182,16 @@ impl GroupCoordinator {
     /// after the commit, for groups that never had members); a non-empty consumer group's
     /// offsets expire only for topics no member subscribes to.
     pub fn expire_offsets(&self, now_ms: i64) {
+        self.expire_groups(self.all_groups(), now_ms);
+    }
+
+    /// [`Self::expire_offsets`] over `groups` (one shard's, from its expiry timer).
+    pub(super) fn expire_groups(
+        &self,
+        groups: Vec<Arc<parking_lot::Mutex<super::ClassicGroup>>>,
+        now_ms: i64,
+    ) {
         let retention = self.config.offsets_retention_ms;
-        let groups: Vec<_> = self.groups.read().values().cloned().collect();
         for group in groups {
             let g = group.lock();
             let expired: Vec<(String, i32)> = match g.state {
@@ -221,8 +235,7 @@ impl GroupCoordinator {
     /// back), so a group of a re-created topic starts from `auto.offset.reset` rather than
     /// from the old topic's positions. Groups left Empty with no offsets are removed.
     pub fn on_topics_deleted(&self, topics: &[String]) {
-        let groups: Vec<_> = self.groups.read().values().cloned().collect();
-        for group in groups {
+        for group in self.all_groups() {
             let removed: Vec<(String, i32)> = group
                 .lock()
                 .offsets

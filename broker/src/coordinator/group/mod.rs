@@ -5,9 +5,14 @@
 //! only for bounded, non-blocking work and never across an `.await`. Requests that must wait
 //! for a rebalance phase (JoinGroup, SyncGroup) get a `oneshot` receiver; the coordinator
 //! keeps the sender in the member and answers it when the phase ends. Timers (session
-//! timeouts, the join phase, pending syncs, MEMBER_ID_REQUIRED members) are tokio tasks that
-//! sleep and then call back with a token; a token that no longer matches means the timer was
-//! superseded, so a late wake-up can never act on newer state.
+//! timeouts, the join phase, pending syncs, MEMBER_ID_REQUIRED members, offset expiry) are
+//! scheduled on the group's shard of the [`CoordinatorRuntime`], so unloading the shard
+//! cancels them; each calls back with a token, and a token that no longer matches means the
+//! timer was superseded, so a late wake-up can never act on newer state.
+//!
+//! Sharding: groups live in one [`GroupShard`] per `__consumer_offsets` partition, replayed
+//! from that partition only (`load_partition`) and dropped with `unload_partition`; see
+//! `coordinator::runtime`.
 
 pub mod classic_group;
 pub mod offsets;
@@ -31,6 +36,7 @@ pub use admin::{GroupDescription, GroupListing, MemberDescription};
 pub use classic_group::{ClassicGroup, GroupState, JoinResult, Member, SyncResult};
 pub use commit::{CommitPartition, CommitResult, FetchedTopic};
 
+use super::runtime::{CoordinatorRuntime, CoordinatorShard, RuntimeError};
 use crate::topic_config::TopicConfig;
 use crate::topics::{NewTopic, Topic, Topics};
 use persistence::{GroupValue, MemberValue, Persisted};
@@ -45,9 +51,13 @@ pub enum GroupError {
     /// The group is being deleted or unloaded; find the coordinator again.
     #[error("coordinator not available")]
     CoordinatorNotAvailable,
-    /// This broker does not coordinate the group (or its log failed).
+    /// This broker does not coordinate the group (its shard is not loaded, or its log
+    /// failed).
     #[error("not coordinator")]
     NotCoordinator,
+    /// The group's shard is being replayed from `__consumer_offsets`.
+    #[error("coordinator load in progress")]
+    CoordinatorLoadInProgress,
     /// The member id is not (or no longer) in the group.
     #[error("unknown member id")]
     UnknownMemberId,
@@ -181,10 +191,91 @@ fn duration_ms(ms: i32) -> std::time::Duration {
     std::time::Duration::from_millis(u64::try_from(ms.max(0)).unwrap_or(0))
 }
 
+/// The groups of one `__consumer_offsets` partition: the group coordinator's
+/// [`CoordinatorShard`], rebuilt from that partition only.
+#[derive(Default)]
+pub struct GroupShard {
+    groups: RwLock<HashMap<String, Arc<Mutex<ClassicGroup>>>>,
+}
+
+impl CoordinatorShard for GroupShard {
+    fn replay(partition_index: i32, partition: &Partition) -> Result<Self, String> {
+        let records = persistence::replay(partition)
+            .map_err(|e| format!("{}: {e}", partition.topic_partition()))?;
+        let shard = GroupShard::default();
+        let count = records.len();
+        shard.apply_loaded(records);
+        tracing::info!(
+            partition = partition_index,
+            records = count,
+            groups = shard.groups.read().len(),
+            "loaded groups"
+        );
+        Ok(shard)
+    }
+}
+
+impl GroupShard {
+    fn group(&self, group_id: &str) -> Option<Arc<Mutex<ClassicGroup>>> {
+        self.groups.read().get(group_id).cloned()
+    }
+
+    fn get_or_create(&self, group_id: &str) -> Arc<Mutex<ClassicGroup>> {
+        if let Some(g) = self.group(group_id) {
+            return g;
+        }
+        Arc::clone(
+            self.groups
+                .write()
+                .entry(group_id.to_string())
+                .or_insert_with(|| Arc::new(Mutex::new(ClassicGroup::new(group_id, now_ms())))),
+        )
+    }
+
+    fn all(&self) -> Vec<Arc<Mutex<ClassicGroup>>> {
+        self.groups.read().values().cloned().collect()
+    }
+
+    fn apply_loaded(&self, records: Vec<Persisted>) {
+        for record in records {
+            match record {
+                Persisted::Offset {
+                    group_id,
+                    topic,
+                    partition,
+                    value,
+                } => {
+                    let group = self.get_or_create(&group_id);
+                    let mut g = group.lock();
+                    match value {
+                        Some(v) => {
+                            g.offsets.insert((topic, partition), v);
+                        }
+                        None => {
+                            g.offsets.remove(&(topic, partition));
+                        }
+                    }
+                }
+                Persisted::Group { group_id, value } => match value {
+                    Some(v) => {
+                        let group = self.get_or_create(&group_id);
+                        let mut g = group.lock();
+                        restore_group(&mut g, v);
+                    }
+                    None => {
+                        self.groups.write().remove(&group_id);
+                    }
+                },
+            }
+        }
+    }
+}
+
 /// The group coordinator of this broker. See the module docs for the locking rules.
 pub struct GroupCoordinator {
     config: GroupConfig,
-    groups: RwLock<HashMap<String, Arc<Mutex<ClassicGroup>>>>,
+    /// One [`GroupShard`] per loaded `__consumer_offsets` partition; owns the timers.
+    runtime: Arc<CoordinatorRuntime<GroupShard>>,
     topics: Arc<Topics>,
     /// `__consumer_offsets`, once it exists (see [`GroupCoordinator::load`]).
     offsets_topic: OnceLock<Arc<Topic>>,
@@ -197,10 +288,11 @@ pub struct GroupCoordinator {
 }
 
 impl GroupCoordinator {
-    /// Replays `__consumer_offsets` if it exists, to rebuild every group, and starts the
-    /// offset-expiry task. The topic itself is created on the first write (a group's first
-    /// sync or commit), as Kafka creates it on first use, so an unused broker starts
-    /// without creating `offsets_topic_num_partitions` partitions.
+    /// Loads every partition of `__consumer_offsets` if it exists (a single node leads
+    /// them all), each into its own shard. The topic itself is created on first use (a
+    /// group's first write, a FindCoordinator), as Kafka creates it, and its partitions are
+    /// loaded then, so an unused broker starts without creating
+    /// `offsets_topic_num_partitions` partitions.
     /// Call from within the tokio runtime (timers are tasks); it does blocking I/O.
     ///
     /// # Errors
@@ -211,56 +303,103 @@ impl GroupCoordinator {
         let offsets_partitions = existing
             .as_ref()
             .map_or(config.offsets_topic_num_partitions, |t| t.partition_count);
+        let shutdown = CancellationToken::new();
         let coordinator = Arc::new_cyclic(|self_weak| GroupCoordinator {
             config,
-            groups: RwLock::new(HashMap::new()),
+            runtime: CoordinatorRuntime::new(shutdown.clone()),
             topics: Arc::clone(topics),
-            offsets_topic: existing.map(OnceLock::from).unwrap_or_default(),
+            offsets_topic: OnceLock::new(),
             offsets_partitions,
             offsets_topic_creation: Mutex::new(()),
-            shutdown: CancellationToken::new(),
+            shutdown,
             self_weak: self_weak.clone(),
         });
-        let mut loaded = 0_usize;
-        for partition in topics.replicas().partitions_of(name) {
-            let records = persistence::replay(&partition)
-                .map_err(|e| format!("{}: {e}", partition.topic_partition()))?;
-            loaded += records.len();
-            coordinator.apply_loaded(records);
-        }
-        coordinator.start_loaded_timers();
-        tracing::info!(
-            records = loaded,
-            groups = coordinator.groups.read().len(),
-            "loaded groups from {name}"
-        );
-        let weak = Arc::downgrade(&coordinator);
-        let shutdown = coordinator.shutdown.clone();
-        let period = std::time::Duration::from_millis(
-            coordinator
-                .config
-                .offsets_retention_check_interval_ms
-                .max(100),
-        );
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    () = tokio::time::sleep(period) => {}
-                }
-                let Some(coordinator) = weak.upgrade() else {
-                    return;
-                };
-                coordinator.expire_offsets(now_ms());
+        if let Some(topic) = existing {
+            for index in 0..topic.partition_count {
+                coordinator
+                    .load_partition(index)
+                    .map_err(|e| e.to_string())?;
             }
-        });
+            let _ = coordinator.offsets_topic.set(topic);
+        }
         Ok(coordinator)
+    }
+
+    /// Kafka's `onElection`: this broker leads partition `partition_index` of
+    /// `__consumer_offsets`; replays it (that partition only) into a new shard, restarts
+    /// the session timers of the members it restores, and starts its offset expiry.
+    /// Blocking I/O (run via `block_in_place` on the broker's runtime).
+    ///
+    /// # Errors
+    /// The partition is not hosted here or its log cannot be read.
+    pub fn load_partition(&self, partition_index: i32) -> Result<(), RuntimeError> {
+        let partition = self
+            .topics
+            .replicas()
+            .partition(super::GROUP_METADATA_TOPIC_NAME, partition_index)
+            .ok_or(RuntimeError::NotCoordinator(partition_index))?;
+        blocking(|| self.runtime.load(partition_index, &partition))?;
+        let shard = self.runtime.shard(partition_index)?;
+        self.start_loaded_timers(&shard);
+        self.schedule_expiry(partition_index);
+        Ok(())
+    }
+
+    /// Kafka's `onResignation`: drops the groups of partition `partition_index`; the
+    /// runtime cancels the shard's timers, parked JoinGroup / SyncGroup requests are
+    /// answered NOT_COORDINATOR (so those members find the new coordinator), and later
+    /// requests for its groups get NOT_COORDINATOR.
+    pub fn unload_partition(&self, partition_index: i32) {
+        if let Some(shard) = self.runtime.unload(partition_index) {
+            for group in shard.all() {
+                let mut g = group.lock();
+                g.rebalance_token = g.rebalance_token.wrapping_add(1);
+                for member in g.members.values_mut() {
+                    member.cancel_session_timer();
+                    if let Some(tx) = member.awaiting_join.take() {
+                        let _ = tx.send(JoinResult::error(
+                            &member.member_id,
+                            GroupError::NotCoordinator,
+                        ));
+                    }
+                    if let Some(tx) = member.awaiting_sync.take() {
+                        let _ = tx.send(SyncResult::error(GroupError::NotCoordinator));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The `__consumer_offsets` partitions whose groups this coordinator serves.
+    #[must_use]
+    pub fn loaded_partitions(&self) -> Vec<i32> {
+        self.runtime.loaded_partitions()
+    }
+
+    /// Expires offsets of the shard every `offsets.retention.check.interval.ms`, on a timer
+    /// of the shard (so it stops at unload).
+    fn schedule_expiry(&self, partition_index: i32) {
+        let weak = self.self_weak.clone();
+        let period = std::time::Duration::from_millis(
+            self.config.offsets_retention_check_interval_ms.max(100),
+        );
+        let scheduled = self
+            .runtime
+            .schedule(partition_index, period, move |shard| {
+                if let Some(c) = weak.upgrade() {
+                    c.expire_groups(shard.all(), now_ms());
+                    c.schedule_expiry(partition_index);
+                }
+            });
+        if let Err(e) = scheduled {
+            tracing::debug!(error = %e, "offset expiry not scheduled");
+        }
     }
 
     /// Stops the coordinator's timers.
     pub fn shutdown(&self) {
         self.shutdown.cancel();
-        for group in self.groups.read().values() {
+        for group in self.all_groups() {
             let mut g = group.lock();
             g.rebalance_token = g.rebalance_token.wrapping_add(1);
             for member in g.members.values_mut() {
@@ -320,6 +459,14 @@ impl GroupCoordinator {
         match created {
             Ok(topic) => {
                 tracing::info!(partitions = self.offsets_partitions, "created {name}");
+                // A single node leads every partition it creates: load them all before
+                // publishing the topic, so no request sees it without its shards.
+                for index in 0..topic.partition_count {
+                    if let Err(e) = self.load_partition(index) {
+                        tracing::error!(error = %e, "cannot load a partition of {name}");
+                        return Err(GroupError::Storage);
+                    }
+                }
                 Ok(self.offsets_topic.get_or_init(|| topic))
             }
             Err(e) => {
@@ -337,25 +484,61 @@ impl GroupCoordinator {
             .ok_or(GroupError::Storage)
     }
 
-    fn group(&self, group_id: &str) -> Option<Arc<Mutex<ClassicGroup>>> {
-        self.groups.read().get(group_id).cloned()
-    }
-
-    fn get_or_create(&self, group_id: &str) -> Arc<Mutex<ClassicGroup>> {
-        if let Some(g) = self.group(group_id) {
-            return g;
+    /// The loaded shard of `group_id`'s partition, where every group operation starts;
+    /// `None` while `__consumer_offsets` does not exist (no group can exist yet).
+    ///
+    /// # Errors
+    /// NOT_COORDINATOR when the shard is not loaded here, COORDINATOR_LOAD_IN_PROGRESS
+    /// while it replays.
+    fn shard_for(&self, group_id: &str) -> Result<Option<Arc<GroupShard>>, GroupError> {
+        if self.offsets_topic.get().is_none() {
+            return Ok(None);
         }
-        Arc::clone(
-            self.groups
-                .write()
-                .entry(group_id.to_string())
-                .or_insert_with(|| Arc::new(Mutex::new(ClassicGroup::new(group_id, now_ms())))),
-        )
+        self.runtime
+            .shard(self.partition_for(group_id))
+            .map(Some)
+            .map_err(|e| crate::errors::coordinator_runtime_error(&e))
     }
 
-    /// Removes a Dead group from the registry (if it is still the registered one).
+    /// The group, if its shard is loaded and holds it (timers use this: an unloaded shard's
+    /// group is gone).
+    fn group(&self, group_id: &str) -> Option<Arc<Mutex<ClassicGroup>>> {
+        self.shard_for(group_id).ok().flatten()?.group(group_id)
+    }
+
+    /// The group for a request: `Ok(None)` when it does not exist.
+    ///
+    /// # Errors
+    /// See [`Self::shard_for`].
+    fn lookup(&self, group_id: &str) -> Result<Option<Arc<Mutex<ClassicGroup>>>, GroupError> {
+        Ok(self.shard_for(group_id)?.and_then(|s| s.group(group_id)))
+    }
+
+    /// The group, created in its shard if new (creating `__consumer_offsets` on first use).
+    fn get_or_create(&self, group_id: &str) -> Result<Arc<Mutex<ClassicGroup>>, GroupError> {
+        self.offsets_topic()?;
+        let shard = self
+            .shard_for(group_id)?
+            .ok_or(GroupError::NotCoordinator)?;
+        Ok(shard.get_or_create(group_id))
+    }
+
+    /// Every group of every loaded shard.
+    fn all_groups(&self) -> Vec<Arc<Mutex<ClassicGroup>>> {
+        self.runtime
+            .loaded_partitions()
+            .into_iter()
+            .filter_map(|p| self.runtime.shard(p).ok())
+            .flat_map(|s| s.all())
+            .collect()
+    }
+
+    /// Removes a Dead group from its shard (if it is still the registered one).
     fn remove_group(&self, group_id: &str, group: &Arc<Mutex<ClassicGroup>>) {
-        let mut groups = self.groups.write();
+        let Ok(Some(shard)) = self.shard_for(group_id) else {
+            return;
+        };
+        let mut groups = shard.groups.write();
         if groups.get(group_id).is_some_and(|g| Arc::ptr_eq(g, group)) {
             groups.remove(group_id);
         }
@@ -426,45 +609,10 @@ impl GroupCoordinator {
         self.append(&g.group_id, &[(key, value)])
     }
 
-    fn apply_loaded(&self, records: Vec<Persisted>) {
-        for record in records {
-            match record {
-                Persisted::Offset {
-                    group_id,
-                    topic,
-                    partition,
-                    value,
-                } => {
-                    let group = self.get_or_create(&group_id);
-                    let mut g = group.lock();
-                    match value {
-                        Some(v) => {
-                            g.offsets.insert((topic, partition), v);
-                        }
-                        None => {
-                            g.offsets.remove(&(topic, partition));
-                        }
-                    }
-                }
-                Persisted::Group { group_id, value } => match value {
-                    Some(v) => {
-                        let group = self.get_or_create(&group_id);
-                        let mut g = group.lock();
-                        restore_group(&mut g, v);
-                    }
-                    None => {
-                        self.groups.write().remove(&group_id);
-                    }
-                },
-            }
-        }
-    }
-
     /// Starts session timers for members restored from the log, so members that never
     /// come back are removed.
-    fn start_loaded_timers(&self) {
-        let groups: Vec<_> = self.groups.read().values().cloned().collect();
-        for group in groups {
+    fn start_loaded_timers(&self, shard: &GroupShard) {
+        for group in shard.all() {
             let mut g = group.lock();
             let members: Vec<(String, i32)> = g
                 .members

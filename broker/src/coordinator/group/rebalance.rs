@@ -56,14 +56,16 @@ impl GroupCoordinator {
         }
         let group = if req.member_id.is_empty() {
             self.get_or_create(&req.group_id)
-        } else if let Some(g) = self.group(&req.group_id) {
-            g
         } else {
-            let _ = tx.send(JoinResult::error(
-                &req.member_id,
-                GroupError::UnknownMemberId,
-            ));
-            return rx;
+            self.lookup(&req.group_id)
+                .and_then(|g| g.ok_or(GroupError::UnknownMemberId))
+        };
+        let group = match group {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = tx.send(JoinResult::error(&req.member_id, e));
+                return rx;
+            }
         };
         let mut g = group.lock();
         if g.state == GroupState::Dead {
@@ -123,7 +125,7 @@ impl GroupCoordinator {
             }
             let token = next_token();
             g.pending_members.insert(member_id.clone(), token);
-            self.spawn_timer(req.session_timeout_ms, {
+            self.spawn_timer(&g.group_id, req.session_timeout_ms, {
                 let group_id = g.group_id.clone();
                 let member_id = member_id.clone();
                 move |c| c.on_pending_member_expired(&group_id, &member_id, token)
@@ -313,7 +315,9 @@ impl GroupCoordinator {
         let token = next_token();
         g.rebalance_token = token;
         let group_id = g.group_id.clone();
-        self.spawn_timer(delay_ms, move |c| c.on_join_timer(&group_id, token, timer));
+        self.spawn_timer(&g.group_id, delay_ms, move |c| {
+            c.on_join_timer(&group_id, token, timer);
+        });
     }
 
     fn on_join_timer(&self, group_id: &str, token: u64, timer: JoinTimer) {
@@ -440,7 +444,7 @@ impl GroupCoordinator {
         g.rebalance_token = token;
         let group_id = g.group_id.clone();
         let generation = g.generation_id;
-        self.spawn_timer(g.rebalance_timeout_ms(), move |c| {
+        self.spawn_timer(&g.group_id, g.rebalance_timeout_ms(), move |c| {
             c.on_pending_sync_expired(&group_id, token, generation);
         });
     }
@@ -481,17 +485,17 @@ impl GroupCoordinator {
 
     /// (Re)starts a member's session timer.
     pub(super) fn schedule_session(&self, g: &mut ClassicGroup, member_id: &str, timeout_ms: i32) {
+        let group_id = g.group_id.clone();
         let Some(member) = g.members.get_mut(member_id) else {
             return;
         };
         member.cancel_session_timer();
         let token = next_token();
         member.session_token = token;
-        let group_id = g.group_id.clone();
         let member_id = member_id.to_string();
-        member.session_timer = Some(self.spawn_timer(timeout_ms, move |c| {
+        member.session_timer = self.spawn_timer(&group_id.clone(), timeout_ms, move |c| {
             c.on_session_expired(&group_id, &member_id, token);
-        }));
+        });
     }
 
     fn on_session_expired(&self, group_id: &str, member_id: &str, token: u64) {
@@ -544,9 +548,16 @@ impl GroupCoordinator {
         assignments: Vec<(String, Bytes)>,
     ) -> oneshot::Receiver<SyncResult> {
         let (tx, rx) = oneshot::channel();
-        let Some(group) = self.group(group_id) else {
-            let _ = tx.send(SyncResult::error(GroupError::UnknownMemberId));
-            return rx;
+        let group = match self.lookup(group_id) {
+            Ok(Some(g)) => g,
+            Ok(None) => {
+                let _ = tx.send(SyncResult::error(GroupError::UnknownMemberId));
+                return rx;
+            }
+            Err(e) => {
+                let _ = tx.send(SyncResult::error(e));
+                return rx;
+            }
         };
         let mut g = group.lock();
         let error = if g.state == GroupState::Dead {
@@ -693,7 +704,7 @@ impl GroupCoordinator {
         group_instance_id: Option<&str>,
         generation_id: i32,
     ) -> Result<(), GroupError> {
-        let group = self.group(group_id).ok_or(GroupError::UnknownMemberId)?;
+        let group = self.lookup(group_id)?.ok_or(GroupError::UnknownMemberId)?;
         let mut g = group.lock();
         if g.state == GroupState::Dead {
             return Err(GroupError::CoordinatorNotAvailable);
@@ -732,7 +743,7 @@ impl GroupCoordinator {
         group_id: &str,
         members: &[(String, Option<String>)],
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
-        let Some(group) = self.group(group_id) else {
+        let Some(group) = self.lookup(group_id)? else {
             return Ok(members
                 .iter()
                 .map(|_| Err(GroupError::UnknownMemberId))
@@ -774,25 +785,28 @@ impl GroupCoordinator {
         Ok(results)
     }
 
-    /// Runs `f` on the coordinator after `delay_ms`, unless the coordinator is gone.
+    /// Runs `f` on the coordinator after `delay_ms` on a timer of `group_id`'s shard, so
+    /// unloading the shard (or shutdown) cancels it; `None` when the shard is not loaded
+    /// (its groups are gone, nothing is left to time).
     fn spawn_timer(
         &self,
+        group_id: &str,
         delay_ms: i32,
         f: impl FnOnce(&GroupCoordinator) + Send + 'static,
-    ) -> tokio::task::AbortHandle {
+    ) -> Option<tokio::task::AbortHandle> {
         let weak = self.self_weak.clone();
-        let shutdown = self.shutdown.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = shutdown.cancelled() => {}
-                () = tokio::time::sleep(duration_ms(delay_ms)) => {
+        self.runtime
+            .schedule(
+                self.partition_for(group_id),
+                duration_ms(delay_ms),
+                move |_shard| {
                     if let Some(c) = weak.upgrade() {
                         f(&c);
                     }
-                }
-            }
-        })
-        .abort_handle()
+                },
+            )
+            .inspect_err(|e| tracing::debug!(group = group_id, error = %e, "timer not scheduled"))
+            .ok()
     }
 }
 

@@ -338,7 +338,7 @@ async fn commits_survive_reload_and_admin_errors() {
     c.shutdown();
     drop(c);
     let c = GroupCoordinator::load(&t, config(0)).expect("reload");
-    let fetched = c.fetch_offsets("g", None);
+    let fetched = c.fetch_offsets("g", None).expect("fetch");
     assert_eq!(fetched.len(), 1);
     let (topic, partitions) = &fetched[0];
     assert_eq!(topic, "t");
@@ -366,14 +366,14 @@ async fn commits_survive_reload_and_admin_errors() {
             .expect("delete offsets"),
         vec![None]
     );
-    assert_eq!(c.fetch_offsets("g", None)[0].1.len(), 1);
+    assert_eq!(c.fetch_offsets("g", None).expect("fetch")[0].1.len(), 1);
     assert_eq!(c.delete_group("g"), Ok(()));
     assert_eq!(c.describe_group("g"), Err(GroupError::GroupIdNotFound));
     c.shutdown();
     drop(c);
     let c = GroupCoordinator::load(&t, config(0)).expect("reload");
     assert!(
-        c.fetch_offsets("g", None).is_empty(),
+        c.fetch_offsets("g", None).expect("fetch").is_empty(),
         "deletion survives reload"
     );
     assert!(c.list_groups(&[]).is_empty());
@@ -401,9 +401,13 @@ async fn offsets_of_empty_group_expire() {
     );
     assert_eq!(r.errors, vec![None]);
     c.expire_offsets(now_ms());
-    assert_eq!(c.fetch_offsets("g", None).len(), 1, "not yet expired");
+    assert_eq!(
+        c.fetch_offsets("g", None).expect("fetch").len(),
+        1,
+        "not yet expired"
+    );
     c.expire_offsets(now_ms() + c.config().offsets_retention_ms + 1);
-    assert!(c.fetch_offsets("g", None).is_empty());
+    assert!(c.fetch_offsets("g", None).expect("fetch").is_empty());
     assert!(c.list_groups(&[]).is_empty());
 }
 
@@ -479,5 +483,136 @@ async fn failed_assignment_write_is_an_error_and_a_new_rebalance() {
     assert_eq!(
         c.heartbeat("g", &id, None, 1),
         Err(GroupError::RebalanceInProgress)
+    );
+}
+
+/// [`join_new`] for group `group_id`.
+async fn join_new_to(
+    c: &GroupCoordinator,
+    group_id: &str,
+) -> (String, oneshot::Receiver<JoinResult>) {
+    let req = |member: &str| JoinRequest {
+        group_id: group_id.into(),
+        ..join(member, None, &["range"])
+    };
+    let first = recv(c.join_group(req(""))).await;
+    assert_eq!(first.error, Some(GroupError::MemberIdRequired));
+    let id = first.member_id.clone();
+    (id.clone(), c.join_group(req(&id)))
+}
+
+#[tokio::test(start_paused = true)]
+async fn unload_answers_not_coordinator_and_load_replays_its_partition_only() {
+    // Proves: the groups of an unloaded __consumer_offsets partition answer NOT_COORDINATOR
+    // to every group request while other partitions' groups keep working, and loading a
+    // partition restores its groups (offsets and members) from that partition alone.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    // Two groups on different partitions of the (3-partition) offsets topic.
+    let names: Vec<String> = (0..20).map(|i| format!("grp{i}")).collect();
+    let a = names[0].clone();
+    let b = names
+        .iter()
+        .find(|n| c.partition_for(n) != c.partition_for(&a))
+        .expect("a group on another partition")
+        .clone();
+    let (pa, pb) = (c.partition_for(&a), c.partition_for(&b));
+    let commit = |offset: i64| CommitPartition {
+        topic: "t".into(),
+        partition: 0,
+        offset,
+        leader_epoch: 0,
+        metadata: None,
+    };
+    assert_eq!(
+        c.commit_offsets(&a, -1, "", None, &[commit(10)], 8).errors,
+        vec![None]
+    );
+    assert_eq!(
+        c.commit_offsets(&b, -1, "", None, &[commit(20)], 8).errors,
+        vec![None]
+    );
+    assert_eq!(c.loaded_partitions(), vec![0, 1, 2]);
+    // A member of `a` parked in SyncGroup (its leader has not synced) at unload is answered
+    // NOT_COORDINATOR, not left to time out.
+    let (m1, rx1) = join_new_to(&c, &a).await;
+    assert_eq!(recv(rx1).await.error, None);
+    let (m2, rx2) = join_new_to(&c, &a).await;
+    let (j1, j2) = (
+        recv(c.join_group(JoinRequest {
+            group_id: a.clone(),
+            ..join(&m1, None, &["range"])
+        })),
+        recv(rx2),
+    );
+    let (j1, j2) = tokio::join!(j1, j2);
+    let follower = if j1.leader == m1 { &m2 } else { &m1 };
+    assert_eq!((j1.generation_id, j2.generation_id), (2, 2));
+    let parked = c.sync_group(&a, 2, follower, None, Some("consumer"), None, vec![]);
+
+    c.unload_partition(pa);
+    assert_eq!(recv(parked).await.error, Some(GroupError::NotCoordinator));
+    assert_eq!(
+        c.fetch_offsets(&a, None).err(),
+        Some(GroupError::NotCoordinator)
+    );
+    assert_eq!(
+        c.commit_offsets(&a, -1, "", None, &[commit(11)], 8).errors,
+        vec![Some(GroupError::NotCoordinator)]
+    );
+    assert_eq!(c.describe_group(&a).err(), Some(GroupError::NotCoordinator));
+    assert_eq!(
+        c.heartbeat(&a, "m", None, 1),
+        Err(GroupError::NotCoordinator)
+    );
+    assert_eq!(c.delete_group(&a), Err(GroupError::NotCoordinator));
+    let joined = recv(c.join_group(JoinRequest {
+        group_id: a.clone(),
+        ..join("", None, &["range"])
+    }))
+    .await;
+    assert_eq!(joined.error, Some(GroupError::NotCoordinator));
+    assert!(c.list_groups(&[]).iter().all(|g| g.group_id != a));
+    // The other partition's group is untouched.
+    assert_eq!(
+        c.fetch_offsets(&b, None).expect("b")[0].1[0]
+            .1
+            .as_ref()
+            .map(|v| v.offset),
+        Some(20)
+    );
+
+    // Unload both, load only `a`'s partition: `a` comes back from its log, `b` does not.
+    c.unload_partition(pb);
+    c.load_partition(pa).expect("reload");
+    let fetched = c.fetch_offsets(&a, None).expect("a reloaded");
+    assert_eq!(fetched[0].1[0].1.as_ref().map(|v| v.offset), Some(10));
+    assert_eq!(
+        c.fetch_offsets(&b, None).err(),
+        Some(GroupError::NotCoordinator)
+    );
+    let listed: Vec<String> = c.list_groups(&[]).into_iter().map(|g| g.group_id).collect();
+    assert_eq!(listed, vec![a.clone()]);
+    let mut expected = vec![0, 1, 2];
+    expected.retain(|p| *p != pb);
+    assert_eq!(c.loaded_partitions(), expected);
+}
+
+#[test]
+fn runtime_errors_are_kafkas_codes() {
+    // Proves: a shard not hosted here (or whose load failed) is NOT_COORDINATOR (16), one
+    // still replaying COORDINATOR_LOAD_IN_PROGRESS (14).
+    use crate::coordinator::runtime::RuntimeError;
+    let code = |e: RuntimeError| {
+        crate::errors::group_error(&crate::errors::coordinator_runtime_error(&e)).code()
+    };
+    assert_eq!(code(RuntimeError::NotCoordinator(1)), 16);
+    assert_eq!(code(RuntimeError::LoadInProgress(1)), 14);
+    assert_eq!(
+        code(RuntimeError::Load {
+            partition_index: 1,
+            reason: "io".into()
+        }),
+        16
     );
 }
