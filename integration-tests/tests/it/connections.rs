@@ -107,15 +107,12 @@ fn idle_connections_are_closed_and_active_ones_kept() {
 // while the first three stay served; once they close, a real client connects and works.
 #[test]
 fn per_ip_limit_closes_the_extra_connection() {
-    let broker = Broker::start_with(&["--max-connections-per-ip", "3"]);
-    let mut held: Vec<_> = (0..3).map(|_| connect(broker.addr())).collect();
-    for (i, stream) in held.iter_mut().enumerate() {
-        api_versions(stream, i32::try_from(i).expect("small"));
-    }
+    let broker = Broker::start_with(&["--max-connections-per-ip", "4"]);
+    let mut held = hold_connections(&broker, 4);
     let mut extra = connect(broker.addr());
     // The request may or may not reach the socket before the close; either way no answer.
     let _ = extra.write_all(&wire::request_frame(3, 99, &ApiVersionsRequest::default()));
-    expect_closed(&mut extra, "a 4th connection from one address");
+    expect_closed(&mut extra, "a 5th connection from one address");
     for (i, stream) in held.iter_mut().enumerate() {
         api_versions(stream, 10 + i32::try_from(i).expect("small"));
     }
@@ -128,6 +125,33 @@ fn per_ip_limit_closes_the_extra_connection() {
         .collect();
     let acked = produce_ok(&broker.bootstrap(), "after-limit", &records, &[]);
     assert_eq!(acked, vec![(0, 0), (0, 1), (0, 2)]);
+}
+
+/// Opens `n` connections that each got an ApiVersions answer. The harness's own
+/// start-up probes (connect, then close) count against the per-IP limit until the broker
+/// notices they closed, so a connection may be refused at first: then all are dropped
+/// and tried again shortly, for at most 10 s.
+fn hold_connections(broker: &Broker, n: usize) -> Vec<std::net::TcpStream> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut held: Vec<_> = (0..n).map(|_| connect(broker.addr())).collect();
+        let all_served = held.iter_mut().enumerate().all(|(i, stream)| {
+            let id = i32::try_from(i).expect("small");
+            stream
+                .write_all(&wire::request_frame(3, id, &ApiVersionsRequest::default()))
+                .is_ok()
+                && matches!(wire::read_frame(stream), wire::Read1::Frame(_))
+        });
+        if all_served {
+            return held;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{n} connections from one address were never all served under a limit of {n}"
+        );
+        drop(held);
+        sleep(Duration::from_millis(100));
+    }
 }
 
 /// One acks=0 Produce v9 of a one-record batch to `topic`-`partition`.
