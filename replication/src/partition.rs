@@ -93,6 +93,9 @@ pub struct Partition {
     /// it at once (their checkpoint writes share temporary file names, and an older
     /// checkpoint must never overwrite a newer one). Never taken by appends.
     sync_lock: Mutex<()>,
+    /// Set once the log failed (see `Log::mark_failed`), so the per-request check in
+    /// `ReplicaManager::get_partition_or_error` costs an atomic load, not the log lock.
+    offline: AtomicBool,
     flusher: Flusher,
     /// The leader epoch this broker leads the partition in (persisted through the log's
     /// leader-epoch checkpoint; changed by leadership changes once replication exists).
@@ -122,6 +125,7 @@ impl Partition {
             high_watermark,
             flush_queued: AtomicBool::new(false),
             sync_lock: Mutex::new(()),
+            offline: AtomicBool::new(false),
             flusher,
             leader_epoch: AtomicI32::new(leader_epoch.0),
             self_weak: self_weak.clone(),
@@ -168,6 +172,9 @@ impl Partition {
     /// Why the partition is offline (a disk failure took its log down), if it is.
     #[must_use]
     pub fn offline_reason(&self) -> Option<String> {
+        if !self.offline.load(Ordering::Acquire) {
+            return None;
+        }
         self.log
             .lock()
             .as_ref()
@@ -215,7 +222,15 @@ impl Partition {
             let state = guard
                 .as_mut()
                 .ok_or_else(|| Error::Closed(self.topic_partition.clone()))?;
-            let outcome = append(&mut state.log, self.leader_epoch().0)?;
+            let outcome = match append(&mut state.log, self.leader_epoch().0) {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    if state.log.failure().is_some() {
+                        self.offline.store(true, Ordering::Release);
+                    }
+                    return Err(e.into());
+                }
+            };
             (outcome, state.log.has_roll_work())
         };
         let AppendOutcome::Appended(info) = outcome else {
@@ -278,6 +293,7 @@ impl Partition {
                 if let Some(state) = self.log.lock().as_mut() {
                     state.log.mark_failed(format!("fsync failed: {e}"));
                 }
+                self.offline.store(true, Ordering::Release);
                 tracing::error!(partition = %self.topic_partition, error = %e, "fsync failed; partition offline until restart");
             }
         }

@@ -2,7 +2,7 @@
 //! CRC-32C) without depending on kafka-protocol, which storage must never import.
 
 /// Appends a zigzag varint (Kafka's record field encoding).
-fn put_varint(out: &mut Vec<u8>, value: i64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, value: i64) {
     let mut v = ((value << 1) ^ (value >> 63)) as u64;
     loop {
         let byte = (v & 0x7f) as u8;

@@ -7,19 +7,7 @@ use std::io::Write;
 use super::*;
 use crate::compression::{CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD};
 
-/// Appends a zigzag varint (Kafka's record field encoding).
-pub(crate) fn put_varint(out: &mut Vec<u8>, value: i64) {
-    let mut v = ((value << 1) ^ (value >> 63)) as u64;
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            break;
-        }
-        out.push(byte | 0x80);
-    }
-}
+pub(crate) use crate::test_util::put_varint;
 
 fn put_nullable(out: &mut Vec<u8>, bytes: Option<&[u8]>) {
     match bytes {
