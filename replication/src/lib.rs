@@ -11,7 +11,7 @@ mod partition;
 mod replica_manager;
 
 pub use flusher::{FlushPolicy, Flusher};
-pub use logbook_storage::AppendOutcome;
+pub use logbook_storage::{AppendOutcome, Offset};
 pub use partition::{Partition, PartitionOffsets, TopicPartition};
 pub use replica_manager::ReplicaManager;
 

@@ -21,7 +21,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use logbook_storage::{
-    AppendOutcome, LeaderEpoch, Log, LogConfig, ReadResult, SliceRead, ValidatedBatches,
+    AppendOutcome, LeaderEpoch, Log, LogConfig, Offset, ReadResult, SliceRead, ValidatedBatches,
 };
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -54,14 +54,14 @@ impl fmt::Display for TopicPartition {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PartitionOffsets {
     /// First offset still in the log.
-    pub log_start_offset: i64,
+    pub log_start_offset: Offset,
     /// One past the last offset read_committed consumers may read: the high watermark
     /// until transactions exist (then: the first offset of the oldest open transaction).
-    pub last_stable_offset: i64,
+    pub last_stable_offset: Offset,
     /// One past the last offset visible to consumers (durable on a single node).
-    pub high_watermark: i64,
+    pub high_watermark: Offset,
     /// One past the last offset appended (possibly not yet durable).
-    pub log_end_offset: i64,
+    pub log_end_offset: Offset,
 }
 
 impl PartitionOffsets {
@@ -86,7 +86,7 @@ pub struct Partition {
     topic_partition: TopicPartition,
     log: Mutex<Option<LogState>>,
     /// The high watermark; receivers wake on every advance.
-    high_watermark: watch::Sender<i64>,
+    high_watermark: watch::Sender<Offset>,
     /// Set when the partition has appends the flusher has not yet picked up.
     flush_queued: AtomicBool,
     /// Held by the flusher thread syncing this partition, so two flusher threads never sync
@@ -303,7 +303,7 @@ impl Partition {
     /// candidate is the durable offset (or the log end when the OS flushes); replication
     /// will pass the smallest log end of the in-sync replicas. Waiters (acks=all, fetch
     /// long-polls) wake on every advance.
-    fn maybe_advance_high_watermark(&self, candidate: i64) {
+    fn maybe_advance_high_watermark(&self, candidate: Offset) {
         self.high_watermark.send_if_modified(|hw| {
             let offset = candidate;
             if offset > *hw {
@@ -317,7 +317,7 @@ impl Partition {
 
     /// The high watermark: one past the last record consumers may read.
     #[must_use]
-    pub fn high_watermark(&self) -> i64 {
+    pub fn high_watermark(&self) -> Offset {
         *self.high_watermark.borrow()
     }
 
@@ -348,7 +348,7 @@ impl Partition {
     /// A receiver that wakes whenever the high watermark advances; subscribe *before* reading
     /// so no advance between the read and the wait is missed.
     #[must_use]
-    pub fn subscribe(&self) -> watch::Receiver<i64> {
+    pub fn subscribe(&self) -> watch::Receiver<Offset> {
         self.high_watermark.subscribe()
     }
 
@@ -356,7 +356,7 @@ impl Partition {
     ///
     /// # Errors
     /// `Timeout` after `timeout`; `Closed` if the partition is deleted meanwhile.
-    pub async fn wait_durable(&self, offset: i64, timeout: Duration) -> Result<(), Error> {
+    pub async fn wait_durable(&self, offset: Offset, timeout: Duration) -> Result<(), Error> {
         let mut rx = self.high_watermark.subscribe();
         let wait = async move { rx.wait_for(|hw| *hw >= offset).await.map(|_| ()) };
         match tokio::time::timeout(timeout, wait).await {
@@ -364,7 +364,7 @@ impl Partition {
             Ok(Err(_)) => Err(Error::Closed(self.topic_partition.clone())),
             Err(_) => Err(Error::Timeout {
                 topic_partition: self.topic_partition.clone(),
-                offset,
+                offset: offset.get(),
             }),
         }
     }
@@ -375,7 +375,7 @@ impl Partition {
     /// `OffsetOutOfRange` from storage; I/O errors; the partition being closed.
     pub fn read(
         &self,
-        offset: i64,
+        offset: Offset,
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<ReadResult, Error> {
@@ -390,7 +390,7 @@ impl Partition {
     /// `OffsetOutOfRange` from storage; I/O errors; the partition being closed.
     pub fn read_slices(
         &self,
-        offset: i64,
+        offset: Offset,
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<SliceRead, Error> {
@@ -440,14 +440,14 @@ impl Partition {
     ///
     /// # Errors
     /// `OffsetOutOfRange` above the high watermark; storage errors.
-    pub fn delete_records_before(&self, offset: i64) -> Result<i64, Error> {
+    pub fn delete_records_before(&self, offset: Offset) -> Result<Offset, Error> {
         let high_watermark = self.high_watermark();
         self.with_log(|log| {
             if offset > high_watermark {
                 return Err(logbook_storage::Error::OffsetOutOfRange {
-                    requested: offset,
-                    log_start_offset: log.log_start_offset(),
-                    log_end_offset: high_watermark,
+                    requested: offset.get(),
+                    log_start_offset: log.log_start_offset().get(),
+                    log_end_offset: high_watermark.get(),
                 });
             }
             log.delete_records_before(offset)?;

@@ -21,6 +21,7 @@ pub mod leader_epoch_cache; // LeaderEpochFileCache (leader-epoch-checkpoint)
 pub mod log; // Log
 mod log_segment; // LogSegment
 pub mod log_validator; // LogValidator: the produce door, walks every record
+mod offset; // Offset, the newtype at the storage/replication boundary
 mod offset_index; // OffsetIndex
 pub mod producer_state; // ProducerStateManager and its snapshots
 pub mod record; // the records of a batch, walked as byte slices
@@ -36,5 +37,6 @@ pub use log::{
     AppendInfo, AppendOutcome, FileSlice, Log, LogConfig, ReadResult, SliceRead, SyncHandle, Synced,
 };
 pub use log_validator::{ValidatedBatch, ValidatedBatches, ValidationError};
+pub use offset::Offset;
 pub use producer_state::{BatchMetadata, ProducerSnapshot};
 pub use record_batch::{BatchError, RecordBatchHeader};

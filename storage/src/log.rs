@@ -19,6 +19,7 @@ use crate::error::Error;
 use crate::leader_epoch_cache::{EpochCheckpoint, LeaderEpoch, LeaderEpochFileCache};
 use crate::log_segment::{LogSegment, SEGMENT_BYTES_MAX};
 use crate::log_validator::ValidatedBatches;
+use crate::offset::Offset;
 use crate::producer_state::{BatchMetadata, ProducerSnapshot, ProducerStateManager, SequenceCheck};
 use crate::record_batch::{iter_headers, RecordBatchHeader};
 
@@ -69,13 +70,13 @@ impl Default for LogConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppendInfo {
     /// Offset given to the first record.
-    pub first_offset: i64,
+    pub first_offset: Offset,
     /// Offset given to the last record.
-    pub last_offset: i64,
+    pub last_offset: Offset,
     /// Largest batch `max_timestamp` of the append (-1 if none).
     pub max_timestamp: i64,
     /// Log end offset after the append (`last_offset + 1`).
-    pub log_end_offset: i64,
+    pub log_end_offset: Offset,
 }
 
 /// What an append did.
@@ -105,9 +106,9 @@ pub struct ReadResult {
     /// Whole batches, back to back, exactly as stored; may be empty.
     pub records: Bytes,
     /// Log start offset at the time of the read.
-    pub log_start_offset: i64,
+    pub log_start_offset: Offset,
     /// Log end offset at the time of the read.
-    pub log_end_offset: i64,
+    pub log_end_offset: Offset,
 }
 
 /// Result of [`Log::read_slices`]: whole batches, back to back, as file ranges.
@@ -118,9 +119,9 @@ pub struct SliceRead {
     /// Total bytes of `slices`.
     pub bytes: usize,
     /// Log start offset at the time of the read.
-    pub log_start_offset: i64,
+    pub log_start_offset: Offset,
     /// Log end offset at the time of the read.
-    pub log_end_offset: i64,
+    pub log_end_offset: Offset,
 }
 
 /// `len` bytes of a segment file from `position`: whole batches, immutable once written.
@@ -227,7 +228,7 @@ impl RollWork {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Synced {
     /// Everything below this offset is durable.
-    pub durable_offset: i64,
+    pub durable_offset: Offset,
     /// The recovery point now in the `recovery-point` file, if the sync wrote it.
     checkpointed_recovery_point: Option<i64>,
     /// The epoch checkpoint could not be written: write it again next time.
@@ -256,15 +257,15 @@ impl SyncHandle {
             checkpoint::write(&self.dir, RECOVERY_POINT_FILE, &[rp])?;
         }
         Ok(Synced {
-            durable_offset: self.end_offset,
+            durable_offset: Offset(self.end_offset),
             checkpointed_recovery_point: self.recovery_point,
             epochs_unwritten: !derived_written,
         })
     }
 
     /// The log end offset at capture.
-    pub fn end_offset(&self) -> i64 {
-        self.end_offset
+    pub fn end_offset(&self) -> Offset {
+        Offset(self.end_offset)
     }
 
     /// `(position, len)` of what the sync will drop from the page cache.
@@ -505,7 +506,7 @@ impl Log {
         }
 
         let first_base = log.segments.first().map_or(0, LogSegment::base_offset);
-        let log_end = log.log_end_offset();
+        let log_end = log.end();
         let start = clean_start
             .or(start_checkpoint)
             .unwrap_or(first_base)
@@ -530,7 +531,7 @@ impl Log {
                 file.sync_data()?;
             }
         }
-        log.recovery_point = log.log_end_offset();
+        log.recovery_point = log.end();
         if start_checkpoint != Some(start) {
             checkpoint::write(dir, LOG_START_OFFSET_FILE, &[start])?;
         }
@@ -540,12 +541,12 @@ impl Log {
                 segment.evict_indexes()?;
             }
         }
-        log.leader_epochs.truncate_from_end(log.log_end_offset());
+        log.leader_epochs.truncate_from_end(log.end());
         log.leader_epochs.truncate_from_start(log.log_start_offset);
         log.load_producer_state(clean_start.is_some())?;
         log.fill_first_epoch()?;
         log.check_invariants();
-        tracing::debug!(dir = %dir.display(), log_start = log.log_start_offset, log_end = log.log_end_offset(), clean = clean_start.is_some(), "opened log");
+        tracing::debug!(dir = %dir.display(), log_start = log.log_start_offset, log_end = log.end(), clean = clean_start.is_some(), "opened log");
         Ok(log)
     }
 
@@ -554,7 +555,7 @@ impl Log {
     /// shutdown with no snapshot at all there was no producer state to keep (a clean
     /// close writes one whenever there is), so nothing is scanned.
     fn load_producer_state(&mut self, clean: bool) -> Result<(), Error> {
-        let log_end = self.log_end_offset();
+        let log_end = self.end();
         let from = match self.producer_state.load(log_end)? {
             Some(offset) => offset,
             None if clean => return Ok(()),
@@ -586,9 +587,7 @@ impl Log {
     /// written by an older version) learns the epoch of its first batch, so the cache
     /// always covers the log from its start.
     fn fill_first_epoch(&mut self) -> Result<(), Error> {
-        if self.leader_epochs.latest_epoch().is_some()
-            || self.log_start_offset == self.log_end_offset()
-        {
+        if self.leader_epochs.latest_epoch().is_some() || self.log_start_offset == self.end() {
             return Ok(());
         }
         if let Some((_, _, header)) = self.locate(self.log_start_offset)? {
@@ -605,11 +604,7 @@ impl Log {
     }
 
     fn check_invariants(&self) {
-        let (start, end, rp) = (
-            self.log_start_offset,
-            self.log_end_offset(),
-            self.recovery_point,
-        );
+        let (start, end, rp) = (self.log_start_offset, self.end(), self.recovery_point);
         assert!(!self.segments.is_empty(), "log has no segment");
         let first = self.segments.first().map_or(0, LogSegment::base_offset);
         assert!(
@@ -660,18 +655,23 @@ impl Log {
     }
 
     /// First offset still readable.
-    pub fn log_start_offset(&self) -> i64 {
-        self.log_start_offset
+    pub fn log_start_offset(&self) -> Offset {
+        Offset(self.log_start_offset)
     }
 
     /// Offset the next appended record will get.
-    pub fn log_end_offset(&self) -> i64 {
-        self.active().next_offset()
+    pub fn log_end_offset(&self) -> Offset {
+        Offset(self.end())
     }
 
     /// Offset below which everything is known fsync'd.
-    pub fn recovery_point(&self) -> i64 {
-        self.recovery_point
+    pub fn recovery_point(&self) -> Offset {
+        Offset(self.recovery_point)
+    }
+
+    /// The log end offset as the log's own arithmetic uses it.
+    fn end(&self) -> i64 {
+        self.active().next_offset()
     }
 
     /// Number of segments (for metrics and tests).
@@ -829,7 +829,7 @@ impl Log {
         if self.should_roll(batches.len() as u64, offsets, now_ms) {
             self.roll()?;
         }
-        let first_offset = self.log_end_offset();
+        let first_offset = self.end();
         let mut next = first_offset;
         for (_, header) in &mut headers {
             header.base_offset = next;
@@ -853,16 +853,12 @@ impl Log {
             .map(|(_, h)| h.max_timestamp)
             .max()
             .unwrap_or(-1);
-        assert!(
-            self.log_end_offset() == next,
-            "log end {} != {next}",
-            self.log_end_offset()
-        );
+        assert!(self.end() == next, "log end {} != {next}", self.end());
         Ok(AppendOutcome::Appended(AppendInfo {
-            first_offset,
-            last_offset: next - 1,
+            first_offset: Offset(first_offset),
+            last_offset: Offset(next - 1),
             max_timestamp,
-            log_end_offset: next,
+            log_end_offset: Offset(next),
         }))
     }
 
@@ -908,7 +904,7 @@ impl Log {
     /// active and the log usable: the new segment is created first and removed again if
     /// the old one cannot be closed, so the next append simply tries the roll again.
     fn roll(&mut self) -> Result<(), Error> {
-        let base = self.log_end_offset();
+        let base = self.end();
         let segment = LogSegment::create(&self.dir, base)?;
         let active = self.active_mut();
         let closed = active.on_inactive().and_then(|()| {
@@ -948,7 +944,7 @@ impl Log {
         Error::OffsetOutOfRange {
             requested,
             log_start_offset: self.log_start_offset,
-            log_end_offset: self.log_end_offset(),
+            log_end_offset: self.end(),
         }
     }
 
@@ -1001,9 +997,9 @@ impl Log {
     /// buffer: for callers that decode what they read (group coordinator replay, tests).
     pub fn read(
         &self,
-        offset: i64,
+        offset: Offset,
         max_bytes: usize,
-        max_offset: i64,
+        max_offset: Offset,
         min_one_batch: bool,
     ) -> Result<ReadResult, Error> {
         let read = self.read_slices(offset, max_bytes, max_offset, min_one_batch)?;
@@ -1031,20 +1027,21 @@ impl Log {
     /// retention meanwhile stays readable).
     pub fn read_slices(
         &self,
-        offset: i64,
+        offset: Offset,
         max_bytes: usize,
-        max_offset: i64,
+        max_offset: Offset,
         min_one_batch: bool,
     ) -> Result<SliceRead, Error> {
-        let log_end = self.log_end_offset();
+        let (offset, max_offset) = (offset.get(), max_offset.get());
+        let log_end = self.end();
         if offset < self.log_start_offset || offset > log_end {
             return Err(self.out_of_range(offset));
         }
         let mut result = SliceRead {
             slices: Vec::new(),
             bytes: 0,
-            log_start_offset: self.log_start_offset,
-            log_end_offset: log_end,
+            log_start_offset: Offset(self.log_start_offset),
+            log_end_offset: Offset(log_end),
         };
         if offset == log_end || offset >= max_offset {
             return Ok(result);
@@ -1091,8 +1088,9 @@ impl Log {
     pub fn batch_for_timestamp(
         &self,
         timestamp_ms: i64,
-        max_offset: i64,
+        max_offset: Offset,
     ) -> Result<Option<Bytes>, Error> {
+        let max_offset = max_offset.get();
         for (i, segment) in self.segments.iter().enumerate() {
             if segment.base_offset() >= max_offset {
                 break;
@@ -1135,7 +1133,8 @@ impl Log {
     /// start whose last offset is `< max_offset` (the earliest on ties); `None` if there
     /// is none. Uses each segment's recorded maximum where the whole segment is
     /// eligible, scans headers otherwise. Not a hot path.
-    pub fn batch_with_max_timestamp(&self, max_offset: i64) -> Result<Option<Bytes>, Error> {
+    pub fn batch_with_max_timestamp(&self, max_offset: Offset) -> Result<Option<Bytes>, Error> {
+        let max_offset = max_offset.get();
         // (timestamp, last offset of the batch holding it)
         let mut best: Option<(i64, i64)> = None;
         let mut consider = |timestamp: i64, offset: i64| {
@@ -1199,7 +1198,7 @@ impl Log {
             }
             segment.sync_files(&mut files);
         }
-        let end_offset = self.log_end_offset();
+        let end_offset = self.end();
         // The recovery-point file is rewritten only when the recovery point enters a
         // newer segment, bounding crash recovery to about one segment.
         let checkpointed = self.checkpointed_recovery_point;
@@ -1226,7 +1225,7 @@ impl Log {
         if let Some(rp) = synced.checkpointed_recovery_point {
             self.checkpointed_recovery_point = rp;
         }
-        let offset = synced.durable_offset.min(self.log_end_offset());
+        let offset = synced.durable_offset.get().min(self.end());
         if offset > self.recovery_point {
             self.recovery_point = offset;
         }
@@ -1236,8 +1235,9 @@ impl Log {
     /// entirely below it (never the active one). The new log start is checkpointed
     /// durably before any file is removed. `offset` above the log end is
     /// `OffsetOutOfRange`; at or below the current log start is a no-op.
-    pub fn delete_records_before(&mut self, offset: i64) -> Result<(), Error> {
-        if offset > self.log_end_offset() {
+    pub fn delete_records_before(&mut self, offset: Offset) -> Result<(), Error> {
+        let offset = offset.get();
+        if offset > self.end() {
             return Err(self.out_of_range(offset));
         }
         if offset <= self.log_start_offset {
@@ -1340,9 +1340,10 @@ impl Log {
     /// offset`). If that would fall below the log start, the log is emptied and
     /// restarted at `offset` (Kafka's truncate-fully-and-start-at). `offset >=` log end
     /// is a no-op. Rebuilds the cut segment's indexes (O(segment) header reads).
-    pub fn truncate_to(&mut self, offset: i64) -> Result<(), Error> {
+    pub fn truncate_to(&mut self, offset: Offset) -> Result<(), Error> {
+        let offset = offset.get();
         self.check_not_failed()?;
-        if offset >= self.log_end_offset() {
+        if offset >= self.end() {
             return Ok(());
         }
         let located = if offset < self.log_start_offset {
@@ -1358,7 +1359,7 @@ impl Log {
                 }
                 let interval = self.config.index_interval_bytes;
                 self.active_mut().truncate_at(position, interval)?;
-                tracing::info!(dir = %self.dir.display(), offset, log_end = self.log_end_offset(), "truncated log");
+                tracing::info!(dir = %self.dir.display(), offset, log_end = self.end(), "truncated log");
             }
             _ => {
                 for segment in std::mem::take(&mut self.segments) {
@@ -1371,14 +1372,14 @@ impl Log {
                 tracing::info!(dir = %self.dir.display(), offset, "truncated log fully");
             }
         }
-        self.recovery_point = self.recovery_point.min(self.log_end_offset());
+        self.recovery_point = self.recovery_point.min(self.end());
         if self.checkpointed_recovery_point > self.recovery_point {
             // Recovery must not trust data that will be rewritten above this point.
             self.write_recovery_point()?;
         }
         // Producer state described batches that are gone: reload the newest snapshot
         // still valid and replay the headers after it (Kafka's truncateAndReload).
-        let log_end = self.log_end_offset();
+        let log_end = self.end();
         self.leader_epochs.truncate_from_end(log_end);
         self.leader_epochs
             .truncate_from_start(self.log_start_offset);
@@ -1410,7 +1411,7 @@ impl Log {
         for file in files {
             file.sync_data()?;
         }
-        let log_end = self.log_end_offset();
+        let log_end = self.end();
         self.recovery_point = log_end;
         // The producer state at the log end, so the next open replays nothing; only when
         // there is state to keep (or an older snapshot to supersede), since an open after

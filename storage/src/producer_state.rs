@@ -27,6 +27,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use crate::offset::Offset;
 use crate::record_batch::RecordBatchHeader;
 
 /// Batches remembered per producer for duplicate detection: Kafka's ceiling on
@@ -52,9 +53,9 @@ pub struct BatchMetadata {
     /// Last sequence number.
     pub last_sequence: i32,
     /// Offset of its first record.
-    pub first_offset: i64,
+    pub first_offset: Offset,
     /// Offset of its last record.
-    pub last_offset: i64,
+    pub last_offset: Offset,
     /// The batch's max timestamp as stored (the append time under LogAppendTime), which a
     /// deduplicated retry reports as its append time.
     pub max_timestamp: i64,
@@ -279,8 +280,8 @@ impl ProducerStateManager {
         entry.batches.push_back(BatchMetadata {
             first_sequence: header.base_sequence,
             last_sequence: last_sequence(header),
-            first_offset: header.base_offset,
-            last_offset: header.last_offset(),
+            first_offset: Offset(header.base_offset),
+            last_offset: Offset(header.last_offset()),
             max_timestamp: header.max_timestamp,
         });
     }
@@ -298,7 +299,7 @@ impl ProducerStateManager {
             entry
                 .batches
                 .back()
-                .is_some_and(|b| b.last_offset >= log_start)
+                .is_some_and(|b| b.last_offset.get() >= log_start)
         });
         let latest = self.latest_snapshot();
         let old: Vec<i64> = self
@@ -394,8 +395,8 @@ fn encode_snapshot(producers: &HashMap<i64, ProducerEntry>) -> Vec<u8> {
         for b in &entry.batches {
             body.extend(b.first_sequence.to_be_bytes());
             body.extend(b.last_sequence.to_be_bytes());
-            body.extend(b.first_offset.to_be_bytes());
-            body.extend(b.last_offset.to_be_bytes());
+            body.extend(b.first_offset.get().to_be_bytes());
+            body.extend(b.last_offset.get().to_be_bytes());
             body.extend(b.max_timestamp.to_be_bytes());
         }
     }
@@ -453,8 +454,8 @@ fn decode_snapshot(bytes: &[u8]) -> Result<HashMap<i64, ProducerEntry>, String> 
             batches.push_back(BatchMetadata {
                 first_sequence: i32::from_be_bytes(r.take()?),
                 last_sequence: i32::from_be_bytes(r.take()?),
-                first_offset: i64::from_be_bytes(r.take()?),
-                last_offset: i64::from_be_bytes(r.take()?),
+                first_offset: Offset(i64::from_be_bytes(r.take()?)),
+                last_offset: Offset(i64::from_be_bytes(r.take()?)),
                 max_timestamp: i64::from_be_bytes(r.take()?),
             });
         }

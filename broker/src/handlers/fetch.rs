@@ -17,7 +17,7 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKi
 use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
 use logbook_protocol::{FileRecords, FileRegion};
-use logbook_replication::{Partition, TopicPartition};
+use logbook_replication::{Offset, Partition, TopicPartition};
 use tokio::sync::watch;
 
 use crate::broker::Broker;
@@ -152,7 +152,7 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
                         .unwrap_or(0)
                         .min(budget);
                     let read = partition
-                        .read_slices(req.fetch_offset, limit, min_one_batch)
+                        .read_slices(Offset(req.fetch_offset), limit, min_one_batch)
                         .and_then(|read| {
                             let regions = read
                                 .slices
@@ -171,8 +171,8 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
                     match read {
                         Ok((read, set)) => {
                             let offsets = partition.offsets().ok();
-                            let high_watermark = offsets.map_or(-1, |o| o.high_watermark);
-                            let last_stable = offsets.map_or(-1, |o| o.last_stable_offset);
+                            let high_watermark = offsets.map_or(-1, |o| o.high_watermark.get());
+                            let last_stable = offsets.map_or(-1, |o| o.last_stable_offset.get());
                             let n = read.bytes;
                             if n > 0 {
                                 min_one_batch = false;
@@ -183,7 +183,7 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
                                 .with_partition_index(req.partition)
                                 .with_high_watermark(high_watermark)
                                 .with_last_stable_offset(last_stable)
-                                .with_log_start_offset(read.log_start_offset)
+                                .with_log_start_offset(read.log_start_offset.get())
                                 .with_aborted_transactions(read_committed.then(Vec::new))
                                 .with_preferred_read_replica(BrokerId(-1))
                                 .with_records(Some(set))
@@ -193,11 +193,13 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
                             let code = errors::replication_error(&e);
                             let offsets = partition.offsets().ok();
                             error_partition(req.partition, code)
-                                .with_high_watermark(offsets.map_or(-1, |o| o.high_watermark))
+                                .with_high_watermark(offsets.map_or(-1, |o| o.high_watermark.get()))
                                 .with_last_stable_offset(
-                                    offsets.map_or(-1, |o| o.last_stable_offset),
+                                    offsets.map_or(-1, |o| o.last_stable_offset.get()),
                                 )
-                                .with_log_start_offset(offsets.map_or(-1, |o| o.log_start_offset))
+                                .with_log_start_offset(
+                                    offsets.map_or(-1, |o| o.log_start_offset.get()),
+                                )
                         }
                     }
                 })
@@ -216,7 +218,7 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
     }
 }
 
-fn subscribe(topics: &[ResolvedTopic]) -> Vec<watch::Receiver<i64>> {
+fn subscribe(topics: &[ResolvedTopic]) -> Vec<watch::Receiver<Offset>> {
     topics
         .iter()
         .flat_map(|t| t.partitions.iter())

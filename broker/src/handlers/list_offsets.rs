@@ -38,10 +38,11 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseE
     let offsets = partition
         .offsets()
         .map_err(|e| errors::replication_error(&e))?;
-    let high_watermark = offsets.high_watermark;
+    let high_watermark = offsets.high_watermark.get();
+    let log_start_offset = offsets.log_start_offset.get();
     match timestamp {
         LATEST => Ok((high_watermark, -1)),
-        EARLIEST | EARLIEST_LOCAL => Ok((offsets.log_start_offset, -1)),
+        EARLIEST | EARLIEST_LOCAL => Ok((log_start_offset, -1)),
         // No tiered storage: nothing has been uploaded.
         LATEST_TIERED => Ok((-1, -1)),
         MAX_TIMESTAMP => {
@@ -74,7 +75,7 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseE
                 .iter()
                 .find(|r| {
                     r.timestamp >= target
-                        && r.offset >= offsets.log_start_offset
+                        && r.offset >= log_start_offset
                         && r.offset < high_watermark
                 })
                 .map_or((-1, -1), |r| (r.offset, r.timestamp)))

@@ -13,7 +13,7 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
-use logbook_replication::{AppendOutcome, Partition};
+use logbook_replication::{AppendOutcome, Offset, Partition};
 use logbook_storage::log_validator::{self, AppendOrigin, ValidatedBatches, ValidatorConfig};
 use logbook_storage::record_batch::RecordBatchHeader;
 use logbook_storage::ValidationError;
@@ -48,7 +48,7 @@ struct DurableWait {
     topic_index: usize,
     partition_index: usize,
     partition: Arc<Partition>,
-    end_offset: i64,
+    end_offset: Offset,
 }
 
 fn now_ms() -> i64 {
@@ -132,7 +132,7 @@ fn append_partition(
     broker: &Broker,
     topic: &Topic,
     data: &PartitionProduceData,
-) -> (PartitionProduceResponse, Option<(Arc<Partition>, i64)>) {
+) -> (PartitionProduceResponse, Option<(Arc<Partition>, Offset)>) {
     let index = data.index;
     let topic_partition = logbook_replication::TopicPartition {
         topic: topic.name.clone(),
@@ -173,7 +173,7 @@ fn append_partition(
     match outcome {
         Ok(AppendOutcome::Duplicate(cached)) => {
             // A retried batch: answer as the first time, and wait for the same durability.
-            let log_start_offset = partition.offsets().map_or(-1, |o| o.log_start_offset);
+            let log_start_offset = partition.offsets().map_or(-1, |o| o.log_start_offset.get());
             // Under LogAppendTime the retry reports the original append time, as Kafka does.
             let append_time = if log_append_time_ms >= 0 {
                 cached.max_timestamp
@@ -182,25 +182,22 @@ fn append_partition(
             };
             let response = PartitionProduceResponse::default()
                 .with_index(index)
-                .with_base_offset(cached.first_offset)
+                .with_base_offset(cached.first_offset.get())
                 .with_log_append_time_ms(append_time)
                 .with_log_start_offset(log_start_offset);
             (
                 response,
-                Some((Arc::clone(partition), cached.last_offset + 1)),
+                Some((Arc::clone(partition), cached.last_offset.next())),
             )
         }
         Ok(AppendOutcome::Appended(info)) => {
-            let log_start_offset = partition.offsets().map_or(-1, |o| o.log_start_offset);
+            let log_start_offset = partition.offsets().map_or(-1, |o| o.log_start_offset.get());
             let response = PartitionProduceResponse::default()
                 .with_index(index)
-                .with_base_offset(info.first_offset)
+                .with_base_offset(info.first_offset.get())
                 .with_log_append_time_ms(log_append_time_ms)
                 .with_log_start_offset(log_start_offset);
-            (
-                response,
-                Some((Arc::clone(partition), info.last_offset + 1)),
-            )
+            (response, Some((Arc::clone(partition), info.log_end_offset)))
         }
         Err(e) => {
             tracing::warn!(partition = %partition.topic_partition(), error = %e, "append failed");

@@ -73,17 +73,17 @@ async fn failed_fsync_takes_partition_offline() {
     let timeout = Duration::from_secs(5);
 
     sick.append(&batch()).expect("append");
-    sick.wait_durable(1, timeout)
+    sick.wait_durable(Offset(1), timeout)
         .await
         .expect("first record durable");
-    assert_eq!(sick.high_watermark(), 1);
+    assert_eq!(sick.high_watermark(), Offset(1));
 
     fault::fail(&dir.path().join("sick-0"), Op::Fsync, libc::EIO, u32::MAX);
     sick.append(&batch()).expect("the write itself succeeds");
     // The sync fails: the waiter times out, the high watermark stays at 1.
-    let waited = sick.wait_durable(2, Duration::from_millis(500)).await;
+    let waited = sick.wait_durable(Offset(2), Duration::from_millis(500)).await;
     assert!(matches!(waited, Err(Error::Timeout { .. })), "{waited:?}");
-    assert_eq!(sick.high_watermark(), 1);
+    assert_eq!(sick.high_watermark(), Offset(1));
     assert!(sick
         .offline_reason()
         .is_some_and(|r| r.contains("fsync failed")));
@@ -94,14 +94,14 @@ async fn failed_fsync_takes_partition_offline() {
         Err(Error::Storage(logbook_storage::Error::LogFailed { .. }))
     ));
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(sick.high_watermark(), 1);
-    assert_eq!(sick.offsets().expect("offsets").high_watermark, 1);
+    assert_eq!(sick.high_watermark(), Offset(1));
+    assert_eq!(sick.offsets().expect("offsets").high_watermark, Offset(1));
 
     // Another partition on the same flusher is unaffected.
     healthy.append(&batch()).expect("append");
-    healthy.wait_durable(1, timeout).await.expect("durable");
+    healthy.wait_durable(Offset(1), timeout).await.expect("durable");
     healthy.append(&batch()).expect("append");
-    healthy.wait_durable(2, timeout).await.expect("durable");
+    healthy.wait_durable(Offset(2), timeout).await.expect("durable");
     flusher.shutdown();
 }
 

@@ -32,12 +32,12 @@ fn append(
         .appended()
         .expect("not a duplicate");
     // What the log stores: the batch with its assigned offsets and leader epoch.
-    assign_offsets(&mut b, info.first_offset, 3);
+    assign_offsets(&mut b, info.first_offset.get(), 3);
     (info, b)
 }
 
 fn read_all(log: &Log) -> Vec<u8> {
-    log.read(log.log_start_offset(), usize::MAX, i64::MAX, true)
+    log.read(log.log_start_offset(), usize::MAX, Offset::MAX, true)
         .expect("read")
         .records
         .to_vec()
@@ -55,26 +55,44 @@ fn append_and_read_at_any_offset() {
     let mut log = open(dir.path(), LogConfig::default());
     let (a, ba) = append(&mut log, 3, 10, 100);
     let (b, bb) = append(&mut log, 5, 10, 200);
-    assert_eq!((a.first_offset, a.last_offset, a.log_end_offset), (0, 2, 3));
-    assert_eq!((b.first_offset, b.last_offset, b.log_end_offset), (3, 7, 8));
+    assert_eq!(
+        (
+            a.first_offset.get(),
+            a.last_offset.get(),
+            a.log_end_offset.get()
+        ),
+        (0, 2, 3)
+    );
+    assert_eq!(
+        (
+            b.first_offset.get(),
+            b.last_offset.get(),
+            b.log_end_offset.get()
+        ),
+        (3, 7, 8)
+    );
     assert_eq!(b.max_timestamp, 204);
     for offset in 0..3 {
-        let r = log.read(offset, 1 << 20, i64::MAX, false).expect("read");
+        let r = log
+            .read(Offset(offset), 1 << 20, Offset::MAX, false)
+            .expect("read");
         assert_eq!(r.records.len(), ba.len() + bb.len());
         assert_eq!(&r.records[..ba.len()], &ba[..]);
     }
     for offset in 3..8 {
-        let r = log.read(offset, 1 << 20, i64::MAX, false).expect("read");
+        let r = log
+            .read(Offset(offset), 1 << 20, Offset::MAX, false)
+            .expect("read");
         assert_eq!(&r.records[..], &bb[..]);
         assert_eq!(r.log_end_offset, 8);
     }
     assert!(log
-        .read(8, 100, i64::MAX, true)
+        .read(Offset(8), 100, Offset::MAX, true)
         .expect("read")
         .records
         .is_empty());
     assert!(matches!(
-        log.read(9, 100, i64::MAX, true),
+        log.read(Offset(9), 100, Offset::MAX, true),
         Err(Error::OffsetOutOfRange {
             requested: 9,
             log_start_offset: 0,
@@ -94,25 +112,27 @@ fn read_limits() {
     let (_, _b2) = append(&mut log, 2, 100, 0);
     let one = b0.len();
     let r = log
-        .read(0, one + b1.len() - 1, i64::MAX, false)
+        .read(Offset(0), one + b1.len() - 1, Offset::MAX, false)
         .expect("read");
     assert_eq!(r.records.len(), one);
-    let r = log.read(0, one - 1, i64::MAX, false).expect("read");
+    let r = log
+        .read(Offset(0), one - 1, Offset::MAX, false)
+        .expect("read");
     assert!(r.records.is_empty());
-    let r = log.read(0, 1, i64::MAX, true).expect("read");
+    let r = log.read(Offset(0), 1, Offset::MAX, true).expect("read");
     assert_eq!(&r.records[..], &b0[..]);
     // High watermark 3 is inside the second batch (offsets 2..=3): only the first.
-    let r = log.read(0, 1 << 20, 3, true).expect("read");
+    let r = log.read(Offset(0), 1 << 20, Offset(3), true).expect("read");
     assert_eq!(headers(&r.records).len(), 1);
-    let r = log.read(0, 1 << 20, 4, true).expect("read");
+    let r = log.read(Offset(0), 1 << 20, Offset(4), true).expect("read");
     assert_eq!(headers(&r.records).len(), 2);
     assert!(log
-        .read(2, 1 << 20, 3, true)
+        .read(Offset(2), 1 << 20, Offset(3), true)
         .expect("read")
         .records
         .is_empty());
     assert!(log
-        .read(4, 1 << 20, 4, true)
+        .read(Offset(4), 1 << 20, Offset(4), true)
         .expect("read")
         .records
         .is_empty());
@@ -134,14 +154,16 @@ fn index_lookups_across_many_batches_and_segments() {
     let mut bases = Vec::new();
     for i in 0..600 {
         let (info, _) = append(&mut log, 1 + i % 4, 20 + i % 50, i as i64);
-        bases.push((info.first_offset, info.last_offset));
+        bases.push((info.first_offset.get(), info.last_offset.get()));
     }
     assert!(log.segment_count() > 1, "expected several segments");
     // Inactive segments' indexes are read from their files, not held in memory.
     assert_eq!(log.inactive_resident_index_entries(), 0);
     for &(first, last) in &bases {
         for offset in [first, last] {
-            let r = log.read(offset, 300, i64::MAX, true).expect("read");
+            let r = log
+                .read(Offset(offset), 300, Offset::MAX, true)
+                .expect("read");
             let h = headers(&r.records);
             assert_eq!(h[0].base_offset, first, "offset {offset}");
         }
@@ -152,7 +174,9 @@ fn index_lookups_across_many_batches_and_segments() {
     let check = |log: &Log, what: &str| {
         assert_eq!(log.inactive_resident_index_entries(), 0, "{what}");
         for &(first, last) in &bases {
-            let r = log.read(last, 300, i64::MAX, true).expect("read");
+            let r = log
+                .read(Offset(last), 300, Offset::MAX, true)
+                .expect("read");
             assert_eq!(headers(&r.records)[0].base_offset, first, "{what}");
         }
     };
@@ -244,7 +268,7 @@ fn reopen_clean_and_after_crash_agree() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut log = open(dir.path(), small_config());
     fill(&mut log, 100);
-    let end = log.log_end_offset();
+    let end = log.log_end_offset().get();
     let bytes = read_all(&log);
     log.close().expect("close");
     assert!(dir.path().join(CLEAN_SHUTDOWN_FILE).exists());
@@ -286,7 +310,7 @@ fn torn_tail_every_byte_and_garbage() {
     };
     let mut log = open(src.path(), config.clone());
     fill(&mut log, 20);
-    let before_last = log.log_end_offset();
+    let before_last = log.log_end_offset().get();
     let prefix = read_all(&log);
     let (_, last) = append(&mut log, 3, 40, 5);
     drop(log);
@@ -318,13 +342,15 @@ fn torn_tail_every_byte_and_garbage() {
         };
         assert_eq!(log.log_end_offset(), expected_end, "cut {cut:?}");
         for offset in 0..expected_end {
-            let r = log.read(offset, 1 << 20, i64::MAX, true).expect("read");
+            let r = log
+                .read(Offset(offset), 1 << 20, Offset::MAX, true)
+                .expect("read");
             assert!(headers(&r.records)[0].last_offset() >= offset);
         }
         let (info, b) = append(&mut log, 2, 7, 0);
         assert_eq!(info.first_offset, expected_end);
         let r = log
-            .read(expected_end + 1, 1 << 20, i64::MAX, true)
+            .read(Offset(expected_end + 1), 1 << 20, Offset::MAX, true)
             .expect("read");
         assert_eq!(&r.records[..], &b[..]);
         drop(log);
@@ -387,7 +413,7 @@ fn missing_or_damaged_index_is_rebuilt() {
     let mut log = open(dir.path(), config.clone());
     fill(&mut log, 120);
     let bytes = read_all(&log);
-    let end = log.log_end_offset();
+    let end = log.log_end_offset().get();
     log.close().expect("close");
     let index0 = dir.path().join(format!("{:020}.index", 0));
     let len = fs::metadata(&index0).expect("meta").len();
@@ -406,7 +432,9 @@ fn missing_or_damaged_index_is_rebuilt() {
     assert_eq!(log.log_end_offset(), end);
     assert_eq!(read_all(&log), bytes);
     for offset in 0..end {
-        let r = log.read(offset, 1, i64::MAX, true).expect("read");
+        let r = log
+            .read(Offset(offset), 1, Offset::MAX, true)
+            .expect("read");
         let h = headers(&r.records);
         assert!(h[0].base_offset <= offset && offset <= h[0].last_offset());
     }
@@ -419,14 +447,20 @@ fn empty_dir() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("topic-0");
     let log = open(&path, LogConfig::default());
-    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+    assert_eq!(
+        (log.log_start_offset().get(), log.log_end_offset().get()),
+        (0, 0)
+    );
     assert!(log
-        .read(0, 100, i64::MAX, true)
+        .read(Offset(0), 100, Offset::MAX, true)
         .expect("read")
         .records
         .is_empty());
-    assert_eq!(log.batch_with_max_timestamp(i64::MAX).expect("scan"), None);
-    assert_eq!(log.batch_for_timestamp(0, i64::MAX).expect("scan"), None);
+    assert_eq!(
+        log.batch_with_max_timestamp(Offset::MAX).expect("scan"),
+        None
+    );
+    assert_eq!(log.batch_for_timestamp(0, Offset::MAX).expect("scan"), None);
     log.close().expect("close");
     let log = open(&path, LogConfig::default());
     assert_eq!(log.log_end_offset(), 0);
@@ -461,52 +495,53 @@ fn timestamp_lookups() {
                 .expect("append")
                 .appended()
                 .expect("appended")
-                .first_offset,
+                .first_offset
+                .get(),
         );
     }
     assert!(log.segment_count() > 2);
     let base_of = |b: Option<Bytes>| b.map(|b| headers(&b)[0].base_offset);
     assert_eq!(
-        base_of(log.batch_for_timestamp(0, i64::MAX).expect("ts")),
+        base_of(log.batch_for_timestamp(0, Offset::MAX).expect("ts")),
         Some(0)
     );
     assert_eq!(
-        base_of(log.batch_for_timestamp(95, i64::MAX).expect("ts")),
+        base_of(log.batch_for_timestamp(95, Offset::MAX).expect("ts")),
         Some(first_offsets[10])
     );
     assert_eq!(
-        base_of(log.batch_for_timestamp(100, i64::MAX).expect("ts")),
+        base_of(log.batch_for_timestamp(100, Offset::MAX).expect("ts")),
         Some(first_offsets[10])
     );
     assert_eq!(
-        base_of(log.batch_for_timestamp(301, i64::MAX).expect("ts")),
+        base_of(log.batch_for_timestamp(301, Offset::MAX).expect("ts")),
         Some(first_offsets[30])
     );
     assert_eq!(
-        base_of(log.batch_for_timestamp(10_001, i64::MAX).expect("ts")),
+        base_of(log.batch_for_timestamp(10_001, Offset::MAX).expect("ts")),
         None
     );
     assert_eq!(
         base_of(
-            log.batch_for_timestamp(301, first_offsets[30] + 1)
+            log.batch_for_timestamp(301, Offset(first_offsets[30] + 1))
                 .expect("ts")
         ),
         None
     );
     assert_eq!(
-        base_of(log.batch_with_max_timestamp(i64::MAX).expect("max")),
+        base_of(log.batch_with_max_timestamp(Offset::MAX).expect("max")),
         Some(first_offsets[30])
     );
     assert_eq!(
         base_of(
-            log.batch_with_max_timestamp(first_offsets[30] + 1)
+            log.batch_with_max_timestamp(Offset(first_offsets[30] + 1))
                 .expect("max")
         ),
         Some(first_offsets[29])
     );
     assert_eq!(
         base_of(
-            log.batch_with_max_timestamp(first_offsets[30] + 2)
+            log.batch_with_max_timestamp(Offset(first_offsets[30] + 2))
                 .expect("max")
         ),
         Some(first_offsets[30])
@@ -515,21 +550,21 @@ fn timestamp_lookups() {
     log.close().expect("close");
     let log = open(dir.path(), LogConfig::default());
     assert_eq!(
-        base_of(log.batch_for_timestamp(301, i64::MAX).expect("ts")),
+        base_of(log.batch_for_timestamp(301, Offset::MAX).expect("ts")),
         Some(first_offsets[30])
     );
     assert_eq!(
-        base_of(log.batch_with_max_timestamp(i64::MAX).expect("max")),
+        base_of(log.batch_with_max_timestamp(Offset::MAX).expect("max")),
         Some(first_offsets[30])
     );
     drop(log);
     let log = open(dir.path(), LogConfig::default());
     assert_eq!(
-        base_of(log.batch_for_timestamp(95, i64::MAX).expect("ts")),
+        base_of(log.batch_for_timestamp(95, Offset::MAX).expect("ts")),
         Some(first_offsets[10])
     );
     assert_eq!(
-        base_of(log.batch_with_max_timestamp(i64::MAX).expect("max")),
+        base_of(log.batch_with_max_timestamp(Offset::MAX).expect("max")),
         Some(first_offsets[30])
     );
 }
@@ -542,30 +577,32 @@ fn delete_records_before() {
     let mut log = open(dir.path(), small_config());
     fill(&mut log, 60);
     let segments = log.segment_count();
-    let end = log.log_end_offset();
+    let end = log.log_end_offset().get();
     assert!(matches!(
-        log.delete_records_before(end + 1),
+        log.delete_records_before(Offset(end + 1)),
         Err(Error::OffsetOutOfRange { .. })
     ));
     let target = end / 2 + 1;
-    log.delete_records_before(target).expect("delete");
+    log.delete_records_before(Offset(target)).expect("delete");
     assert_eq!(log.log_start_offset(), target);
     assert!(log.segment_count() < segments);
     assert!(matches!(
-        log.read(target - 1, 100, i64::MAX, true),
+        log.read(Offset(target - 1), 100, Offset::MAX, true),
         Err(Error::OffsetOutOfRange { .. })
     ));
-    let r = log.read(target, 100, i64::MAX, true).expect("read");
+    let r = log
+        .read(Offset(target), 100, Offset::MAX, true)
+        .expect("read");
     assert!(headers(&r.records)[0].last_offset() >= target);
     drop(log);
     let log = open(dir.path(), small_config());
     assert_eq!(log.log_start_offset(), target);
     assert_eq!(log.log_end_offset(), end);
     let mut log = log;
-    log.delete_records_before(end).expect("delete all");
+    log.delete_records_before(Offset(end)).expect("delete all");
     assert_eq!(log.log_start_offset(), end);
     assert!(log
-        .read(end, 100, i64::MAX, true)
+        .read(Offset(end), 100, Offset::MAX, true)
         .expect("read")
         .records
         .is_empty());
@@ -591,7 +628,7 @@ fn retention_by_time_and_bytes() {
     assert_eq!(log.apply_retention(0).expect("retention"), 0);
     let removed = log.apply_retention(5_000).expect("retention");
     assert!(removed >= 1 && removed < segments);
-    assert!(log.log_start_offset() > 0);
+    assert!(log.log_start_offset() > Offset(0));
     let removed_all = log.apply_retention(i64::MAX / 2).expect("retention");
     assert_eq!(log.segment_count(), 1);
     assert!(removed_all >= 1);
@@ -627,8 +664,8 @@ fn truncate_to() {
     for i in 0..60 {
         infos.push(append(&mut log, 2, 60, i).0);
     }
-    let target = infos[20].first_offset + 1; // inside batch 20
-    log.truncate_to(target).expect("truncate");
+    let target = infos[20].first_offset.get() + 1; // inside batch 20
+    log.truncate_to(Offset(target)).expect("truncate");
     assert_eq!(log.log_end_offset(), infos[20].first_offset);
     let all = read_all(&log);
     assert_eq!(headers(&all).len(), 20);
@@ -636,8 +673,8 @@ fn truncate_to() {
     assert_eq!(info.first_offset, infos[20].first_offset);
     drop(log);
     let mut log = open(dir.path(), small_config());
-    assert_eq!(log.log_end_offset(), infos[20].first_offset + 1);
-    log.truncate_to(0).expect("truncate");
+    assert_eq!(log.log_end_offset(), infos[20].first_offset.next());
+    log.truncate_to(Offset(0)).expect("truncate");
     assert_eq!(log.log_end_offset(), 0);
     assert_eq!(log.segment_count(), 1);
     append(&mut log, 1, 5, 0);
@@ -701,7 +738,7 @@ fn crash_after_clean_reopen_recovers_new_appends() {
     log.close().expect("close");
     let mut log = open(dir.path(), small_config());
     fill(&mut log, 30);
-    let end = log.log_end_offset();
+    let end = log.log_end_offset().get();
     let bytes = read_all(&log);
     drop(log);
     let seg = last_segment_path(dir.path());

@@ -37,8 +37,8 @@ fn sequences_duplicates_and_gaps() {
         SequenceCheck::Duplicate(BatchMetadata {
             first_sequence: 0,
             last_sequence: 2,
-            first_offset: 10,
-            last_offset: 12,
+            first_offset: Offset(10),
+            last_offset: Offset(12),
             max_timestamp: 1_010,
         })
     );
@@ -148,8 +148,8 @@ fn expiry_and_log_start() {
         SequenceCheck::Duplicate(BatchMetadata {
             first_sequence: 0,
             last_sequence: 0,
-            first_offset: 60,
-            last_offset: 60,
+            first_offset: Offset(60),
+            last_offset: Offset(60),
             max_timestamp: 1_060,
         })
     );

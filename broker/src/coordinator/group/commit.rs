@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use logbook_replication::Partition;
+use logbook_replication::{Offset, Partition};
 
 use super::classic_group::GroupState;
 use super::offsets::{OffsetAndMetadata, OFFSET_METADATA_BYTES_MAX};
@@ -34,7 +34,7 @@ pub struct CommitResult {
     /// Per-partition errors (`None` = committed).
     pub errors: Vec<Option<GroupError>>,
     /// The `__consumer_offsets` partition and the offset the commit's batch ends before.
-    pub durable: Option<(Arc<Partition>, i64)>,
+    pub durable: Option<(Arc<Partition>, Offset)>,
 }
 
 /// Committed offsets of one topic, as OffsetFetch returns them (`None` = no commit).

@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
 
 use bytes::Bytes;
-use logbook_replication::Partition;
+use logbook_replication::{Offset, Partition};
 use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
@@ -550,7 +550,7 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         records: &[(Bytes, Option<Bytes>)],
-    ) -> Result<(Arc<Partition>, i64), GroupError> {
+    ) -> Result<(Arc<Partition>, Offset), GroupError> {
         let partition = self.offsets_partition(group_id)?;
         let batch = persistence::encode_batch(records, now_ms()).map_err(|e| {
             tracing::error!(group = group_id, error = %e, "cannot encode a __consumer_offsets batch");
@@ -558,7 +558,7 @@ impl GroupCoordinator {
         })?;
         match partition.append(&batch) {
             Ok(logbook_replication::AppendOutcome::Appended(info)) => {
-                Ok((Arc::clone(&partition), info.last_offset + 1))
+                Ok((Arc::clone(&partition), info.log_end_offset))
             }
             Ok(logbook_replication::AppendOutcome::Duplicate(_)) => {
                 // Our batches carry no producer id, so the sequence check never matches.
@@ -579,7 +579,7 @@ impl GroupCoordinator {
     /// group is Dead. Returns the append to wait for: SyncGroup answers only once it is
     /// durable; other callers (a static member's return, deletion) do not wait, as members
     /// hold the same state and a lost record costs at most a rebalance.
-    fn store_group(&self, g: &ClassicGroup) -> Result<(Arc<Partition>, i64), GroupError> {
+    fn store_group(&self, g: &ClassicGroup) -> Result<(Arc<Partition>, Offset), GroupError> {
         let key = persistence::group_key(&g.group_id);
         let value = (g.state != GroupState::Dead).then(|| {
             let protocol = g.protocol_name.clone().unwrap_or_default();

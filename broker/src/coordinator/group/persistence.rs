@@ -19,7 +19,7 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
     TimestampType, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
 };
-use logbook_replication::Partition;
+use logbook_replication::{Offset, Partition};
 
 use super::offsets::OffsetAndMetadata;
 
@@ -345,11 +345,11 @@ fn decode_group_value(value: &Bytes) -> Result<GroupValue, String> {
 /// Storage errors, or a batch the record decoder rejects.
 pub fn replay(partition: &Partition) -> Result<Vec<Persisted>, String> {
     let offsets = partition.offsets().map_err(|e| e.to_string())?;
-    let mut next = offsets.log_start_offset;
+    let mut next = offsets.log_start_offset.get();
     let mut out = Vec::new();
-    while next < offsets.high_watermark {
+    while next < offsets.high_watermark.get() {
         let read = partition
-            .read(next, REPLAY_READ_BYTES, true)
+            .read(Offset(next), REPLAY_READ_BYTES, true)
             .map_err(|e| e.to_string())?;
         if read.records.is_empty() {
             break;

@@ -9,6 +9,7 @@ use super::classic_group::{ClassicGroup, GroupState, JoinResult, Member, SyncRes
 use super::persistence;
 use super::NEW_MEMBER_JOIN_TIMEOUT_MS;
 use super::{duration_ms, now_ms, GroupCoordinator, GroupError, JoinRequest};
+use logbook_replication::Offset;
 
 /// Which join-phase timer fired.
 #[derive(Clone, Copy, Debug)]
@@ -631,7 +632,7 @@ impl GroupCoordinator {
         group_id: &str,
         generation: i32,
         partition: std::sync::Arc<logbook_replication::Partition>,
-        end_offset: i64,
+        end_offset: Offset,
     ) {
         let Some(coordinator) = self.self_weak.upgrade() else {
             return;

@@ -23,7 +23,7 @@ impl CoordinatorShard for Seen {
     fn replay(partition_index: i32, partition: &Partition) -> Result<Self, String> {
         Ok(Seen {
             partition_index,
-            high_watermark: partition.high_watermark(),
+            high_watermark: partition.high_watermark().get(),
         })
     }
 }

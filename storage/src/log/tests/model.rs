@@ -97,13 +97,13 @@ fn run(config: LogConfig, ops: Vec<Op>) {
                     .appended()
                     .expect("appended");
                 assert_eq!(info.first_offset, model.end);
-                assign_offsets(&mut buf, info.first_offset, 1);
+                assign_offsets(&mut buf, info.first_offset.get(), 1);
                 for (p, h) in iter_headers(&buf) {
                     model
                         .batches
                         .push((h.base_offset, buf[p..p + h.total_bytes()].to_vec()));
                 }
-                model.end = info.log_end_offset;
+                model.end = info.log_end_offset.get();
             }
             Op::Read {
                 at,
@@ -114,10 +114,10 @@ fn run(config: LogConfig, ops: Vec<Op>) {
                 let offset = model.pick(at);
                 let max_offset = model.end - i64::from(hw_back);
                 let got = l
-                    .read(offset, max_bytes, max_offset, min_one_batch)
+                    .read(Offset(offset), max_bytes, Offset(max_offset), min_one_batch)
                     .expect("read");
                 assert_eq!(
-                    (got.log_start_offset, got.log_end_offset),
+                    (got.log_start_offset.get(), got.log_end_offset.get()),
                     (model.start, model.end)
                 );
                 let want = model.read(offset, max_bytes, max_offset, min_one_batch);
@@ -130,7 +130,7 @@ fn run(config: LogConfig, ops: Vec<Op>) {
             }
             Op::TruncateTo { at } => {
                 let offset = model.pick(at);
-                l.truncate_to(offset).expect("truncate");
+                l.truncate_to(Offset(offset)).expect("truncate");
                 if offset < model.end {
                     let last_of = |b: &Vec<u8>| {
                         RecordBatchHeader::parse(b)
@@ -153,7 +153,8 @@ fn run(config: LogConfig, ops: Vec<Op>) {
             }
             Op::DeleteRecordsBefore { at } => {
                 let offset = model.pick(at);
-                l.delete_records_before(offset).expect("delete records");
+                l.delete_records_before(Offset(offset))
+                    .expect("delete records");
                 model.start = model.start.max(offset);
                 assert_eq!(l.log_start_offset(), model.start);
             }
@@ -182,7 +183,7 @@ fn run(config: LogConfig, ops: Vec<Op>) {
     let l = log.as_ref().expect("open");
     let want = model.read(model.start, usize::MAX, i64::MAX, true);
     let got = l
-        .read(model.start, usize::MAX, i64::MAX, true)
+        .read(Offset(model.start), usize::MAX, Offset::MAX, true)
         .expect("read all");
     assert!(got.records[..] == want[..], "final contents differ");
 }

@@ -40,7 +40,9 @@ fn duplicate_after_crash_is_not_appended() {
     let mut log = open(dir.path(), LogConfig::default());
     assert_eq!(log.producer_count(), 1);
     match append_idempotent(&mut log, 2, 42, 3) {
-        AppendOutcome::Duplicate(b) => assert_eq!((b.first_offset, b.last_offset), (3, 4)),
+        AppendOutcome::Duplicate(b) => {
+            assert_eq!((b.first_offset.get(), b.last_offset.get()), (3, 4))
+        }
         other => panic!("expected a duplicate, got {other:?}"),
     }
     assert_eq!(log.log_end_offset(), 5);
@@ -116,7 +118,7 @@ fn roll_snapshot_written_by_sync_and_used_by_recovery() {
     ));
     assert!(matches!(
         append_idempotent(&mut log, 2, 2, 0),
-        AppendOutcome::Duplicate(b) if b.first_offset == end - 2
+        AppendOutcome::Duplicate(b) if b.first_offset.get() == end.get() - 2
     ));
 }
 
@@ -130,7 +132,7 @@ fn truncation_rebuilds_producer_state() {
     append_idempotent(&mut log, 2, 5, 2);
     log.close().expect("close");
     let mut log = open(dir.path(), LogConfig::default());
-    log.truncate_to(2).expect("truncate");
+    log.truncate_to(Offset(2)).expect("truncate");
     assert!(snapshots(dir.path()).is_empty());
     assert!(matches!(
         append_idempotent(&mut log, 2, 5, 2),
