@@ -220,13 +220,22 @@ pub fn validate(
     config: &ValidatorConfig,
 ) -> Result<ValidatedBatches, ValidationError> {
     let summary = record_batch::validate_batches(&bytes)?;
-    // Kafka also refuses a v2 payload of more than one batch ("Compressed outer record has
-    // more than one batch"); this broker has always accepted back-to-back batches (its
-    // tests send them), so that rule is left to a decision of its own.
     if summary.largest_batch_bytes > config.max_message_bytes {
         return Err(ValidationError::MessageTooLarge {
             batch_bytes: summary.largest_batch_bytes,
             max_message_bytes: config.max_message_bytes,
+        });
+    }
+    // One v2 batch per partition per request, as Kafka's LogValidator insists: a
+    // producer's sequence numbers, a transaction's markers and the per-batch answer all
+    // assume it, and no client sends more.
+    if summary.batch_count > 1 {
+        return Err(ValidationError::InvalidRecord {
+            message: format!(
+                "a produce request carries one record batch per partition, not {}",
+                summary.batch_count
+            ),
+            records: Vec::new(),
         });
     }
     let mut batches = Vec::with_capacity(summary.batch_count);

@@ -71,7 +71,8 @@ fn batch(count: i64) -> Bytes {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i,
-            sequence: -1,
+            // One batch: the encoder splits wherever `offset - sequence` changes.
+            sequence: i32::try_from(i).expect("small") - 1,
             timestamp: 1000 + i,
             key: Some(Bytes::from(format!("k{i}"))),
             value: Some(Bytes::from(format!("v{i}"))),

@@ -315,7 +315,9 @@ pub(crate) fn record_batch(count: i64, keyed: bool) -> bytes::Bytes {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i,
-            sequence: -1,
+            // One batch: kafka-protocol's encoder starts a new batch wherever `offset -
+            // sequence` changes (base sequence stays -1).
+            sequence: i32::try_from(i).expect("small") - 1,
             timestamp: 1_000 + i,
             key: keyed.then(|| bytes::Bytes::from(format!("k{i}"))),
             value: Some(bytes::Bytes::from(format!("v{i}"))),
@@ -398,6 +400,18 @@ fn invalid_batches_get_kafka_error_codes() {
         (0, 3),
         "second good batch follows it"
     );
+}
+
+// Two valid batches for one partition in one request are refused with INVALID_RECORD (87),
+// as Kafka's LogValidator refuses them, and nothing of either is appended.
+#[test]
+fn two_batches_for_one_partition_are_refused() {
+    let broker = Broker::start();
+    let mut stream = connect(broker.addr());
+    let good = record_batch(2, true);
+    let two: bytes::Bytes = [good.as_ref(), good.as_ref()].concat().into();
+    assert_eq!(produce_raw(&mut stream, "one-batch", two).0, 87);
+    assert_eq!(produce_raw(&mut stream, "one-batch", good), (0, 0));
 }
 
 // A compacted topic refuses records without a key with INVALID_RECORD (87), as Kafka does,

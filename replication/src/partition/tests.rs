@@ -81,7 +81,9 @@ async fn failed_fsync_takes_partition_offline() {
     fault::fail(&dir.path().join("sick-0"), Op::Fsync, libc::EIO, u32::MAX);
     sick.append(&batch()).expect("the write itself succeeds");
     // The sync fails: the waiter times out, the high watermark stays at 1.
-    let waited = sick.wait_durable(Offset(2), Duration::from_millis(500)).await;
+    let waited = sick
+        .wait_durable(Offset(2), Duration::from_millis(500))
+        .await;
     assert!(matches!(waited, Err(Error::Timeout { .. })), "{waited:?}");
     assert_eq!(sick.high_watermark(), Offset(1));
     assert!(sick
@@ -99,9 +101,15 @@ async fn failed_fsync_takes_partition_offline() {
 
     // Another partition on the same flusher is unaffected.
     healthy.append(&batch()).expect("append");
-    healthy.wait_durable(Offset(1), timeout).await.expect("durable");
+    healthy
+        .wait_durable(Offset(1), timeout)
+        .await
+        .expect("durable");
     healthy.append(&batch()).expect("append");
-    healthy.wait_durable(Offset(2), timeout).await.expect("durable");
+    healthy
+        .wait_durable(Offset(2), timeout)
+        .await
+        .expect("durable");
     flusher.shutdown();
 }
 

@@ -176,8 +176,8 @@ pub fn group_value(value: &GroupValue) -> Bytes {
 pub fn encode_batch(records: &[(Bytes, Option<Bytes>)], now_ms: i64) -> Result<BytesMut, String> {
     let records: Vec<Record> = records
         .iter()
-        .zip(0_i64..)
-        .map(|((key, value), offset)| Record {
+        .zip(0_i32..)
+        .map(|((key, value), delta)| Record {
             transactional: false,
             control: false,
             delete_horizon: false,
@@ -185,8 +185,11 @@ pub fn encode_batch(records: &[(Bytes, Option<Bytes>)], now_ms: i64) -> Result<B
             producer_id: NO_PRODUCER_ID,
             producer_epoch: NO_PRODUCER_EPOCH,
             timestamp_type: TimestampType::Creation,
-            offset,
-            sequence: NO_SEQUENCE,
+            offset: i64::from(delta),
+            // kafka-protocol's encoder starts a new batch wherever `offset - sequence`
+            // changes; sequences counting up from NO_SEQUENCE keep all records in one
+            // batch (base sequence NO_SEQUENCE, as Kafka writes for non-idempotent data).
+            sequence: NO_SEQUENCE.wrapping_add(delta),
             timestamp: now_ms,
             key: Some(key.clone()),
             value: value.clone(),
