@@ -69,16 +69,16 @@ pub struct Topic {
 /// Why a topic operation failed; mapped to Kafka codes in `errors`.
 #[derive(Debug, thiserror::Error)]
 pub enum TopicError {
-    /// CreateTopics of a name that exists.
-    #[error("topic '{0}' already exists")]
+    /// CreateTopics of a name that exists (Kafka's message, which `kafka-topics.sh` prints).
+    #[error("Topic '{0}' already exists.")]
     AlreadyExists(String),
-    /// Illegal name.
-    #[error("invalid topic name '{name}': {reason}")]
+    /// Illegal name; the message is Kafka's (`Topic.validate`), which tools print verbatim.
+    #[error("Topic name is invalid: {reason}")]
     InvalidName {
         /// The rejected name.
         name: String,
-        /// What is wrong with it.
-        reason: &'static str,
+        /// What is wrong with it, in Kafka's words.
+        reason: String,
     },
     /// Partition count ≤ 0 or above the limit.
     #[error("invalid partition count {0}")]
@@ -181,26 +181,30 @@ pub struct Topics {
 /// # Errors
 /// The reason the name is illegal.
 pub fn validate_topic_name(name: &str) -> Result<(), TopicError> {
-    let invalid = |reason| {
+    let invalid = |reason: String| {
         Err(TopicError::InvalidName {
             name: name.to_string(),
             reason,
         })
     };
     if name.is_empty() {
-        return invalid("the empty string is not allowed");
+        return invalid("the empty string is not allowed".to_string());
     }
     if name == "." || name == ".." {
-        return invalid("'.' and '..' are not allowed");
+        return invalid(format!("'{name}' is not allowed"));
     }
     if name.len() > TOPIC_NAME_BYTES_MAX {
-        return invalid("longer than 249 characters");
+        return invalid(format!(
+            "the length of '{name}' is longer than the max allowed length {TOPIC_NAME_BYTES_MAX}"
+        ));
     }
     if !name
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
     {
-        return invalid("only ASCII alphanumerics, '.', '_' and '-' are allowed");
+        return invalid(format!(
+            "'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
     }
     Ok(())
 }
