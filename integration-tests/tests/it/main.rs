@@ -20,4 +20,5 @@ mod metadata;
 mod poison_batches;
 mod produce_consume;
 mod python_client;
+mod retention;
 mod topic_limits;
