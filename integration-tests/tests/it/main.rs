@@ -5,10 +5,12 @@
 mod common;
 mod wire;
 
+mod admin_apis;
 mod admin_topics;
 mod bad_input;
 mod compression;
 mod connections;
+mod delete_records;
 mod describe_configs;
 mod disk_full;
 mod durability;
