@@ -108,8 +108,7 @@ pub fn handle(
     }
     let mut remaining = request
         .response_partition_limit
-        .min(PARTITIONS_PER_RESPONSE_MAX)
-        .max(1);
+        .clamp(1, PARTITIONS_PER_RESPONSE_MAX);
     let mut response = DescribeTopicPartitionsResponse::default();
     for name in &names {
         if remaining == 0 {

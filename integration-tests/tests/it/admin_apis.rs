@@ -188,10 +188,11 @@ fn describe_partitions(
     round_trip(&mut stream, 0, 1, &request)
 }
 
-/// (topic, error, [partition indexes]) per topic, and the next cursor.
-fn pages(
-    response: &DescribeTopicPartitionsResponse,
-) -> (Vec<(String, i16, Vec<i32>)>, Option<(String, i32)>) {
+/// (topic, error, [partition indexes]) per topic.
+type TopicPage = Vec<(String, i16, Vec<i32>)>;
+
+/// Each topic's page, and the next cursor (topic, partition).
+fn pages(response: &DescribeTopicPartitionsResponse) -> (TopicPage, Option<(String, i32)>) {
     let topics = response
         .topics
         .iter()
