@@ -492,6 +492,14 @@ impl Partition {
         self.with_log(|log| Ok(log.log_start_offset()))
     }
 
+    /// Bytes of the log's segments (what DescribeLogDirs reports as the partition size).
+    ///
+    /// # Errors
+    /// The partition being closed.
+    pub fn size_bytes(&self) -> Result<u64, Error> {
+        self.with_log(|log| Ok(log.size_bytes()))
+    }
+
     /// Applies a new log configuration (topic config change).
     ///
     /// # Errors
