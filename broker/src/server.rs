@@ -187,6 +187,13 @@ async fn retention_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let expiration_ms = broker.config.producer_id_expiration_ms;
-        tokio::task::block_in_place(|| broker.replicas.apply_retention(now, expiration_ms));
+        // On the blocking pool: checkpoint fsyncs and file deletions must not stall an
+        // async worker (block_in_place would, and would take its other tasks with it).
+        let replicas = Arc::clone(&broker.replicas);
+        let check =
+            tokio::task::spawn_blocking(move || replicas.apply_retention(now, expiration_ms));
+        if let Err(e) = check.await {
+            tracing::error!(error = %e, "retention check panicked");
+        }
     }
 }

@@ -12,7 +12,7 @@ mod replica_manager;
 
 pub use flusher::{FlushPolicy, Flusher};
 pub use logbook_storage::{AppendOutcome, Offset};
-pub use partition::{Partition, PartitionOffsets, TopicPartition};
+pub use partition::{Partition, PartitionOffsets, TopicPartition, DELETE_TO_HIGH_WATERMARK};
 pub use replica_manager::ReplicaManager;
 
 /// Failures a caller of this crate can act on.

@@ -29,6 +29,10 @@ use tokio::sync::watch;
 use crate::flusher::{FlushPolicy, Flusher};
 use crate::Error;
 
+/// The offset a DeleteRecords request gives to mean "up to the high watermark" (Kafka's
+/// `DeleteRecordsRequest.HIGH_WATERMARK`).
+pub const DELETE_TO_HIGH_WATERMARK: Offset = Offset(-1);
+
 /// The log and the state that must change atomically with it.
 struct LogState {
     log: Log,
@@ -418,9 +422,12 @@ impl Partition {
         self.with_log(|log| log.batch_with_max_timestamp(high_watermark))
     }
 
-    /// Applies `retention.ms` / `retention.bytes` as of `now_ms` and forgets idempotent
+    /// Applies `retention.ms` / `retention.bytes` and the log start as of `now_ms`, never
+    /// past the high watermark (Kafka's `deleteOldSegments`; an idle partition whose data
+    /// all expired rolls a new empty segment and loses the rest), and forgets idempotent
     /// producers silent for `producer_id_expiration_ms`; returns the segments removed.
-    /// Blocking (file deletions, a checkpoint write): call off the async workers.
+    /// Blocking (the log-start checkpoint's fsyncs, file deletions): call off the async
+    /// workers. The log lock is held only to pick the segments, never for the I/O.
     ///
     /// # Errors
     /// Storage errors; the partition being closed.
@@ -429,30 +436,68 @@ impl Partition {
         now_ms: i64,
         producer_id_expiration_ms: i64,
     ) -> Result<usize, Error> {
-        self.with_log(|log| {
+        // Serialises log-start checkpoints with each other and with close.
+        let _syncing = self.sync_lock.lock();
+        let high_watermark = self.high_watermark();
+        let (deletion, roll_work) = self.with_log(|log| {
             log.remove_expired_producers(now_ms, producer_id_expiration_ms);
-            log.apply_retention(now_ms)
-        })
+            let deletion = log.take_retention_deletion(now_ms, high_watermark)?;
+            Ok((deletion, log.has_roll_work()))
+        })?;
+        if roll_work {
+            // The roll's directory fsync and producer snapshot run on the flusher.
+            self.schedule_flush();
+        }
+        let Some(deletion) = deletion else {
+            return Ok(0);
+        };
+        let count = deletion.segment_count();
+        deletion.run()?;
+        Ok(count)
     }
 
-    /// Raises the log start to `offset` (DeleteRecords), which may not pass the high
-    /// watermark (Kafka: OFFSET_OUT_OF_RANGE); deletes the segments wholly below it.
+    /// Raises the log start to `offset` (DeleteRecords; [`DELETE_TO_HIGH_WATERMARK`] means
+    /// the high watermark), which may not pass the high watermark (Kafka:
+    /// OFFSET_OUT_OF_RANGE), and deletes the segments wholly below it. Returns the log
+    /// start (Kafka's low watermark) once it is checkpointed durably. Blocking: call off
+    /// the async workers; the fsyncs run outside the log lock.
     ///
     /// # Errors
-    /// `OffsetOutOfRange` above the high watermark; storage errors.
+    /// `OffsetOutOfRange` below 0 or above the high watermark; storage errors.
     pub fn delete_records_before(&self, offset: Offset) -> Result<Offset, Error> {
+        let _syncing = self.sync_lock.lock();
         let high_watermark = self.high_watermark();
-        self.with_log(|log| {
-            if offset > high_watermark {
+        let deletion = self.with_log(|log| {
+            // Clamped as in `offsets`.
+            let high_watermark = high_watermark
+                .min(log.log_end_offset())
+                .max(log.log_start_offset());
+            let offset = if offset == DELETE_TO_HIGH_WATERMARK {
+                high_watermark
+            } else {
+                offset
+            };
+            if offset < Offset(0) || offset > high_watermark {
                 return Err(logbook_storage::Error::OffsetOutOfRange {
                     requested: offset.get(),
                     log_start_offset: log.log_start_offset().get(),
                     log_end_offset: high_watermark.get(),
                 });
             }
-            log.delete_records_before(offset)?;
-            Ok(log.log_start_offset())
-        })
+            log.take_log_start_deletion(offset)
+        })?;
+        if let Some(deletion) = deletion {
+            deletion.run()?;
+        }
+        self.with_log(|log| Ok(log.log_start_offset()))
+    }
+
+    /// Bytes of the log's segments (what DescribeLogDirs reports as the partition size).
+    ///
+    /// # Errors
+    /// The partition being closed.
+    pub fn size_bytes(&self) -> Result<u64, Error> {
+        self.with_log(|log| Ok(log.size_bytes()))
     }
 
     /// Applies a new log configuration (topic config change).

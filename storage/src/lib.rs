@@ -34,7 +34,8 @@ mod test_util;
 pub use error::Error;
 pub use leader_epoch_cache::{EpochEntry, LeaderEpoch, LeaderEpochFileCache};
 pub use log::{
-    AppendInfo, AppendOutcome, FileSlice, Log, LogConfig, ReadResult, SliceRead, SyncHandle, Synced,
+    AppendInfo, AppendOutcome, FileSlice, Log, LogConfig, ReadResult, SegmentDeletion, SliceRead,
+    SyncHandle, Synced,
 };
 pub use log_validator::{ValidatedBatch, ValidatedBatches, ValidationError};
 pub use offset::Offset;

@@ -1231,48 +1231,6 @@ impl Log {
         }
     }
 
-    /// Raises the log start to `offset` (DeleteRecords) and deletes whole segments
-    /// entirely below it (never the active one). The new log start is checkpointed
-    /// durably before any file is removed. `offset` above the log end is
-    /// `OffsetOutOfRange`; at or below the current log start is a no-op.
-    pub fn delete_records_before(&mut self, offset: Offset) -> Result<(), Error> {
-        let offset = offset.get();
-        if offset > self.end() {
-            return Err(self.out_of_range(offset));
-        }
-        if offset <= self.log_start_offset {
-            return Ok(());
-        }
-        self.log_start_offset = offset;
-        checkpoint::write(&self.dir, LOG_START_OFFSET_FILE, &[offset])?;
-        let removable = self
-            .segments
-            .iter()
-            .take(self.segments.len() - 1)
-            .take_while(|s| s.next_offset() <= offset)
-            .count();
-        self.remove_oldest(removable)?;
-        self.check_invariants();
-        Ok(())
-    }
-
-    fn remove_oldest(&mut self, count: usize) -> Result<(), Error> {
-        assert!(
-            count < self.segments.len(),
-            "would delete the active segment"
-        );
-        for segment in self.segments.drain(..count) {
-            tracing::info!(segment = %segment.log_path().display(), "deleting segment");
-            segment.delete_files()?;
-        }
-        let first_base = self.segments.first().map_or(0, LogSegment::base_offset);
-        self.producer_state
-            .on_log_start_advanced(self.log_start_offset, first_base)?;
-        self.leader_epochs
-            .truncate_from_start(self.log_start_offset);
-        Ok(())
-    }
-
     /// Forgets idempotent producers silent for `expiration_ms` (Kafka's
     /// `producer.id.expiration.ms`); returns how many.
     pub fn remove_expired_producers(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
@@ -1287,52 +1245,6 @@ impl Log {
     /// Idempotent producers tracked (for tests and metrics).
     pub fn producer_count(&self) -> usize {
         self.producer_state.producer_count()
-    }
-
-    /// Applies `retention_ms` (a segment whose largest timestamp is older than
-    /// `now_ms - retention_ms`) and then `retention_bytes` (oldest first while the log
-    /// stays at or above the limit without it), deleting only a prefix of segments and
-    /// never the active one. Raises the log start to the new first segment (checkpointed
-    /// first). Returns the number of segments removed.
-    pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, Error> {
-        let candidates = self.segments.len() - 1;
-        let mut remove = 0;
-        if self.config.retention_ms >= 0 {
-            remove = self
-                .segments
-                .iter()
-                .take(candidates)
-                .take_while(|s| {
-                    now_ms.saturating_sub(s.largest_timestamp()) > self.config.retention_ms
-                })
-                .count();
-        }
-        if self.config.retention_bytes >= 0 {
-            let total = i64::try_from(self.size_bytes()).unwrap_or(i64::MAX);
-            let mut excess = total - self.config.retention_bytes;
-            for (i, segment) in self.segments.iter().take(candidates).enumerate() {
-                let size = i64::from(segment.size());
-                if i >= remove && excess - size < 0 {
-                    break;
-                }
-                excess -= size;
-                remove = remove.max(i + 1);
-            }
-        }
-        if remove == 0 {
-            return Ok(0);
-        }
-        let new_start = self
-            .segments
-            .get(remove)
-            .map_or(self.log_start_offset, LogSegment::base_offset);
-        if new_start > self.log_start_offset {
-            self.log_start_offset = new_start;
-            checkpoint::write(&self.dir, LOG_START_OFFSET_FILE, &[new_start])?;
-        }
-        self.remove_oldest(remove)?;
-        self.check_invariants();
-        Ok(remove)
     }
 
     /// Removes everything at or above `offset` (replication truncation). The whole batch
@@ -1441,6 +1353,9 @@ impl Log {
         Ok(())
     }
 }
+
+mod retention;
+pub use retention::SegmentDeletion;
 
 #[cfg(test)]
 mod tests;

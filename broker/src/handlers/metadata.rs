@@ -17,17 +17,17 @@ use crate::topics::{self, Topic, TopicError};
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
 
 /// `topic_authorized_operations` when the client did not ask for them.
-const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+pub(crate) const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
 /// Operations on the cluster a client may perform, as Kafka reports them without an
 /// authorizer: bits of `AclOperation` CREATE(5), CLUSTER_ACTION(7), DESCRIBE_CONFIGS(8),
 /// ALTER_CONFIGS(9), IDEMPOTENT_WRITE(10), CREATE_TOKENS(11), DESCRIBE_TOKENS(12).
-const CLUSTER_OPERATIONS_ALL: i32 = 8096;
+pub(crate) const CLUSTER_OPERATIONS_ALL: i32 = 8096;
 
 /// Operations on a topic without an authorizer, as Kafka 4.0 reports them: READ(3),
 /// WRITE(4), CREATE(5), DELETE(6), ALTER(7), DESCRIBE(8), DESCRIBE_CONFIGS(10),
 /// ALTER_CONFIGS(11).
-const TOPIC_OPERATIONS_ALL: i32 = 3576;
+pub(crate) const TOPIC_OPERATIONS_ALL: i32 = 3576;
 
 /// Describes one existing topic.
 pub(crate) fn describe_topic(

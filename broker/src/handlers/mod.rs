@@ -27,9 +27,14 @@ pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
+pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
+pub mod describe_topic_partitions;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -207,6 +212,11 @@ pub static APIS: &[Api] = &[
     api!(DeleteGroups, delete_groups, now),
     api!(CreatePartitions, create_partitions, now),
     api!(OffsetDelete, offset_delete, now),
+    api!(DeleteRecords, delete_records, later),
+    api!(DescribeLogDirs, describe_log_dirs, now),
+    api!(ElectLeaders, elect_leaders, now),
+    api!(DescribeCluster, describe_cluster, now),
+    api!(DescribeTopicPartitions, describe_topic_partitions, now),
 ];
 
 /// A body that does not belong to the context's API: `decode_request` decodes the body by

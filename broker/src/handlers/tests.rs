@@ -340,6 +340,39 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                         ]),
                 ]),
         ),
+        ApiKey::DeleteRecords => {
+            RequestKind::DeleteRecords(DeleteRecordsRequest::default().with_topics(vec![
+                delete_records_request::DeleteRecordsTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![
+                        delete_records_request::DeleteRecordsPartition::default()
+                            .with_partition_index(0)
+                            .with_offset(-1),
+                    ]),
+            ]))
+        }
+        ApiKey::DescribeLogDirs => {
+            RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(None))
+        }
+        ApiKey::ElectLeaders => RequestKind::ElectLeaders(
+            ElectLeadersRequest::default().with_topic_partitions(Some(vec![
+                elect_leaders_request::TopicPartitions::default()
+                    .with_topic(name("t"))
+                    .with_partitions(vec![0, 1]),
+            ])),
+        ),
+        ApiKey::DescribeCluster => RequestKind::DescribeCluster(
+            DescribeClusterRequest::default()
+                .with_include_cluster_authorized_operations(true)
+                .with_endpoint_type(1),
+        ),
+        ApiKey::DescribeTopicPartitions => RequestKind::DescribeTopicPartitions(
+            DescribeTopicPartitionsRequest::default()
+                .with_response_partition_limit(2000)
+                .with_topics(vec![
+                    describe_topic_partitions_request::TopicRequest::default().with_name(name("t")),
+                ]),
+        ),
         _ => return None,
     })
 }

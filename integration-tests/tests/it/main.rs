@@ -5,11 +5,13 @@
 mod common;
 mod wire;
 
+mod admin_apis;
 mod admin_topics;
 mod bad_input;
 mod compression;
 mod connect;
 mod connections;
+mod delete_records;
 mod describe_configs;
 mod disk_full;
 mod durability;
@@ -21,4 +23,5 @@ mod metadata;
 mod poison_batches;
 mod produce_consume;
 mod python_client;
+mod retention;
 mod topic_limits;

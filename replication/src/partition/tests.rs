@@ -133,3 +133,60 @@ fn leader_epoch_check() {
     ));
     flusher.shutdown();
 }
+
+// DeleteRecords and retention never pass the high watermark: -1 means the high
+// watermark, an offset above it is OffsetOutOfRange, and an expired segment holding data
+// above it stays; once the data is durable the expired active segment goes (rolled first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_start_moves_only_below_the_high_watermark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let flusher = Flusher::start(FlushPolicy::EveryWrite, 1);
+    let p = open(dir.path(), "purge", &flusher);
+    let timeout = Duration::from_secs(5);
+    for _ in 0..3 {
+        p.append(&batch()).expect("append");
+    }
+    p.wait_durable(Offset(3), timeout).await.expect("durable");
+    assert_eq!(
+        p.delete_records_before(Offset(1)).expect("delete"),
+        Offset(1)
+    );
+    // Appended straight to the log: no sync is scheduled, so the high watermark stays 3.
+    p.log
+        .lock()
+        .as_mut()
+        .expect("open")
+        .log
+        .append(&batch(), 0)
+        .expect("append");
+    assert_eq!(p.high_watermark(), Offset(3));
+    assert!(matches!(
+        p.delete_records_before(Offset(4)),
+        Err(Error::Storage(logbook_storage::Error::OffsetOutOfRange {
+            requested: 4,
+            ..
+        }))
+    ));
+    assert_eq!(
+        p.delete_records_before(DELETE_TO_HIGH_WATERMARK)
+            .expect("to hw"),
+        Offset(3)
+    );
+    p.set_config(LogConfig {
+        retention_ms: 0,
+        ..LogConfig::default()
+    })
+    .expect("config");
+    let now = 1_000_000;
+    assert_eq!(p.apply_retention(now, i64::MAX).expect("retention"), 0);
+    assert_eq!(p.offsets().expect("offsets").log_start_offset, Offset(3));
+    p.append(&batch()).expect("append");
+    p.wait_durable(Offset(5), timeout).await.expect("durable");
+    assert_eq!(p.apply_retention(now, i64::MAX).expect("retention"), 1);
+    let offsets = p.offsets().expect("offsets");
+    assert_eq!(
+        (offsets.log_start_offset, offsets.log_end_offset),
+        (Offset(5), Offset(5))
+    );
+    flusher.shutdown();
+}

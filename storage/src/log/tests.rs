@@ -753,6 +753,7 @@ fn crash_after_clean_reopen_recovers_new_appends() {
 mod faults;
 mod model;
 mod producers;
+mod retention;
 
 // Space reserved ahead of the active segment never shows in the file size (which readers
 // and recovery trust), survives a crash harmlessly, and is released on close.
