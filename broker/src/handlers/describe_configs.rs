@@ -12,7 +12,7 @@ use kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
 use crate::errors;
-use crate::topic_config::{config_type, ConfigSource};
+use crate::topic_config::config_type;
 use crate::topics::validate_topic_name;
 
 /// Versions served.
@@ -41,10 +41,7 @@ fn topic_configs(broker: &Broker, name: &str) -> Result<Vec<Entry>, ResponseErro
         .describe(broker.topics.defaults())
         .into_iter()
         .map(|(name, value, source)| {
-            let source = match source {
-                ConfigSource::DynamicTopic => ConfigSource::DynamicTopic.code(),
-                ConfigSource::Default => ConfigSource::Default.code(),
-            };
+            let source = source.code();
             let kind = config_type(&name);
             (name, value, source, kind)
         })
