@@ -29,6 +29,13 @@ pub struct BrokerDefinition {
     pub dynamic: bool,
 }
 
+impl BrokerDefinition {
+    /// How its values are checked.
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
+    }
+}
+
 const fn def(
     name: &'static str,
     kind: Kind,

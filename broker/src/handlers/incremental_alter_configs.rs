@@ -86,7 +86,7 @@ pub fn handle(
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
             match outcome {
-                Ok(()) => response,
+                Ok(()) => response.with_error_message(None),
                 Err((code, message)) => {
                     tracing::info!(resource = %resource.resource_name.as_str(), %message, "incremental alter configs refused");
                     response

@@ -8,6 +8,7 @@ mod wire;
 mod admin_topics;
 mod bad_input;
 mod compression;
+mod configs;
 mod connections;
 mod describe_configs;
 mod disk_full;
