@@ -55,7 +55,7 @@ pub fn handle(
                     })
                     .collect();
                 check_entries(entries)
-                    .and_then(|()| ops)
+                    .and(ops)
                     .map_err(|e| (errors::config_error(&e), e.to_string()))
                     .and_then(|ops| {
                         let target =
