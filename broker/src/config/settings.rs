@@ -397,3 +397,51 @@ pub fn env_key(var: &str) -> Option<String> {
             .replace('\u{0}', "_"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    // KAFKA_* variables map to Kafka names as the docker image maps them; JVM variables
+    // are not settings.
+    #[test]
+    fn env_keys() {
+        assert_eq!(
+            env_key("KAFKA_LOG_SEGMENT_BYTES").as_deref(),
+            Some("log.segment.bytes")
+        );
+        assert_eq!(env_key("KAFKA_A__B___C").as_deref(), Some("a_b-c"));
+        assert_eq!(env_key("KAFKA_HEAP_OPTS"), None);
+        assert_eq!(env_key("LOGBOOK_DATA_DIR"), None);
+    }
+
+    // --override beats KAFKA_*, which beats flags; hours become milliseconds; a bad value
+    // names key, value and what is allowed.
+    #[test]
+    fn precedence_and_errors() {
+        let mut c = Config::parse_from([
+            "logbook",
+            "--num-partitions",
+            "2",
+            "--override",
+            "num.partitions=5",
+            "--override",
+            "log.retention.hours=2",
+        ]);
+        c.apply_kafka_settings([("KAFKA_NUM_PARTITIONS".to_string(), "4".to_string())])
+            .expect("valid settings");
+        assert_eq!(c.num_partitions, 5);
+        assert_eq!(c.log_retention_ms, 7_200_000);
+        assert!(c.explicit.contains("num.partitions"));
+        let mut c = Config::parse_from(["logbook", "--override", "max.connections.per.ip=-1"]);
+        let e = c
+            .apply_kafka_settings([])
+            .expect_err("a negative connection limit");
+        assert!(
+            e.contains("'-1'") && e.contains("max.connections.per.ip") && e.contains("allowed"),
+            "{e}"
+        );
+    }
+}
