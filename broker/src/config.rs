@@ -3,6 +3,11 @@
 //! Every limit the broker enforces lives in [`Limits`], named with its unit last, so an
 //! operator can find and change it and a test can exceed it.
 
+mod settings;
+
+pub use settings::{env_key, setting, Setting, SETTINGS};
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -120,6 +125,18 @@ pub struct Config {
     /// Limits on what clients may ask of the broker.
     #[command(flatten)]
     pub limits: Limits,
+    /// A broker setting under its Kafka name, `KEY=VALUE`, as `kafka-server-start.sh`
+    /// takes it (repeatable; applied after flags and `KAFKA_*` environment variables).
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+    /// Topic defaults given by Kafka name without a flag of their own
+    /// (`log.cleanup.policy`, …), and the Kafka-named values of those with one.
+    #[arg(skip)]
+    pub static_broker_configs: BTreeMap<String, String>,
+    /// Kafka names given explicitly (`--override`, `KAFKA_*`): reported as
+    /// STATIC_BROKER_CONFIG by DescribeConfigs.
+    #[arg(skip)]
+    pub explicit: BTreeSet<String>,
 }
 
 /// The flush policy as given on the command line.
@@ -197,6 +214,33 @@ pub struct Limits {
 }
 
 impl Config {
+    /// Applies broker settings given under Kafka's names: first `KAFKA_*` variables of
+    /// `env` (sorted by name), then each `--override KEY=VALUE` in order, so the last
+    /// word wins as with `kafka-server-start.sh`.
+    ///
+    /// # Errors
+    /// A message naming the key, the value and what is allowed; the broker must not start.
+    pub fn apply_kafka_settings(
+        &mut self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<(), String> {
+        let mut from_env: Vec<(String, String)> = env
+            .into_iter()
+            .filter_map(|(var, value)| env_key(&var).map(|key| (key, value)))
+            .collect();
+        from_env.sort();
+        for (key, value) in from_env {
+            settings::apply(self, &key, &value)?;
+        }
+        for pair in self.overrides.clone() {
+            let (key, value) = pair.split_once('=').ok_or_else(|| {
+                format!("--override '{pair}' is not KEY=VALUE (e.g. log.segment.bytes=1048576)")
+            })?;
+            settings::apply(self, key.trim(), value)?;
+        }
+        Ok(())
+    }
+
     /// Host and port advertised to clients.
     #[must_use]
     pub fn advertised(&self) -> (String, i32) {

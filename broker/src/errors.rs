@@ -69,6 +69,36 @@ pub fn replication_error(e: &logbook_replication::Error) -> ResponseError {
     }
 }
 
+/// The code for a refused config change, as Kafka's controller and `ConfigAdminManager`
+/// choose them: bad names and values INVALID_CONFIG, malformed requests and broker configs
+/// that cannot change INVALID_REQUEST (Kafka wraps broker validation failures so, KAFKA-13609).
+#[must_use]
+pub fn config_error(e: &crate::topic_config::ConfigError) -> ResponseError {
+    use crate::topic_config::ConfigError;
+    match e {
+        ConfigError::Unknown(_) | ConfigError::Invalid { .. } | ConfigError::NotList { .. } => {
+            ResponseError::InvalidConfig
+        }
+        ConfigError::NotDynamic(_)
+        | ConfigError::DuplicateKeys
+        | ConfigError::NullValue(_)
+        | ConfigError::UnknownOperation(_) => ResponseError::InvalidRequest,
+    }
+}
+
+/// The code for a refused change of a BROKER resource: Kafka's `ConfigAdminManager` turns
+/// every failed validation of a broker config into INVALID_REQUEST (KAFKA-13609), and only
+/// a misused APPEND/SUBTRACT into INVALID_CONFIG.
+#[must_use]
+pub fn broker_config_error(e: &TopicError) -> ResponseError {
+    use crate::topic_config::ConfigError;
+    match e {
+        TopicError::InvalidConfig(ConfigError::NotList { .. }) => ResponseError::InvalidConfig,
+        TopicError::InvalidConfig(_) => ResponseError::InvalidRequest,
+        other => topic_error(other),
+    }
+}
+
 /// The code for a topic administration failure.
 #[must_use]
 pub fn topic_error(e: &TopicError) -> ResponseError {
@@ -78,7 +108,7 @@ pub fn topic_error(e: &TopicError) -> ResponseError {
         TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
         TopicError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
         TopicError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
-        TopicError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        TopicError::InvalidConfig(c) => config_error(c),
         TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
         // Kafka refuses client appends to (and deletes of records in) internal topics
         // with INVALID_TOPIC_EXCEPTION; its servers do not refuse DeleteTopics of them,

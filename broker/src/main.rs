@@ -17,7 +17,12 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let config = Config::parse();
+    let mut config = Config::parse();
+    if let Err(message) = config.apply_kafka_settings(std::env::vars()) {
+        tracing::error!("{message}");
+        eprintln!("logbook: {message}");
+        return std::process::ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

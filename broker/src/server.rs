@@ -42,7 +42,8 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         config.log_retention_ms,
     )
     .with_preallocate_bytes_max(config.log_preallocate_bytes_max)
-    .with_page_cache_tail_bytes(config.page_cache_tail_bytes);
+    .with_page_cache_tail_bytes(config.page_cache_tail_bytes)
+    .with_static_configs(&config.static_broker_configs);
     let topics = Arc::new(tokio::task::block_in_place(|| {
         Topics::open(
             &config.data_dir,

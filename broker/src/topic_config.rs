@@ -9,9 +9,11 @@ use std::collections::BTreeMap;
 
 use logbook_storage::LogConfig;
 
+pub use crate::broker_config::BrokerDefaults;
+
 /// How a config value is checked.
 #[derive(Clone, Copy, Debug)]
-enum Kind {
+pub(crate) enum Kind {
     /// A signed 64-bit integer with an inclusive minimum.
     Long(i64),
     /// A signed 32-bit integer with an inclusive minimum.
@@ -221,14 +223,15 @@ const DEFINITIONS: &[Definition] = &[
     },
 ];
 
-/// Why a config was refused; the handler turns it into INVALID_CONFIG.
+/// Why a config change was refused; `errors::config_error` picks the Kafka code. The
+/// messages are Kafka's, so tools show the same text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    /// Not a Kafka topic config.
-    #[error("unknown topic config '{0}'")]
+    /// Not a Kafka topic config (INVALID_CONFIG).
+    #[error("Unknown topic config name: {0}")]
     Unknown(String),
-    /// A known config with a value of the wrong type or out of range.
-    #[error("invalid value '{value}' for topic config '{name}': {reason}")]
+    /// A known config with a value of the wrong type or out of range (INVALID_CONFIG).
+    #[error("Invalid value {value} for configuration {name}: {reason}")]
     Invalid {
         /// The config name.
         name: String,
@@ -237,6 +240,114 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: String,
     },
+    /// APPEND or SUBTRACT on a config that is not a list (INVALID_CONFIG).
+    #[error("Can't {op} to key {name} because its type is not LIST.")]
+    NotList {
+        /// `APPEND` or `SUBTRACT`.
+        op: &'static str,
+        /// The config name.
+        name: String,
+    },
+    /// Broker configs that cannot change at run time, or that Logbook does not know
+    /// (INVALID_REQUEST, as Kafka's `DynamicBrokerConfig.validate`).
+    #[error("Cannot update these configs dynamically: {0}")]
+    NotDynamic(String),
+    /// One config named twice in one resource (INVALID_REQUEST).
+    #[error("Error due to duplicate config keys")]
+    DuplicateKeys,
+    /// A SET (or legacy) entry without a value (INVALID_REQUEST).
+    #[error("Null value not supported for : {0}")]
+    NullValue(String),
+    /// An IncrementalAlterConfigs operation code Kafka does not define (INVALID_REQUEST).
+    #[error("Unknown operations type {0}")]
+    UnknownOperation(i8),
+}
+
+/// An IncrementalAlterConfigs operation (Kafka's `AlterConfigOp.OpType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AlterOp {
+    /// Set the value.
+    Set,
+    /// Remove the override (back to the default).
+    Delete,
+    /// Add items to a list config, skipping those present.
+    Append,
+    /// Remove items from a list config.
+    Subtract,
+}
+
+impl AlterOp {
+    /// The operation with Kafka's code (0 SET, 1 DELETE, 2 APPEND, 3 SUBTRACT).
+    ///
+    /// # Errors
+    /// `UnknownOperation` for any other code.
+    pub fn from_code(code: i8) -> Result<Self, ConfigError> {
+        match code {
+            0 => Ok(AlterOp::Set),
+            1 => Ok(AlterOp::Delete),
+            2 => Ok(AlterOp::Append),
+            3 => Ok(AlterOp::Subtract),
+            other => Err(ConfigError::UnknownOperation(other)),
+        }
+    }
+}
+
+/// Applies incremental operations to a map of set values, as Kafka's controller does
+/// (`ConfigurationControlManager.incrementalAlterConfigResource`): APPEND and SUBTRACT
+/// start from the current value, else the default (`default_of`), and only apply to list
+/// configs (`is_list`). Validation of the result is the caller's.
+///
+/// # Errors
+/// `NotList` for APPEND/SUBTRACT on a non-list config.
+pub fn apply_ops(
+    current: &BTreeMap<String, String>,
+    ops: &[(String, AlterOp, Option<String>)],
+    is_list: impl Fn(&str) -> bool,
+    default_of: impl Fn(&str) -> Option<String>,
+) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut next = current.clone();
+    for (name, op, value) in ops {
+        let value = value.clone().unwrap_or_default();
+        match op {
+            AlterOp::Set => {
+                next.insert(name.clone(), value);
+            }
+            AlterOp::Delete => {
+                next.remove(name);
+            }
+            AlterOp::Append | AlterOp::Subtract => {
+                let op_name = if *op == AlterOp::Append {
+                    "APPEND"
+                } else {
+                    "SUBTRACT"
+                };
+                if !is_list(name) {
+                    return Err(ConfigError::NotList {
+                        op: op_name,
+                        name: name.clone(),
+                    });
+                }
+                let old = next.get(name).cloned().or_else(|| default_of(name));
+                let mut items: Vec<String> = old
+                    .unwrap_or_default()
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                for item in value.split(',') {
+                    if *op == AlterOp::Append {
+                        if !items.iter().any(|i| i == item) {
+                            items.push(item.to_string());
+                        }
+                    } else if let Some(at) = items.iter().position(|i| i == item) {
+                        items.remove(at);
+                    }
+                }
+                next.insert(name.clone(), items.join(","));
+            }
+        }
+    }
+    Ok(next)
 }
 
 /// Kafka's `ConfigType` code of a topic config (DescribeConfigs v3+): BOOLEAN 1, STRING 2,
@@ -254,36 +365,63 @@ pub fn config_type(name: &str) -> i8 {
     }
 }
 
+/// Whether topic config `name` is a list (APPEND / SUBTRACT apply to it).
+#[must_use]
+pub fn is_list(name: &str) -> bool {
+    matches!(definition(name).map(|d| d.kind), Some(Kind::List(_)))
+}
+
+/// Kafka's default of topic config `name`.
+#[must_use]
+pub fn kafka_default(name: &str) -> Option<String> {
+    definition(name).map(|d| d.default.to_string())
+}
+
+impl Kind {
+    /// Kafka's `ConfigType` code: BOOLEAN 1, STRING 2, INT 3, LONG 5, DOUBLE 6, LIST 7.
+    pub(crate) fn type_code(self) -> i8 {
+        match self {
+            Kind::Bool => 1,
+            Kind::Enum(_) => 2,
+            Kind::Int(_) => 3,
+            Kind::Long(_) => 5,
+            Kind::Ratio => 6,
+            Kind::List(_) | Kind::Any => 7,
+        }
+    }
+}
+
 fn definition(name: &str) -> Option<&'static Definition> {
     DEFINITIONS.iter().find(|d| d.name == name)
 }
 
-fn check(def: &Definition, value: &str) -> Result<(), String> {
+/// Checks `value` against `kind`; the reason in Kafka's words (`ConfigDef`'s validators).
+pub(crate) fn check(kind: Kind, value: &str) -> Result<(), String> {
     let v = value.trim();
-    match def.kind {
+    match kind {
         Kind::Long(min) => match v.parse::<i64>() {
             Ok(n) if n >= min => Ok(()),
-            Ok(n) => Err(format!("{n} is below the minimum {min}")),
-            Err(_) => Err("not a 64-bit integer".into()),
+            Ok(_) => Err(format!("Value must be at least {min}")),
+            Err(_) => Err("Not a number of type LONG".into()),
         },
         Kind::Int(min) => match v.parse::<i32>() {
             Ok(n) if n >= min => Ok(()),
-            Ok(n) => Err(format!("{n} is below the minimum {min}")),
-            Err(_) => Err("not a 32-bit integer".into()),
+            Ok(_) => Err(format!("Value must be at least {min}")),
+            Err(_) => Err("Not a number of type INT".into()),
         },
         Kind::Bool => match v.to_ascii_lowercase().as_str() {
             "true" | "false" => Ok(()),
-            _ => Err("not a boolean".into()),
+            _ => Err("Expected value to be either true or false".into()),
         },
         Kind::Ratio => match v.parse::<f64>() {
             Ok(r) if (0.0..=1.0).contains(&r) => Ok(()),
-            _ => Err("not a number between 0 and 1".into()),
+            _ => Err("Value must be a number between 0 and 1".into()),
         },
         Kind::Enum(words) => {
             if words.iter().any(|w| w.eq_ignore_ascii_case(v)) {
                 Ok(())
             } else {
-                Err(format!("expected one of {words:?}"))
+                Err(format!("String must be one of: {}", words.join(", ")))
             }
         }
         Kind::List(words) => {
@@ -293,11 +431,14 @@ fn check(def: &Definition, value: &str) -> Result<(), String> {
                 .filter(|s| !s.is_empty())
                 .collect();
             if items.is_empty() {
-                return Err(format!("expected a list of {words:?}"));
+                return Err(format!(
+                    "List must contain at least one of: {}",
+                    words.join(", ")
+                ));
             }
             for item in items {
                 if !words.iter().any(|w| w.eq_ignore_ascii_case(item)) {
-                    return Err(format!("'{item}' is not one of {words:?}"));
+                    return Err(format!("'{item}' is not one of: {}", words.join(", ")));
                 }
             }
             Ok(())
@@ -315,9 +456,15 @@ pub struct TopicConfig {
 /// Where a reported value comes from, as Kafka's `ConfigSource`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigSource {
-    /// Set on the topic.
+    /// Set on the topic (DYNAMIC_TOPIC_CONFIG).
     DynamicTopic,
-    /// The broker's default.
+    /// Set dynamically for this broker (DYNAMIC_BROKER_CONFIG).
+    DynamicBroker,
+    /// Set dynamically as the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG).
+    DynamicDefaultBroker,
+    /// Set at start (STATIC_BROKER_CONFIG).
+    StaticBroker,
+    /// Kafka's default (DEFAULT_CONFIG).
     Default,
 }
 
@@ -327,6 +474,9 @@ impl ConfigSource {
     pub fn code(self) -> i8 {
         match self {
             ConfigSource::DynamicTopic => 1,
+            ConfigSource::DynamicBroker => 2,
+            ConfigSource::DynamicDefaultBroker => 3,
+            ConfigSource::StaticBroker => 4,
             ConfigSource::Default => 5,
         }
     }
@@ -344,7 +494,7 @@ impl TopicConfig {
         for (name, value) in pairs {
             let def = definition(name).ok_or_else(|| ConfigError::Unknown(name.to_string()))?;
             let Some(value) = value else { continue };
-            check(def, value).map_err(|reason| ConfigError::Invalid {
+            check(def.kind, value).map_err(|reason| ConfigError::Invalid {
                 name: name.to_string(),
                 value: value.to_string(),
                 reason,
@@ -372,25 +522,65 @@ impl TopicConfig {
             .unwrap_or_default()
     }
 
+    /// The overrides set on the topic, by name.
+    #[must_use]
+    pub fn overrides(&self) -> &BTreeMap<String, String> {
+        &self.overrides
+    }
+
+    /// Validates a whole set of overrides (the result of an AlterConfigs), as Kafka's
+    /// `LogConfig.validate`: every name known, every value valid.
+    ///
+    /// # Errors
+    /// The first unknown name or invalid value.
+    pub fn from_map(map: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        Self::from_pairs(map.iter().map(|(k, v)| (k.as_str(), Some(v.as_str()))))
+    }
+
     /// Every known config with its value and source, sorted by name.
     #[must_use]
     pub fn describe(
         &self,
         broker_defaults: &BrokerDefaults,
     ) -> Vec<(String, String, ConfigSource)> {
+        self.describe_with_synonyms(broker_defaults)
+            .into_iter()
+            .map(|(name, value, source, _)| (name, value, source))
+            .collect()
+    }
+
+    /// Every known config with its value in force, its source and its synonyms, as
+    /// Kafka's `ConfigHelper.createTopicConfigEntry`: the topic's own override first, then
+    /// the broker synonyms by layer; the source is the first synonym's, else DEFAULT_CONFIG.
+    #[must_use]
+    pub fn describe_with_synonyms(
+        &self,
+        broker_defaults: &BrokerDefaults,
+    ) -> Vec<(
+        String,
+        String,
+        ConfigSource,
+        Vec<crate::broker_config::Synonym>,
+    )> {
         DEFINITIONS
             .iter()
             .map(|d| {
-                let (value, source) = match self.overrides.get(d.name) {
-                    Some(v) => (v.clone(), ConfigSource::DynamicTopic),
-                    None => (
-                        broker_defaults
-                            .get(d.name)
-                            .unwrap_or_else(|| d.default.to_string()),
-                        ConfigSource::Default,
-                    ),
-                };
-                (d.name.to_string(), value, source)
+                let value = self
+                    .get(d.name, broker_defaults)
+                    .unwrap_or_else(|| d.default.to_string());
+                let mut synonyms = broker_defaults.topic_config_synonyms(d.name);
+                if self.overrides.contains_key(d.name) {
+                    synonyms.insert(
+                        0,
+                        crate::broker_config::Synonym {
+                            name: d.name.to_string(),
+                            value: value.clone(),
+                            source: ConfigSource::DynamicTopic,
+                        },
+                    );
+                }
+                let source = synonyms.first().map_or(ConfigSource::Default, |s| s.source);
+                (d.name.to_string(), value, source, synonyms)
             })
             .collect()
     }
@@ -453,50 +643,6 @@ impl TopicConfig {
             preallocate_bytes_max: broker_defaults.preallocate_bytes_max,
             page_cache_tail_bytes: broker_defaults.page_cache_tail_bytes,
         }
-    }
-}
-
-/// Broker-wide defaults that replace Kafka's for some topic configs (from flags).
-#[derive(Clone, Debug, Default)]
-pub struct BrokerDefaults {
-    values: BTreeMap<&'static str, String>,
-    /// `--log-preallocate-bytes-max` (see `LogConfig::preallocate_bytes_max`).
-    preallocate_bytes_max: u64,
-    /// `--page-cache-tail-bytes` (see `LogConfig::page_cache_tail_bytes`).
-    page_cache_tail_bytes: u64,
-}
-
-impl BrokerDefaults {
-    /// Defaults from the broker flags.
-    #[must_use]
-    pub fn new(message_max_bytes: i32, segment_bytes: i64, retention_ms: i64) -> Self {
-        let mut values = BTreeMap::new();
-        values.insert("max.message.bytes", message_max_bytes.to_string());
-        values.insert("segment.bytes", segment_bytes.to_string());
-        values.insert("retention.ms", retention_ms.to_string());
-        BrokerDefaults {
-            values,
-            preallocate_bytes_max: LogConfig::default().preallocate_bytes_max,
-            page_cache_tail_bytes: LogConfig::default().page_cache_tail_bytes,
-        }
-    }
-
-    /// Sets how much of each active segment's end stays in the page cache once durable.
-    #[must_use]
-    pub fn with_page_cache_tail_bytes(mut self, bytes: u64) -> Self {
-        self.page_cache_tail_bytes = bytes;
-        self
-    }
-
-    /// Sets the most disk space a log reserves ahead of its end.
-    #[must_use]
-    pub fn with_preallocate_bytes_max(mut self, bytes: u64) -> Self {
-        self.preallocate_bytes_max = bytes;
-        self
-    }
-
-    fn get(&self, name: &str) -> Option<String> {
-        self.values.get(name).cloned()
     }
 }
 

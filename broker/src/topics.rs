@@ -15,7 +15,7 @@
 //! the registry is unchanged. Internal topics ([`INTERNAL_TOPICS`]) are created only by
 //! their coordinators ([`Topics::create_internal`]), never by clients.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,6 +24,7 @@ use logbook_replication::ReplicaManager;
 use parking_lot::{Mutex, RwLock};
 use uuid::Uuid;
 
+use crate::broker_config::{validate_broker_layer, BrokerScope, DynamicBrokerConfigs};
 use crate::topic_config::{BrokerDefaults, ConfigError, TopicConfig};
 
 /// Longest legal topic name (Kafka's limit).
@@ -32,6 +33,19 @@ pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// Directory of broker metadata files inside the data dir.
 pub const METADATA_DIR: &str = "__cluster_metadata";
 const TOPICS_FILE: &str = "topics.json";
+/// Dynamic broker configs (AlterConfigs on BROKER resources), in the metadata dir.
+const BROKER_CONFIGS_FILE: &str = "broker_configs.json";
+
+/// Replaces `dir/name` with `bytes` crash-safely: write a temporary file, fsync it, rename
+/// it over the old one, fsync the directory. A crash leaves the old or the new file.
+fn checkpoint(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, dir.join(name))?;
+    std::fs::File::open(dir)?.sync_all()
+}
 
 /// Kafka's internal topics (its `Topic.INTERNAL_TOPICS`): the only topics reported as
 /// internal, created only by their coordinators with the coordinators' rules, and
@@ -236,6 +250,19 @@ impl Topics {
             },
             Err(e) => return Err(e.into()),
         };
+        let broker_configs_path = data_dir.join(METADATA_DIR).join(BROKER_CONFIGS_FILE);
+        match std::fs::read(&broker_configs_path) {
+            Ok(bytes) => defaults.set_dynamic(
+                serde_json::from_slice::<DynamicBrokerConfigs>(&bytes).map_err(|e| {
+                    std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{}: {e}", broker_configs_path.display()),
+                    )
+                })?,
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
         let topics = Topics {
             data_dir: data_dir.to_path_buf(),
             cluster_id: registry.cluster_id,
@@ -389,13 +416,83 @@ impl Topics {
         };
         let bytes = serde_json::to_vec_pretty(&registry)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-        let dir = self.data_dir.join(METADATA_DIR);
-        let tmp = dir.join(format!("{TOPICS_FILE}.tmp"));
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(&bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, dir.join(TOPICS_FILE))?;
-        std::fs::File::open(&dir)?.sync_all()?;
+        checkpoint(&self.data_dir.join(METADATA_DIR), TOPICS_FILE, &bytes)?;
+        Ok(())
+    }
+
+    /// Changes a topic's config overrides: `alter` computes the new set from the current
+    /// one; the result is validated, then (unless `validate_only`) recorded in the
+    /// registry and applied to the topic's live partitions, so the next produce, roll and
+    /// retention check use it. This is the one place a live topic's config changes.
+    ///
+    /// # Errors
+    /// `InvalidName`, `InvalidConfig` (from `alter` or validation), `Unknown` (checked after
+    /// validation, as Kafka's controller does), I/O writing the registry.
+    pub fn alter_config(
+        &self,
+        name: &str,
+        validate_only: bool,
+        alter: impl FnOnce(&TopicConfig) -> Result<BTreeMap<String, String>, ConfigError>,
+    ) -> Result<(), TopicError> {
+        validate_topic_name(name)?;
+        let _admin = self.admin.lock();
+        let topic = self.get(name);
+        let current = topic.as_ref().map(|t| t.config.clone()).unwrap_or_default();
+        let config = TopicConfig::from_map(&alter(&current)?)?;
+        let topic = topic.ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+        if validate_only {
+            return Ok(());
+        }
+        let altered = Arc::new(Topic {
+            name: topic.name.clone(),
+            id: topic.id,
+            partition_count: topic.partition_count,
+            config,
+        });
+        self.insert(Arc::clone(&altered));
+        if let Err(e) = self.persist() {
+            self.insert(topic);
+            return Err(e);
+        }
+        self.replicas
+            .set_config(name, &altered.config.log_config(&self.defaults));
+        tracing::info!(topic = %name, configs = ?altered.config.overrides(), "altered topic config");
+        Ok(())
+    }
+
+    /// Changes a dynamic broker layer (`scope`): `alter` computes the new layer from the
+    /// current one; the result is validated, then (unless `validate_only`) persisted and
+    /// applied to every live partition whose topic does not override the changed configs.
+    ///
+    /// # Errors
+    /// `InvalidConfig` (from `alter` or validation), I/O writing the file.
+    pub fn alter_broker_config(
+        &self,
+        scope: BrokerScope,
+        validate_only: bool,
+        alter: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, ConfigError>,
+    ) -> Result<(), TopicError> {
+        let _admin = self.admin.lock();
+        let mut dynamic = self.defaults.dynamic();
+        let layer = alter(dynamic.layer(scope))?;
+        validate_broker_layer(&layer)?;
+        if validate_only {
+            return Ok(());
+        }
+        *dynamic.layer_mut(scope) = layer;
+        let bytes = serde_json::to_vec_pretty(&dynamic)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        checkpoint(
+            &self.data_dir.join(METADATA_DIR),
+            BROKER_CONFIGS_FILE,
+            &bytes,
+        )?;
+        self.defaults.set_dynamic(dynamic);
+        for topic in self.all() {
+            self.replicas
+                .set_config(&topic.name, &topic.config.log_config(&self.defaults));
+        }
+        tracing::info!(?scope, "altered dynamic broker config");
         Ok(())
     }
 

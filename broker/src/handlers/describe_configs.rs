@@ -1,7 +1,8 @@
-//! DescribeConfigs (API key 32): every config of a topic or of this broker with its value
-//! and source. Admin tools (`kafka-topics.sh --describe`, `kafka-configs.sh`, Kafka Connect)
-//! decide what to show from the source, so topic overrides report DYNAMIC_TOPIC_CONFIG and
-//! everything else DEFAULT_CONFIG. Changing configs (AlterConfigs) is a later issue.
+//! DescribeConfigs (API key 32): every config of a topic or of this broker with its value,
+//! source and synonyms, as Kafka's `ConfigHelper` reports them. Admin tools
+//! (`kafka-configs.sh --describe --all`, `kafka-topics.sh --describe`, Kafka Connect)
+//! decide what to show from the source, so each value says where it is set: on the topic,
+//! dynamically for this broker or as the cluster default, at start, or Kafka's default.
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -11,6 +12,8 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
+use crate::broker_config::{broker_config_type, broker_definition, Synonym};
+use crate::config::SETTINGS;
 use crate::errors;
 use crate::topic_config::{config_type, ConfigSource};
 use crate::topics::validate_topic_name;
@@ -23,165 +26,122 @@ const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 const RESOURCE_BROKER_LOGGER: i8 = 8;
 
-/// `ConfigSource` codes used for broker configs.
-const SOURCE_STATIC_BROKER: i8 = 4;
-const SOURCE_DEFAULT: i8 = 5;
+/// One config as reported.
+struct Entry {
+    name: String,
+    value: Option<String>,
+    synonyms: Vec<Synonym>,
+    read_only: bool,
+    config_type: i8,
+}
 
-/// One config as reported: name, value, source, Kafka `ConfigType`.
-type Entry = (String, String, i8, i8);
+impl Entry {
+    /// The source is the first synonym's (Kafka's rule), else DEFAULT_CONFIG.
+    fn source(&self) -> ConfigSource {
+        self.synonyms
+            .first()
+            .map_or(ConfigSource::Default, |s| s.source)
+    }
+}
 
-fn topic_configs(broker: &Broker, name: &str) -> Result<Vec<Entry>, ResponseError> {
-    validate_topic_name(name).map_err(|e| errors::topic_error(&e))?;
-    let topic = broker
-        .topics
-        .get(name)
-        .ok_or(ResponseError::UnknownTopicOrPartition)?;
+fn topic_configs(broker: &Broker, name: &str) -> Result<Vec<Entry>, (ResponseError, String)> {
+    validate_topic_name(name).map_err(|e| (errors::topic_error(&e), e.to_string()))?;
+    let topic = broker.topics.get(name).ok_or((
+        ResponseError::UnknownTopicOrPartition,
+        format!("unknown topic '{name}'"),
+    ))?;
     Ok(topic
         .config
-        .describe(broker.topics.defaults())
+        .describe_with_synonyms(broker.topics.defaults())
         .into_iter()
-        .map(|(name, value, source)| {
-            let source = match source {
-                ConfigSource::DynamicTopic => ConfigSource::DynamicTopic.code(),
-                ConfigSource::Default => ConfigSource::Default.code(),
-            };
-            let kind = config_type(&name);
-            (name, value, source, kind)
+        .map(|(name, value, _, synonyms)| Entry {
+            config_type: config_type(&name),
+            name,
+            value: Some(value),
+            synonyms,
+            read_only: false,
         })
         .collect())
 }
 
-fn broker_configs(broker: &Broker) -> Vec<Entry> {
-    let c = &broker.config;
-    let listener = format!("PLAINTEXT://{}", c.listen);
-    let advertised = format!(
-        "PLAINTEXT://{}:{}",
-        broker.advertised_host, broker.advertised_port
-    );
-    let (int, long, string, boolean) = (3, 5, 2, 1);
-    vec![
-        (
-            "advertised.listeners".into(),
-            advertised,
-            SOURCE_STATIC_BROKER,
-            7,
-        ),
-        (
-            "auto.create.topics.enable".into(),
-            c.auto_create_topics_enable.to_string(),
-            SOURCE_DEFAULT,
-            boolean,
-        ),
-        (
-            "broker.id".into(),
-            c.node_id.to_string(),
-            SOURCE_STATIC_BROKER,
-            int,
-        ),
-        (
-            "compression.type".into(),
-            "producer".into(),
-            SOURCE_DEFAULT,
-            string,
-        ),
-        (
-            "default.replication.factor".into(),
-            c.default_replication_factor.to_string(),
-            SOURCE_DEFAULT,
-            int,
-        ),
-        (
-            "group.initial.rebalance.delay.ms".into(),
-            c.group_initial_rebalance_delay_ms.to_string(),
-            SOURCE_DEFAULT,
-            int,
-        ),
-        (
-            "group.max.session.timeout.ms".into(),
-            c.group_max_session_timeout_ms.to_string(),
-            SOURCE_DEFAULT,
-            int,
-        ),
-        (
-            "group.min.session.timeout.ms".into(),
-            c.group_min_session_timeout_ms.to_string(),
-            SOURCE_DEFAULT,
-            int,
-        ),
-        ("listeners".into(), listener, SOURCE_STATIC_BROKER, 7),
-        (
-            "log.cleanup.policy".into(),
-            "delete".into(),
-            SOURCE_DEFAULT,
-            7,
-        ),
-        (
-            "log.dirs".into(),
-            c.data_dir.display().to_string(),
-            SOURCE_STATIC_BROKER,
-            string,
-        ),
-        (
-            "log.retention.check.interval.ms".into(),
-            c.log_retention_check_interval_ms.to_string(),
-            SOURCE_DEFAULT,
-            long,
-        ),
-        (
-            "log.retention.ms".into(),
-            c.log_retention_ms.to_string(),
-            SOURCE_DEFAULT,
-            long,
-        ),
-        (
-            "log.segment.bytes".into(),
-            c.log_segment_bytes.to_string(),
-            SOURCE_DEFAULT,
-            int,
-        ),
-        (
-            "message.max.bytes".into(),
-            c.limits.message_max_bytes.to_string(),
-            SOURCE_DEFAULT,
-            int,
-        ),
-        (
-            "min.insync.replicas".into(),
-            "1".into(),
-            SOURCE_DEFAULT,
-            int,
-        ),
-        (
-            "node.id".into(),
-            c.node_id.to_string(),
-            SOURCE_STATIC_BROKER,
-            int,
-        ),
-        (
-            "num.partitions".into(),
-            c.num_partitions.to_string(),
-            SOURCE_DEFAULT,
-            int,
-        ),
-        (
-            "offsets.retention.minutes".into(),
-            c.offsets_retention_minutes.to_string(),
-            SOURCE_DEFAULT,
-            int,
-        ),
-        (
-            "offsets.topic.num.partitions".into(),
-            c.offsets_topic_num_partitions.to_string(),
-            SOURCE_DEFAULT,
-            int,
-        ),
-        (
-            "socket.request.max.bytes".into(),
-            c.limits.frame_bytes_max.to_string(),
-            SOURCE_DEFAULT,
-            int,
-        ),
-    ]
+/// This broker's configs: the topic defaults through their layers (dynamic), and the
+/// static settings (read-only), sorted by name as Kafka's are.
+fn node_configs(broker: &Broker) -> Vec<Entry> {
+    let config = &broker.config;
+    let mut entries: Vec<Entry> = broker
+        .topics
+        .defaults()
+        .describe_node()
+        .into_iter()
+        .map(|(name, value, synonyms)| Entry {
+            read_only: !broker_definition(&name).is_some_and(|d| d.dynamic),
+            config_type: broker_config_type(&name),
+            name,
+            value,
+            synonyms,
+        })
+        .collect();
+    for setting in SETTINGS {
+        if entries.iter().any(|e| e.name == setting.name) {
+            continue;
+        }
+        let value = (setting.read)(config);
+        let source = if config.explicit.contains(setting.name) {
+            ConfigSource::StaticBroker
+        } else {
+            ConfigSource::Default
+        };
+        entries.push(Entry {
+            name: setting.name.to_string(),
+            synonyms: vec![Synonym {
+                name: setting.name.to_string(),
+                value: value.clone(),
+                source,
+            }],
+            value: Some(value),
+            read_only: true,
+            config_type: setting.config_type,
+        });
+    }
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    entries
+}
+
+/// The cluster-default layer (`BROKER ""`): only what is set there.
+fn cluster_default_configs(broker: &Broker) -> Vec<Entry> {
+    broker
+        .topics
+        .defaults()
+        .describe_cluster_default()
+        .into_iter()
+        .map(|(name, value, synonyms)| Entry {
+            read_only: false,
+            config_type: broker_config_type(&name),
+            name,
+            value,
+            synonyms,
+        })
+        .collect()
+}
+
+fn broker_configs(broker: &Broker, name: &str) -> Result<Vec<Entry>, (ResponseError, String)> {
+    if name.is_empty() {
+        return Ok(cluster_default_configs(broker));
+    }
+    match name.parse::<i32>() {
+        Ok(id) if id == broker.node_id() => Ok(node_configs(broker)),
+        Ok(_) => Err((
+            ResponseError::InvalidRequest,
+            format!(
+                "Unexpected broker id, expected {} or empty string, but received {name}",
+                broker.node_id()
+            ),
+        )),
+        Err(_) => Err((
+            ResponseError::InvalidRequest,
+            format!("Broker id must be an integer, but it is: {name}"),
+        )),
+    }
 }
 
 /// Answers a DescribeConfigs request.
@@ -197,49 +157,59 @@ pub fn handle(
             let name = resource.resource_name.as_str();
             let entries = match resource.resource_type {
                 RESOURCE_TOPIC => topic_configs(broker, name),
-                RESOURCE_BROKER if name.is_empty() || name == broker.node_id().to_string() => {
-                    Ok(broker_configs(broker))
-                }
-                RESOURCE_BROKER => Err(ResponseError::InvalidRequest),
+                RESOURCE_BROKER => broker_configs(broker, name),
                 // No dynamic logger levels: an empty list, as for a broker with none set.
                 RESOURCE_BROKER_LOGGER => Ok(Vec::new()),
-                _ => Err(ResponseError::InvalidRequest),
+                other => Err((
+                    ResponseError::InvalidRequest,
+                    format!("Unsupported resource type: {other}"),
+                )),
             };
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
             match entries {
                 Ok(entries) => {
-                    let wanted = resource.configuration_keys.as_ref();
+                    let wanted = resource
+                        .configuration_keys
+                        .as_ref()
+                        .filter(|k| !k.is_empty());
                     let configs = entries
                         .into_iter()
-                        .filter(|(name, ..)| {
-                            wanted.is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
+                        .filter(|e| {
+                            wanted.is_none_or(|keys| keys.iter().any(|k| k.as_str() == e.name))
                         })
-                        .map(|(name, value, source, kind)| {
-                            let name = StrBytes::from_string(name);
-                            let value = Some(StrBytes::from_string(value));
+                        .map(|e| {
                             let synonyms = if request.include_synonyms {
-                                vec![DescribeConfigsSynonym::default()
-                                    .with_name(name.clone())
-                                    .with_value(value.clone())
-                                    .with_source(source)]
+                                e.synonyms
+                                    .iter()
+                                    .map(|s| {
+                                        DescribeConfigsSynonym::default()
+                                            .with_name(StrBytes::from_string(s.name.clone()))
+                                            .with_value(Some(StrBytes::from_string(
+                                                s.value.clone(),
+                                            )))
+                                            .with_source(s.source.code())
+                                    })
+                                    .collect()
                             } else {
                                 Vec::new()
                             };
                             DescribeConfigsResourceResult::default()
-                                .with_name(name)
-                                .with_value(value)
-                                .with_config_source(source)
+                                .with_config_source(e.source().code())
+                                .with_read_only(e.read_only)
+                                .with_is_sensitive(false)
                                 .with_synonyms(synonyms)
-                                .with_config_type(if version >= 3 { kind } else { 0 })
+                                .with_config_type(if version >= 3 { e.config_type } else { 0 })
+                                .with_value(e.value.map(StrBytes::from_string))
+                                .with_name(StrBytes::from_string(e.name))
                         })
                         .collect();
                     result.with_configs(configs)
                 }
-                Err(e) => result
-                    .with_error_code(e.code())
-                    .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                Err((code, message)) => result
+                    .with_error_code(code.code())
+                    .with_error_message(Some(StrBytes::from_string(message))),
             }
         })
         .collect();

@@ -23,6 +23,7 @@ use logbook_protocol::FileRecords;
 
 use crate::broker::Broker;
 
+pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -38,6 +39,7 @@ pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
@@ -217,6 +219,8 @@ pub static APIS: &[Api] = &[
     api!(ElectLeaders, elect_leaders, now),
     api!(DescribeCluster, describe_cluster, now),
     api!(DescribeTopicPartitions, describe_topic_partitions, now),
+    api!(AlterConfigs, alter_configs, now),
+    api!(IncrementalAlterConfigs, incremental_alter_configs, now),
 ];
 
 /// A body that does not belong to the context's API: `decode_request` decodes the body by

@@ -373,6 +373,38 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                     describe_topic_partitions_request::TopicRequest::default().with_name(name("t")),
                 ]),
         ),
+        // A valid change and an unknown name, so both the success and the error
+        // response encode at every version.
+        ApiKey::AlterConfigs => RequestKind::AlterConfigs(
+            AlterConfigsRequest::default().with_resources(
+                ["retention.ms", "no.such.config"]
+                    .map(|config| {
+                        alter_configs_request::AlterConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(StrBytes::from_static_str("t"))
+                            .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                                .with_name(StrBytes::from_static_str(config))
+                                .with_value(Some(StrBytes::from_static_str("1000")))])
+                    })
+                    .to_vec(),
+            ),
+        ),
+        ApiKey::IncrementalAlterConfigs => RequestKind::IncrementalAlterConfigs(
+            IncrementalAlterConfigsRequest::default().with_resources(
+                ["retention.ms", "no.such.config"]
+                    .map(|config| {
+                        incremental_alter_configs_request::AlterConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(StrBytes::from_static_str("t"))
+                            .with_configs(vec![
+                                incremental_alter_configs_request::AlterableConfig::default()
+                                    .with_name(StrBytes::from_static_str(config))
+                                    .with_value(Some(StrBytes::from_static_str("1000"))),
+                            ])
+                    })
+                    .to_vec(),
+            ),
+        ),
         _ => return None,
     })
 }

@@ -9,6 +9,7 @@ mod admin_apis;
 mod admin_topics;
 mod bad_input;
 mod compression;
+mod configs;
 mod connect;
 mod connections;
 mod delete_records;

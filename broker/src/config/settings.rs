@@ -1,0 +1,447 @@
+//! Broker settings under Kafka's names (`server.properties` keys), so an operator can start
+//! Logbook as `kafka-server-start.sh` is started: `--override log.segment.bytes=1048576`,
+//! or `KAFKA_LOG_SEGMENT_BYTES=1048576` in the environment (the Kafka docker image's
+//! convention). One row per setting; adding a flag to `Config` is adding a row here.
+//!
+//! An unknown name or a bad value stops the start with a message naming the key, the value
+//! and what is allowed. Topic defaults without a flag (`log.cleanup.policy`,
+//! `log.message.timestamp.type`, …) are accepted by their `broker_config` definition and
+//! kept in `Config::static_broker_configs`.
+
+use std::str::FromStr;
+
+use super::Config;
+use crate::broker_config::broker_definition;
+
+/// One broker setting: its Kafka name, what values it takes, how it sets and reads `Config`.
+pub struct Setting {
+    /// Kafka's name.
+    pub name: &'static str,
+    /// What is allowed, for the error message.
+    pub allowed: &'static str,
+    /// Kafka's `ConfigType` code (BOOLEAN 1, STRING 2, INT 3, LONG 5, LIST 7).
+    pub config_type: i8,
+    /// Sets the field from a value, or says why the value is refused.
+    pub apply: fn(&mut Config, &str) -> Result<(), String>,
+    /// The field's current value, as Kafka writes it.
+    pub read: fn(&Config) -> String,
+}
+
+/// Parses a number and checks its lower bound.
+fn number<T: FromStr + PartialOrd + std::fmt::Display>(value: &str, min: T) -> Result<T, String> {
+    let n: T = value
+        .trim()
+        .parse()
+        .map_err(|_| "not a number of the right type".to_string())?;
+    if n < min {
+        return Err(format!("value must be at least {min}"));
+    }
+    Ok(n)
+}
+
+fn boolean(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("expected true or false".into()),
+    }
+}
+
+/// A listener list of one plaintext listener: `PLAINTEXT://host:port` (or `host:port`).
+fn listener(value: &str) -> Result<String, String> {
+    let v = value.trim();
+    if v.contains(',') {
+        return Err("Logbook serves one listener".into());
+    }
+    let address = v.strip_prefix("PLAINTEXT://").unwrap_or(v);
+    if address.contains("://") {
+        return Err("only a PLAINTEXT listener is served".into());
+    }
+    Ok(address.to_string())
+}
+
+macro_rules! numeric {
+    ($name:literal, $($field:ident).+, $ty:ty, $min:expr, $allowed:literal, $code:literal) => {
+        Setting {
+            name: $name,
+            allowed: $allowed,
+            config_type: $code,
+            apply: |c, v| {
+                c.$($field).+ = number::<$ty>(v, $min)?;
+                Ok(())
+            },
+            read: |c| c.$($field).+.to_string(),
+        }
+    };
+}
+
+/// Every broker setting Logbook has, by Kafka name.
+pub static SETTINGS: &[Setting] = &[
+    Setting {
+        name: "advertised.listeners",
+        allowed: "PLAINTEXT://host:port",
+        config_type: 2,
+        apply: |c, v| {
+            c.advertised_listener = Some(listener(v)?);
+            Ok(())
+        },
+        read: |c| {
+            let (host, port) = c.advertised();
+            format!("PLAINTEXT://{host}:{port}")
+        },
+    },
+    Setting {
+        name: "auto.create.topics.enable",
+        allowed: "true or false",
+        config_type: 1,
+        apply: |c, v| {
+            c.auto_create_topics_enable = boolean(v)?;
+            Ok(())
+        },
+        read: |c| c.auto_create_topics_enable.to_string(),
+    },
+    numeric!("broker.id", node_id, i32, 0, "an integer >= 0", 3),
+    numeric!(
+        "connections.max.idle.ms",
+        limits.connections_max_idle_ms,
+        u64,
+        1,
+        "an integer >= 1",
+        5
+    ),
+    numeric!(
+        "default.replication.factor",
+        default_replication_factor,
+        i16,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "fetch.max.bytes",
+        limits.fetch_response_bytes_max,
+        usize,
+        1024,
+        "an integer >= 1024",
+        3
+    ),
+    numeric!(
+        "group.initial.rebalance.delay.ms",
+        group_initial_rebalance_delay_ms,
+        i32,
+        0,
+        "an integer >= 0",
+        3
+    ),
+    numeric!(
+        "group.max.session.timeout.ms",
+        group_max_session_timeout_ms,
+        i32,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "group.max.size",
+        limits.group_max_size,
+        usize,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "group.min.session.timeout.ms",
+        group_min_session_timeout_ms,
+        i32,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    Setting {
+        name: "listeners",
+        allowed: "PLAINTEXT://ip:port",
+        config_type: 2,
+        apply: |c, v| {
+            c.listen = listener(v)?
+                .parse()
+                .map_err(|_| "expected PLAINTEXT://ip:port with a numeric IP".to_string())?;
+            Ok(())
+        },
+        read: |c| format!("PLAINTEXT://{}", c.listen),
+    },
+    Setting {
+        name: "log.dirs",
+        allowed: "one directory",
+        config_type: 2,
+        apply: |c, v| {
+            if v.contains(',') {
+                return Err("Logbook uses one log directory".into());
+            }
+            c.data_dir = v.trim().into();
+            Ok(())
+        },
+        read: |c| c.data_dir.display().to_string(),
+    },
+    numeric!(
+        "log.retention.check.interval.ms",
+        log_retention_check_interval_ms,
+        u64,
+        1,
+        "an integer >= 1",
+        5
+    ),
+    Setting {
+        name: "log.retention.hours",
+        allowed: "an integer >= -1",
+        config_type: 3,
+        apply: |c, v| retention(c, "log.retention.hours", v, 3_600_000),
+        read: |c| c.log_retention_ms.to_string(),
+    },
+    Setting {
+        name: "log.retention.minutes",
+        allowed: "an integer >= -1",
+        config_type: 3,
+        apply: |c, v| retention(c, "log.retention.minutes", v, 60_000),
+        read: |c| c.log_retention_ms.to_string(),
+    },
+    Setting {
+        name: "log.retention.ms",
+        allowed: "an integer >= -1",
+        config_type: 5,
+        apply: |c, v| retention(c, "log.retention.ms", v, 1),
+        read: |c| c.log_retention_ms.to_string(),
+    },
+    Setting {
+        name: "log.segment.bytes",
+        allowed: "an integer >= 14",
+        config_type: 3,
+        apply: |c, v| {
+            c.log_segment_bytes = number::<i32>(v, 14)?.into();
+            c.static_broker_configs
+                .insert("log.segment.bytes".into(), v.trim().into());
+            Ok(())
+        },
+        read: |c| c.log_segment_bytes.to_string(),
+    },
+    numeric!(
+        "max.connections",
+        limits.connections_max,
+        usize,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "max.connections.per.ip",
+        limits.max_connections_per_ip,
+        usize,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    Setting {
+        name: "message.max.bytes",
+        allowed: "an integer >= 0",
+        config_type: 3,
+        apply: |c, v| {
+            c.limits.message_max_bytes = number::<i32>(v, 0)?;
+            c.static_broker_configs
+                .insert("message.max.bytes".into(), v.trim().into());
+            Ok(())
+        },
+        read: |c| c.limits.message_max_bytes.to_string(),
+    },
+    numeric!("node.id", node_id, i32, 0, "an integer >= 0", 3),
+    numeric!(
+        "num.partitions",
+        num_partitions,
+        i32,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "offsets.retention.check.interval.ms",
+        offsets_retention_check_interval_ms,
+        u64,
+        1,
+        "an integer >= 1",
+        5
+    ),
+    numeric!(
+        "offsets.retention.minutes",
+        offsets_retention_minutes,
+        i64,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "offsets.topic.num.partitions",
+        offsets_topic_num_partitions,
+        i32,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "producer.id.expiration.ms",
+        producer_id_expiration_ms,
+        i64,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "socket.request.max.bytes",
+        limits.frame_bytes_max,
+        usize,
+        1,
+        "an integer >= 1",
+        3
+    ),
+];
+
+/// `log.retention.{ms,minutes,hours}`: sets the flag in milliseconds and records the
+/// static config under the name given, so DescribeConfigs shows Kafka's synonyms.
+fn retention(c: &mut Config, name: &str, value: &str, factor: i64) -> Result<(), String> {
+    let n = number::<i64>(value, -1)?;
+    c.log_retention_ms = if n < 0 { -1 } else { n.saturating_mul(factor) };
+    c.static_broker_configs
+        .insert(name.into(), value.trim().into());
+    Ok(())
+}
+
+/// The setting named `name`.
+#[must_use]
+pub fn setting(name: &str) -> Option<&'static Setting> {
+    SETTINGS.iter().find(|s| s.name == name)
+}
+
+/// Applies one `KEY=VALUE` under Kafka's name to `config`.
+///
+/// # Errors
+/// A message naming the key, the value and what is allowed.
+pub fn apply(config: &mut Config, key: &str, value: &str) -> Result<(), String> {
+    if let Some(s) = setting(key) {
+        (s.apply)(config, value).map_err(|reason| {
+            format!(
+                "invalid value '{value}' for broker config {key}: {reason} (allowed: {})",
+                s.allowed
+            )
+        })?;
+    } else if let Some(def) = broker_definition(key) {
+        crate::topic_config::check(def.kind(), value).map_err(|reason| {
+            format!("invalid value '{value}' for broker config {key}: {reason}")
+        })?;
+        config
+            .static_broker_configs
+            .insert(key.to_string(), value.trim().to_string());
+    } else {
+        return Err(format!(
+            "unknown broker config '{key}' (value '{value}'); known: {}",
+            known_names().join(", ")
+        ));
+    }
+    config.explicit.insert(key.to_string());
+    Ok(())
+}
+
+/// Every name `--override` accepts, sorted.
+fn known_names() -> Vec<&'static str> {
+    let mut names: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
+    names.extend(
+        crate::broker_config::BROKER_DEFINITIONS
+            .iter()
+            .map(|d| d.name),
+    );
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+/// Environment variables with the `KAFKA_` prefix that Kafka's scripts and docker image
+/// use for the JVM, not for broker configs; they are not settings.
+const NOT_SETTINGS: &[&str] = &[
+    "KAFKA_CLUSTER_ID",
+    "KAFKA_DEBUG",
+    "KAFKA_GC_LOG_OPTS",
+    "KAFKA_HEAP_OPTS",
+    "KAFKA_HOME",
+    "KAFKA_JMX_HOSTNAME",
+    "KAFKA_JMX_OPTS",
+    "KAFKA_JMX_PORT",
+    "KAFKA_JVM_PERFORMANCE_OPTS",
+    "KAFKA_LOG4J_LOGGERS",
+    "KAFKA_LOG4J_OPTS",
+    "KAFKA_LOG4J_ROOT_LOGLEVEL",
+    "KAFKA_OPTS",
+    "KAFKA_TOOLS_LOG4J_LOGLEVEL",
+    "KAFKA_VERSION",
+];
+
+/// The Kafka name of a `KAFKA_*` environment variable, as the Kafka docker image maps
+/// them: prefix dropped, lower case, `___` → `-`, `__` → `_`, `_` → `.`; `None` for
+/// other variables and [`NOT_SETTINGS`].
+#[must_use]
+pub fn env_key(var: &str) -> Option<String> {
+    let rest = var.strip_prefix("KAFKA_")?;
+    if rest.is_empty() || NOT_SETTINGS.contains(&var) {
+        return None;
+    }
+    Some(
+        rest.to_ascii_lowercase()
+            .replace("___", "-")
+            .replace("__", "\u{0}")
+            .replace('_', ".")
+            .replace('\u{0}', "_"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    // KAFKA_* variables map to Kafka names as the docker image maps them; JVM variables
+    // are not settings.
+    #[test]
+    fn env_keys() {
+        assert_eq!(
+            env_key("KAFKA_LOG_SEGMENT_BYTES").as_deref(),
+            Some("log.segment.bytes")
+        );
+        assert_eq!(env_key("KAFKA_A__B___C").as_deref(), Some("a_b-c"));
+        assert_eq!(env_key("KAFKA_HEAP_OPTS"), None);
+        assert_eq!(env_key("LOGBOOK_DATA_DIR"), None);
+    }
+
+    // --override beats KAFKA_*, which beats flags; hours become milliseconds; a bad value
+    // names key, value and what is allowed.
+    #[test]
+    fn precedence_and_errors() {
+        let mut c = Config::parse_from([
+            "logbook",
+            "--num-partitions",
+            "2",
+            "--override",
+            "num.partitions=5",
+            "--override",
+            "log.retention.hours=2",
+        ]);
+        c.apply_kafka_settings([("KAFKA_NUM_PARTITIONS".to_string(), "4".to_string())])
+            .expect("valid settings");
+        assert_eq!(c.num_partitions, 5);
+        assert_eq!(c.log_retention_ms, 7_200_000);
+        assert!(c.explicit.contains("num.partitions"));
+        let mut c = Config::parse_from(["logbook", "--override", "max.connections.per.ip=-1"]);
+        let e = c
+            .apply_kafka_settings([])
+            .expect_err("a negative connection limit");
+        assert!(
+            e.contains("'-1'") && e.contains("max.connections.per.ip") && e.contains("allowed"),
+            "{e}"
+        );
+    }
+}
