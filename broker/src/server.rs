@@ -36,6 +36,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         policy,
         config.flush_threads,
     ));
+    replicas.start_log_cleaner(log_cleaner_config(&config));
     let defaults = BrokerDefaults::new(
         config.limits.message_max_bytes,
         config.log_segment_bytes,
@@ -188,5 +189,22 @@ async fn retention_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let expiration_ms = broker.config.producer_id_expiration_ms;
         tokio::task::block_in_place(|| broker.replicas.apply_retention(now, expiration_ms));
+    }
+}
+
+/// The log cleaner's settings from the `--log-cleaner-*` flags.
+fn log_cleaner_config(config: &Config) -> logbook_replication::LogCleanerConfig {
+    let rate = config.log_cleaner_io_max_bytes_per_second;
+    logbook_replication::LogCleanerConfig {
+        enable: config.log_cleaner_enable,
+        threads: config.log_cleaner_threads,
+        backoff_ms: config.log_cleaner_backoff_ms,
+        dedupe_buffer_bytes: config.log_cleaner_dedupe_buffer_size,
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a positive rate below u64::MAX; larger means unlimited"
+        )]
+        io_max_bytes_per_second: (rate > 0.0 && rate < 1e18).then(|| rate as u64),
     }
 }
