@@ -115,6 +115,14 @@ pub struct Config {
         default_value_t = 50
     )]
     pub offsets_topic_num_partitions: i32,
+    /// `segment.bytes` of `__consumer_offsets` when it is created
+    /// (`offsets.topic.segment.bytes`).
+    #[arg(
+        long,
+        env = "LOGBOOK_OFFSETS_TOPIC_SEGMENT_BYTES",
+        default_value_t = 104_857_600
+    )]
+    pub offsets_topic_segment_bytes: i32,
     /// How long the offsets of an empty group are kept (`offsets.retention.minutes`).
     #[arg(
         long,

@@ -147,6 +147,7 @@ fn group_config(config: &Config) -> crate::coordinator::group::GroupConfig {
         max_session_timeout_ms: config.group_max_session_timeout_ms,
         group_max_size: config.limits.group_max_size.max(1),
         commit_timeout_ms: config.limits.produce_timeout_ms_max,
+        offsets_topic_segment_bytes: config.offsets_topic_segment_bytes.max(14),
     }
 }
 

@@ -7,6 +7,7 @@ mod wire;
 
 mod admin_topics;
 mod bad_input;
+mod compaction;
 mod compression;
 mod connections;
 mod describe_configs;
