@@ -206,6 +206,6 @@ fn log_cleaner_config(config: &Config) -> logbook_replication::LogCleanerConfig 
             clippy::cast_sign_loss,
             reason = "a positive rate below u64::MAX; larger means unlimited"
         )]
-        io_max_bytes_per_second: (rate > 0.0 && rate < 1e18).then(|| rate as u64),
+        io_max_bytes_per_second: (rate > 0.0 && rate < 1e18).then_some(rate as u64),
     }
 }
