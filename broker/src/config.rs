@@ -79,6 +79,32 @@ pub struct Config {
         default_value_t = 300_000
     )]
     pub log_retention_check_interval_ms: u64,
+    /// Whether the log cleaner compacts `cleanup.policy=compact` topics
+    /// (`log.cleaner.enable`); without it `__consumer_offsets` grows forever.
+    #[arg(long, env = "LOGBOOK_LOG_CLEANER_ENABLE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub log_cleaner_enable: bool,
+    /// Log cleaner threads (`log.cleaner.threads`).
+    #[arg(long, env = "LOGBOOK_LOG_CLEANER_THREADS", default_value_t = 1)]
+    pub log_cleaner_threads: usize,
+    /// How long the cleaner sleeps when no log needs cleaning (`log.cleaner.backoff.ms`).
+    #[arg(long, env = "LOGBOOK_LOG_CLEANER_BACKOFF_MS", default_value_t = 15_000)]
+    pub log_cleaner_backoff_ms: u64,
+    /// Memory of the cleaner's key → offset maps, all threads together
+    /// (`log.cleaner.dedupe.buffer.size`); a pass cleans only as far as its map holds.
+    #[arg(
+        long,
+        env = "LOGBOOK_LOG_CLEANER_DEDUPE_BUFFER_SIZE",
+        default_value_t = 128 << 20
+    )]
+    pub log_cleaner_dedupe_buffer_size: usize,
+    /// Cap on each cleaner thread's read + write rate (`log.cleaner.io.max.bytes.per.second`);
+    /// the default (Kafka's `Double.MAX_VALUE`) is unlimited.
+    #[arg(
+        long,
+        env = "LOGBOOK_LOG_CLEANER_IO_MAX_BYTES_PER_SECOND",
+        default_value_t = f64::MAX
+    )]
+    pub log_cleaner_io_max_bytes_per_second: f64,
     /// How long the first rebalance of an empty group waits for more members
     /// (`group.initial.rebalance.delay.ms`).
     #[arg(
@@ -94,6 +120,14 @@ pub struct Config {
         default_value_t = 50
     )]
     pub offsets_topic_num_partitions: i32,
+    /// `segment.bytes` of `__consumer_offsets` when it is created
+    /// (`offsets.topic.segment.bytes`).
+    #[arg(
+        long,
+        env = "LOGBOOK_OFFSETS_TOPIC_SEGMENT_BYTES",
+        default_value_t = 104_857_600
+    )]
+    pub offsets_topic_segment_bytes: i32,
     /// How long the offsets of an empty group are kept (`offsets.retention.minutes`).
     #[arg(
         long,

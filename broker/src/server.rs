@@ -36,6 +36,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         policy,
         config.flush_threads,
     ));
+    replicas.start_log_cleaner(log_cleaner_config(&config));
     let defaults = BrokerDefaults::new(
         config.limits.message_max_bytes,
         config.log_segment_bytes,
@@ -147,6 +148,7 @@ fn group_config(config: &Config) -> crate::coordinator::group::GroupConfig {
         max_session_timeout_ms: config.group_max_session_timeout_ms,
         group_max_size: config.limits.group_max_size.max(1),
         commit_timeout_ms: config.limits.produce_timeout_ms_max,
+        offsets_topic_segment_bytes: config.offsets_topic_segment_bytes.max(14),
     }
 }
 
@@ -196,5 +198,22 @@ async fn retention_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
         if let Err(e) = check.await {
             tracing::error!(error = %e, "retention check panicked");
         }
+    }
+}
+
+/// The log cleaner's settings from the `--log-cleaner-*` flags.
+fn log_cleaner_config(config: &Config) -> logbook_replication::LogCleanerConfig {
+    let rate = config.log_cleaner_io_max_bytes_per_second;
+    logbook_replication::LogCleanerConfig {
+        enable: config.log_cleaner_enable,
+        threads: config.log_cleaner_threads,
+        backoff_ms: config.log_cleaner_backoff_ms,
+        dedupe_buffer_bytes: config.log_cleaner_dedupe_buffer_size,
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a positive rate below u64::MAX; larger means unlimited"
+        )]
+        io_max_bytes_per_second: (rate > 0.0 && rate < 1e18).then_some(rate as u64),
     }
 }

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use logbook_storage::LogConfig;
+use logbook_storage::{CompactionConfig, LogConfig};
 
 pub use crate::broker_config::BrokerDefaults;
 
@@ -642,6 +642,21 @@ impl TopicConfig {
             retention_bytes,
             preallocate_bytes_max: broker_defaults.preallocate_bytes_max,
             page_cache_tail_bytes: broker_defaults.page_cache_tail_bytes,
+            compaction: self.compaction_config(broker_defaults),
+        }
+    }
+
+    /// The log cleaner's settings from `cleanup.policy` and the compaction configs.
+    fn compaction_config(&self, broker_defaults: &BrokerDefaults) -> CompactionConfig {
+        CompactionConfig {
+            compact: self.compacted(broker_defaults),
+            delete_retention_ms: self.get_i64("delete.retention.ms", broker_defaults),
+            min_compaction_lag_ms: self.get_i64("min.compaction.lag.ms", broker_defaults),
+            max_compaction_lag_ms: self.get_i64("max.compaction.lag.ms", broker_defaults),
+            min_cleanable_dirty_ratio: self
+                .get("min.cleanable.dirty.ratio", broker_defaults)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.5),
         }
     }
 }

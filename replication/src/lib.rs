@@ -7,10 +7,12 @@
 //! high-watermark rules cannot be bypassed.
 
 mod flusher;
+mod log_cleaner;
 mod partition;
 mod replica_manager;
 
 pub use flusher::{FlushPolicy, Flusher};
+pub use log_cleaner::LogCleanerConfig;
 pub use logbook_storage::{AppendOutcome, Offset};
 pub use partition::{Partition, PartitionOffsets, TopicPartition, DELETE_TO_HIGH_WATERMARK};
 pub use replica_manager::ReplicaManager;

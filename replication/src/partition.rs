@@ -185,7 +185,7 @@ impl Partition {
             .and_then(|state| state.log.failure().map(str::to_owned))
     }
 
-    fn with_log<T>(
+    pub(crate) fn with_log<T>(
         &self,
         f: impl FnOnce(&mut Log) -> Result<T, logbook_storage::Error>,
     ) -> Result<T, Error> {

@@ -19,16 +19,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use logbook_storage::LogConfig;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
+use crate::log_cleaner::{LogCleaner, LogCleanerConfig, Partitions};
 use crate::{Error, FlushPolicy, Flusher, Partition, TopicPartition};
 
 /// The partitions hosted by this broker. See the module docs.
 pub struct ReplicaManager {
     data_dir: PathBuf,
     flusher: Flusher,
-    /// Hosted partitions by topic, indexed by partition number.
-    partitions: RwLock<HashMap<String, Vec<Arc<Partition>>>>,
+    /// Hosted partitions by topic, indexed by partition number (shared with the log
+    /// cleaner's threads).
+    partitions: Partitions,
+    /// The log cleaner, once started.
+    log_cleaner: Mutex<Option<LogCleaner>>,
 }
 
 impl ReplicaManager {
@@ -39,8 +43,27 @@ impl ReplicaManager {
         Self {
             data_dir: data_dir.to_path_buf(),
             flusher: Flusher::start(policy, flush_threads),
-            partitions: RwLock::new(HashMap::new()),
+            partitions: Arc::new(RwLock::new(HashMap::new())),
+            log_cleaner: Mutex::new(None),
         }
+    }
+
+    /// Starts the log cleaner threads that compact `cleanup.policy=compact` partitions
+    /// (no threads when `config.enable` is false). Called once at startup.
+    pub fn start_log_cleaner(&self, config: LogCleanerConfig) {
+        let cleaner = LogCleaner::start(Arc::clone(&self.partitions), config);
+        if let Some(previous) = self.log_cleaner.lock().replace(cleaner) {
+            previous.shutdown();
+        }
+    }
+
+    /// Log cleaner passes completed since start (0 when it is not running).
+    #[must_use]
+    pub fn log_cleaner_passes(&self) -> u64 {
+        self.log_cleaner
+            .lock()
+            .as_ref()
+            .map_or(0, LogCleaner::passes)
     }
 
     /// The directory of a partition's log: `<data-dir>/<topic>-<partition>`.
@@ -216,6 +239,9 @@ impl ReplicaManager {
     /// Closes every hosted partition (clean-shutdown checkpoints), then stops the
     /// flusher.
     pub fn shutdown(&self) {
+        if let Some(cleaner) = self.log_cleaner.lock().take() {
+            cleaner.shutdown();
+        }
         let all: Vec<Arc<Partition>> = self.partitions.read().values().flatten().cloned().collect();
         for partition in all {
             if let Err(e) = partition.close() {

@@ -145,3 +145,54 @@ fn snappy(compressed: &[u8], bytes_max: usize) -> Result<Vec<u8>, DecompressErro
     }
     Ok(out)
 }
+
+/// Bytes of uncompressed input per xerial snappy block (what Java's `SnappyOutputStream`
+/// uses).
+const XERIAL_BLOCK_BYTES: usize = 32 * 1024;
+
+/// Compresses `raw` (back-to-back records) with `codec` (1..=4) in the format Kafka's
+/// clients write, so that log compaction can recompress the records it keeps with the
+/// batch's own codec: gzip, xerial-framed snappy, an LZ4 frame of independent 64 KiB
+/// blocks, a zstd frame (level 3, zstd's default).
+///
+/// # Errors
+/// The encoder's error, or `InvalidInput` for an id that is not a compression codec.
+pub fn compress(codec: u8, raw: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::Write;
+    match codec {
+        CODEC_GZIP => {
+            let mut encoder =
+                flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            encoder.write_all(raw)?;
+            encoder.finish()
+        }
+        CODEC_SNAPPY => {
+            let mut out = Vec::with_capacity(raw.len() / 2 + XERIAL_HEADER_BYTES);
+            out.extend_from_slice(XERIAL_MAGIC);
+            out.extend_from_slice(&1_i32.to_be_bytes());
+            out.extend_from_slice(&1_i32.to_be_bytes());
+            let mut encoder = snap::raw::Encoder::new();
+            for chunk in raw.chunks(XERIAL_BLOCK_BYTES) {
+                let block = encoder.compress_vec(chunk).map_err(std::io::Error::other)?;
+                let len = u32::try_from(block.len()).map_err(std::io::Error::other)?;
+                out.extend_from_slice(&len.to_be_bytes());
+                out.extend_from_slice(&block);
+            }
+            Ok(out)
+        }
+        CODEC_LZ4 => {
+            let mut encoder = lz4::EncoderBuilder::new()
+                .block_size(lz4::BlockSize::Max64KB)
+                .block_mode(lz4::BlockMode::Independent)
+                .build(Vec::new())?;
+            encoder.write_all(raw)?;
+            let (out, result) = encoder.finish();
+            result.map(|()| out)
+        }
+        CODEC_ZSTD => zstd::stream::encode_all(raw, 3),
+        other => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("not a compression codec: {other}"),
+        )),
+    }
+}

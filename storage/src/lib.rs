@@ -13,6 +13,7 @@
 //! (group commit).
 
 mod checkpoint; // small durable files, write-temp-fsync-rename
+pub mod cleaner; // log compaction: LogCleaner's Cleaner and its OffsetMap
 pub mod compression; // gzip/snappy/lz4/zstd decompression of a batch's records
 pub mod error;
 pub mod fault; // fault injection for writes and fsyncs (tests and the `fault-injection` feature only)
@@ -34,8 +35,8 @@ mod test_util;
 pub use error::Error;
 pub use leader_epoch_cache::{EpochEntry, LeaderEpoch, LeaderEpochFileCache};
 pub use log::{
-    AppendInfo, AppendOutcome, FileSlice, Log, LogConfig, ReadResult, SegmentDeletion, SliceRead,
-    SyncHandle, Synced,
+    AppendInfo, AppendOutcome, CompactionConfig, FileSlice, Log, LogConfig, ReadResult,
+    SegmentDeletion, SliceRead, SyncHandle, Synced,
 };
 pub use log_validator::{ValidatedBatch, ValidatedBatches, ValidationError};
 pub use offset::Offset;

@@ -23,6 +23,9 @@ use crate::offset::Offset;
 use crate::producer_state::{BatchMetadata, ProducerSnapshot, ProducerStateManager, SequenceCheck};
 use crate::record_batch::{iter_headers, RecordBatchHeader};
 
+mod cleaning; // log compaction's hooks: the cleaning job, the segment swap, swap recovery
+pub use cleaning::CompactionConfig;
+
 /// Per-log settings, Kafka's topic configs of the same names.
 #[derive(Clone, Debug)]
 pub struct LogConfig {
@@ -48,6 +51,8 @@ pub struct LogConfig {
     /// pages are dropped after each fsync (0 leaves the page cache to the kernel). Not a
     /// Kafka config: see `LogSegment::trim_page_cache`.
     pub page_cache_tail_bytes: u64,
+    /// Log compaction settings (`cleanup.policy=compact` and its configs).
+    pub compaction: CompactionConfig,
 }
 
 impl Default for LogConfig {
@@ -62,6 +67,7 @@ impl Default for LogConfig {
             retention_bytes: -1,
             preallocate_bytes_max: 8 << 20,
             page_cache_tail_bytes: 64 << 20,
+            compaction: CompactionConfig::default(),
         }
     }
 }
@@ -362,6 +368,9 @@ impl Log {
     /// rebuilt the same way. One `tracing` line per truncation or rebuild.
     pub fn open(dir: &Path, config: LogConfig) -> Result<Log, Error> {
         fs::create_dir_all(dir)?;
+        cleaning::complete_interrupted_swaps(dir)?;
+        // Segments below it may have offset gaps (records compaction removed).
+        let cleaned_to = crate::cleaner::read_checkpoint(dir)?.unwrap_or(i64::MIN);
         let mut bases = Vec::new();
         let mut index_files = Vec::new();
         for entry in fs::read_dir(dir)? {
@@ -488,8 +497,14 @@ impl Log {
                 if let Some(reason) = &damage {
                     tracing::warn!(segment = %segment.log_path().display(), %reason, "rebuilding indexes");
                 }
-                let cut = segment.recover(interval, true)?;
-                let short = next_base.is_some_and(|n| segment.next_offset() != n);
+                let gaps = segment.base_offset() < cleaned_to;
+                let cut = segment.recover_with_gaps(interval, true, gaps)?;
+                let short = next_base.is_some_and(|n| {
+                    segment.next_offset() > n || (!gaps && segment.next_offset() != n)
+                });
+                if let (Some(n), None, false) = (next_base, &cut, short) {
+                    segment.set_next_offset(n);
+                }
                 tracing::info!(segment = %segment.log_path().display(), next_offset = segment.next_offset(), "recovered segment: batches validated, indexes rebuilt");
                 if let Some((position, reason)) = &cut {
                     tracing::warn!(segment = %segment.log_path().display(), position, %reason, "truncated invalid tail of segment");

@@ -36,7 +36,7 @@ pub(crate) fn file_name(base_offset: i64, extension: &str) -> String {
 
 /// Reads a file through a reusable buffer so header scans do one `pread` per chunk
 /// rather than one per batch.
-struct ChunkReader<'a> {
+pub(crate) struct ChunkReader<'a> {
     file: &'a File,
     limit: u64,
     chunk_bytes: usize,
@@ -45,7 +45,7 @@ struct ChunkReader<'a> {
 }
 
 impl<'a> ChunkReader<'a> {
-    fn new(file: &'a File, limit: u64, chunk_bytes: usize) -> Self {
+    pub(crate) fn new(file: &'a File, limit: u64, chunk_bytes: usize) -> Self {
         Self {
             file,
             limit,
@@ -56,7 +56,7 @@ impl<'a> ChunkReader<'a> {
     }
 
     /// `len` bytes at `position`, or `None` if they extend past `limit`.
-    fn get(&mut self, position: u64, len: usize) -> io::Result<Option<&[u8]>> {
+    pub(crate) fn get(&mut self, position: u64, len: usize) -> io::Result<Option<&[u8]>> {
         let end = position + len as u64;
         if end > self.limit {
             return Ok(None);
@@ -77,7 +77,9 @@ impl<'a> ChunkReader<'a> {
 ///
 /// Invariants: `size` is the number of valid bytes of the `.log` (batches back to back
 /// from position 0, the first with base offset `base_offset`, each next one starting at
-/// the previous one's last offset + 1); `next_offset` is the offset after its last batch
+/// the previous one's last offset + 1, except in a segment rewritten by log compaction,
+/// where batches may start later and the first may start after `base_offset`);
+/// `next_offset` is the offset after its last batch
 /// (`base_offset` when empty); every index entry points at a batch boundary below
 /// `size`. Not thread-safe by itself: owned by a `Log`, which is behind the caller's
 /// lock; only the `Arc<File>`s escape, for fsync.
@@ -452,6 +454,17 @@ impl LogSegment {
         index_interval_bytes: u32,
         check_crc: bool,
     ) -> io::Result<Option<(u64, String)>> {
+        self.recover_with_gaps(index_interval_bytes, check_crc, false)
+    }
+
+    /// [`Self::recover`], accepting offset gaps between batches when `gaps_allowed` (a
+    /// segment log compaction rewrote: its batches' offsets only increase).
+    pub(crate) fn recover_with_gaps(
+        &mut self,
+        index_interval_bytes: u32,
+        check_crc: bool,
+        gaps_allowed: bool,
+    ) -> io::Result<Option<(u64, String)>> {
         let file_bytes = self.log_file.metadata()?.len();
         let limit = file_bytes.min(SEGMENT_BYTES_MAX);
         self.offset_index.clear()?;
@@ -466,7 +479,7 @@ impl LogSegment {
         let mut position = 0u64;
         let mut problem = None;
         while position < limit {
-            match self.check_batch(&mut reader, position, limit, check_crc)? {
+            match self.check_batch(&mut reader, position, limit, check_crc, gaps_allowed)? {
                 Ok(header) => {
                     let at = u32::try_from(position).expect("position below SEGMENT_BYTES_MAX");
                     self.track_batch(at, &header, index_interval_bytes);
@@ -496,6 +509,7 @@ impl LogSegment {
         position: u64,
         limit: u64,
         check_crc: bool,
+        gaps_allowed: bool,
     ) -> io::Result<Result<RecordBatchHeader, String>> {
         let Some(head) = reader.get(position, BATCH_HEADER_BYTES)? else {
             return Ok(Err(format!(
@@ -529,7 +543,12 @@ impl LogSegment {
                 )));
             }
         }
-        if header.base_offset != self.next_offset {
+        let in_order = if gaps_allowed {
+            header.base_offset >= self.next_offset
+        } else {
+            header.base_offset == self.next_offset
+        };
+        if !in_order {
             return Ok(Err(format!(
                 "base offset {} where {} was expected",
                 header.base_offset, self.next_offset
@@ -800,6 +819,112 @@ impl LogSegment {
             }
         }
         Ok(())
+    }
+}
+
+/// Log compaction's side of a segment: the `.cleaned` segment a pass writes, and the view
+/// of an inactive segment it reads without the log's lock.
+impl LogSegment {
+    /// Creates an empty segment whose three files carry `suffix` after their usual names
+    /// (`<base>.log.cleaned`, ...), replacing stale files of those names.
+    pub(crate) fn create_with_suffix(
+        dir: &Path,
+        base_offset: i64,
+        suffix: &str,
+    ) -> io::Result<Self> {
+        let name =
+            |extension: &str| dir.join(format!("{}{suffix}", file_name(base_offset, extension)));
+        let log_path = name("log");
+        let log_file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&log_path)?;
+        let (index_path, time_path) = (name("index"), name("timeindex"));
+        for path in [&index_path, &time_path] {
+            match fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        let (offset_index, _) = OffsetIndex::open(&index_path, base_offset)?;
+        let (time_index, _) = TimeIndex::open(&time_path, base_offset)?;
+        Ok(Self {
+            base_offset,
+            log_path,
+            log_file: Arc::new(log_file),
+            size: 0,
+            next_offset: base_offset,
+            offset_index,
+            time_index,
+            bytes_since_last_index_entry: 0,
+            max_timestamp: NO_TIMESTAMP,
+            offset_of_max_timestamp: None,
+            first_append_ms: None,
+            preallocated: 0,
+            preallocate_unsupported: false,
+            uncached_below: 0,
+        })
+    }
+
+    /// Appends one whole batch kept by compaction (offsets already final). Unlike
+    /// [`Self::append`], its base offset may lie past `next_offset` (the records between
+    /// were compacted away), never below it.
+    pub(crate) fn append_cleaned(
+        &mut self,
+        batch: &[u8],
+        header: &RecordBatchHeader,
+        index_interval_bytes: u32,
+    ) -> io::Result<()> {
+        assert!(
+            self.next_offset <= header.base_offset,
+            "cleaned batch base {} below segment next offset {}",
+            header.base_offset,
+            self.next_offset
+        );
+        assert!(
+            header.total_bytes() == batch.len(),
+            "batch of {} bytes, header says {}",
+            batch.len(),
+            header.total_bytes()
+        );
+        let position = self.size;
+        assert!(
+            u64::from(position) + batch.len() as u64 <= SEGMENT_BYTES_MAX,
+            "cleaned segment would pass the maximum segment size"
+        );
+        self.log_file.write_all_at(batch, u64::from(position))?;
+        self.track_batch(position, header, index_interval_bytes);
+        Ok(())
+    }
+
+    /// Finishes a segment written by compaction: final time index entry, indexes
+    /// written, and all three files fsync'd (they must be durable before the swap).
+    pub(crate) fn finish_cleaned(&mut self) -> io::Result<()> {
+        self.on_inactive()?;
+        self.log_file.sync_all()?;
+        self.sync_indexes()
+    }
+
+    /// The read-only view the cleaner works from, outside the log's lock: the `.log` of
+    /// an inactive segment is immutable until compaction or retention replaces it, and
+    /// the shared handle keeps it readable even then.
+    pub(crate) fn cleaning_view(&self) -> crate::cleaner::SegmentView {
+        crate::cleaner::SegmentView {
+            base_offset: self.base_offset,
+            next_offset: self.next_offset,
+            file: Arc::clone(&self.log_file),
+            size: self.size,
+            largest_timestamp: self.largest_timestamp(),
+        }
+    }
+
+    /// True when `view` was taken from this segment (same base and same open file).
+    pub(crate) fn is_viewed_by(&self, view: &crate::cleaner::SegmentView) -> bool {
+        self.base_offset == view.base_offset
+            && self.size == view.size
+            && Arc::ptr_eq(&self.log_file, &view.file)
     }
 }
 

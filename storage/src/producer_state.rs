@@ -203,6 +203,15 @@ impl ProducerStateManager {
         self.producers.len()
     }
 
+    /// Last offset of each producer's newest batch: log compaction keeps those batches
+    /// (empty if need be) so the producers' sequence state survives a reload.
+    pub(crate) fn last_offsets(&self) -> HashMap<i64, i64> {
+        self.producers
+            .iter()
+            .filter_map(|(&id, entry)| entry.batches.back().map(|b| (id, b.last_offset.get())))
+            .collect()
+    }
+
     /// The newest snapshot offset on disk, if any.
     pub(crate) fn latest_snapshot(&self) -> Option<i64> {
         self.snapshots.iter().next_back().copied()

@@ -170,6 +170,53 @@ pub static SETTINGS: &[Setting] = &[
         read: |c| format!("PLAINTEXT://{}", c.listen),
     },
     Setting {
+        name: "log.cleaner.backoff.ms",
+        allowed: "an integer >= 0",
+        config_type: 5,
+        apply: |c, v| {
+            c.log_cleaner_backoff_ms = number::<u64>(v, 0)?;
+            Ok(())
+        },
+        read: |c| c.log_cleaner_backoff_ms.to_string(),
+    },
+    numeric!(
+        "log.cleaner.dedupe.buffer.size",
+        log_cleaner_dedupe_buffer_size,
+        usize,
+        1 << 20,
+        "an integer >= 1048576",
+        5
+    ),
+    Setting {
+        name: "log.cleaner.enable",
+        allowed: "true or false",
+        config_type: 1,
+        apply: |c, v| {
+            c.log_cleaner_enable = boolean(v)?;
+            Ok(())
+        },
+        read: |c| c.log_cleaner_enable.to_string(),
+    },
+    Setting {
+        name: "log.cleaner.io.max.bytes.per.second",
+        allowed: "a number > 0",
+        config_type: 6,
+        apply: |c, v| {
+            let rate = number::<f64>(v, f64::MIN_POSITIVE)?;
+            c.log_cleaner_io_max_bytes_per_second = rate;
+            Ok(())
+        },
+        read: |c| c.log_cleaner_io_max_bytes_per_second.to_string(),
+    },
+    numeric!(
+        "log.cleaner.threads",
+        log_cleaner_threads,
+        usize,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    Setting {
         name: "log.dirs",
         allowed: "one directory",
         config_type: 2,
@@ -279,6 +326,14 @@ pub static SETTINGS: &[Setting] = &[
     numeric!(
         "offsets.topic.num.partitions",
         offsets_topic_num_partitions,
+        i32,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "offsets.topic.segment.bytes",
+        offsets_topic_segment_bytes,
         i32,
         1,
         "an integer >= 1",

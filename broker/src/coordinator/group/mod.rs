@@ -122,6 +122,10 @@ pub struct GroupConfig {
     pub group_max_size: usize,
     /// How long an OffsetCommit waits for its records to become durable.
     pub commit_timeout_ms: u64,
+    /// `offsets.topic.segment.bytes`: `segment.bytes` of `__consumer_offsets` when it is
+    /// created. Small segments let the log cleaner compact it sooner (the active segment
+    /// is never cleaned).
+    pub offsets_topic_segment_bytes: i32,
 }
 
 impl Default for GroupConfig {
@@ -136,6 +140,7 @@ impl Default for GroupConfig {
             max_session_timeout_ms: 1_800_000,
             group_max_size: 10_000,
             commit_timeout_ms: 30_000,
+            offsets_topic_segment_bytes: 104_857_600,
         }
     }
 }
@@ -436,13 +441,12 @@ impl GroupCoordinator {
         if let Some(topic) = self.offsets_topic.get() {
             return Ok(topic);
         }
-        // Kafka's `offsets.topic.segment.bytes` default.
-        const OFFSETS_TOPIC_SEGMENT_BYTES: &str = "104857600";
+        let segment_bytes = self.config.offsets_topic_segment_bytes.to_string();
         let name = super::GROUP_METADATA_TOPIC_NAME;
         let created = TopicConfig::from_pairs([
             ("cleanup.policy", Some("compact")),
             ("compression.type", Some("producer")),
-            ("segment.bytes", Some(OFFSETS_TOPIC_SEGMENT_BYTES)),
+            ("segment.bytes", Some(segment_bytes.as_str())),
         ])
         .map_err(|e| e.to_string())
         .and_then(|config| {

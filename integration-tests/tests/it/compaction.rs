@@ -1,0 +1,370 @@
+//! Log compaction seen by real clients: a compacted topic ends with the latest value per
+//! key at its original offset and without expired tombstones; an idempotent producer
+//! keeps producing across a clean and a restart; a SIGKILL in the middle of a clean
+//! leaves a complete log; `__consumer_offsets` shrinks and its offsets survive.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use integration_tests::Broker;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::common::{
+    consumer, create_topic, produce_all, produce_ok, producer, Record, CLIENT_TIMEOUT,
+};
+
+/// How long a test waits for the cleaner to get somewhere.
+const CLEAN_TIMEOUT: Duration = Duration::from_secs(40);
+
+/// (offset, key, value) of every record of `topic`/0 from the log start to the high
+/// watermark, read with an assigned consumer.
+fn read_all(bootstrap: &str, topic: &str) -> Vec<(i64, Vec<u8>, Option<Vec<u8>>)> {
+    let consumer = consumer(bootstrap, &[]);
+    let (_, high) = consumer
+        .fetch_watermarks(topic, 0, CLIENT_TIMEOUT)
+        .expect("watermarks");
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, 0, Offset::Beginning)
+        .expect("assignment");
+    consumer.assign(&assignment).expect("assign");
+    let mut out = Vec::new();
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    while out.last().is_none_or(|(offset, _, _)| offset + 1 < high) {
+        assert!(
+            Instant::now() < deadline,
+            "read {} records of {topic} below {high}",
+            out.len()
+        );
+        match consumer.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Err(e)) => panic!("consume {topic}: {e}"),
+            Some(Ok(m)) => out.push((
+                m.offset(),
+                m.key().map(<[u8]>::to_vec).unwrap_or_default(),
+                m.payload().map(<[u8]>::to_vec),
+            )),
+        }
+    }
+    out
+}
+
+/// Latest (offset, value) per key, from produced records and their acknowledged offsets.
+fn latest_per_key(
+    records: &[Record],
+    offsets: &[(i32, i64)],
+) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)> {
+    let mut latest = BTreeMap::new();
+    for (record, (_, offset)) in records.iter().zip(offsets) {
+        latest.insert(
+            record.key.clone().expect("keyed"),
+            (*offset, record.value.clone()),
+        );
+    }
+    latest
+}
+
+/// Sum of the `.log` sizes in a partition directory.
+fn log_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .expect("list partition dir")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .map(|e| e.metadata().map(|m| m.len()).unwrap_or(0))
+        .sum()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + CLEAN_TIMEOUT;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn tombstone(key: &str) -> Record {
+    Record {
+        value: None,
+        ..Record::new(0, key, "")
+    }
+}
+
+/// The records of `rounds` updates of `keys` keys, values naming key and round.
+fn updates(keys: usize, rounds: usize, pad: usize) -> Vec<Record> {
+    (0..rounds)
+        .flat_map(|r| {
+            (0..keys).map(move |k| {
+                Record::new(
+                    0,
+                    format!("key-{k:03}"),
+                    format!("r{r}-k{k}-{}", "p".repeat(pad)),
+                )
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn compacted_topic_keeps_latest_value_per_key_and_drops_tombstones() {
+    // Proves: on a compacted topic with small segments and 20 updates per key, the
+    // cleaner leaves exactly the latest value of each live key at the offset it was
+    // acknowledged at, and deleted keys (value and tombstone) are gone once
+    // delete.retention.ms has passed; the log really shrank.
+    let broker = Broker::start_with(&["--log-cleaner-backoff-ms", "100"]);
+    let bootstrap = broker.bootstrap();
+    create_topic(
+        &bootstrap,
+        "compacted",
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", "2048"),
+            ("delete.retention.ms", "1000"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    );
+    let mut records = updates(30, 20, 20);
+    records.extend((0..5).map(|k| tombstone(&format!("key-{k:03}"))));
+    // Unique keys after the updates push them all out of the (never cleaned) active segment.
+    records.extend((0..60).map(|i| Record::new(0, format!("filler-{i:03}"), "f".repeat(40))));
+    let offsets = produce_ok(
+        &bootstrap,
+        "compacted",
+        &records,
+        &[("linger.ms", "0"), ("batch.num.messages", "5")],
+    );
+    let mut expected: Vec<(i64, Vec<u8>, Option<Vec<u8>>)> = latest_per_key(&records, &offsets)
+        .into_iter()
+        .filter(|(_, (_, value))| value.is_some())
+        .map(|(key, (offset, value))| (offset, key, value))
+        .collect();
+    expected.sort();
+    assert_eq!(expected.len(), 25 + 60);
+    let dir = broker.data_dir().join("compacted-0");
+    let mut last = Vec::new();
+    wait_until("compaction of every key and tombstone", || {
+        last = read_all(&bootstrap, "compacted");
+        last == expected
+    });
+    assert!(log_bytes(&dir) < 20_000, "log is {} bytes", log_bytes(&dir));
+}
+
+#[test]
+fn idempotent_producer_keeps_producing_across_a_clean_and_restart() {
+    // Proves: the cleaner keeps each idempotent producer's last batch (and every batch's
+    // producer fields), so a producer with enable.idempotence keeps producing after its
+    // earlier batches were compacted, also after a broker restart that reloads producer
+    // state from the compacted log: every record is acknowledged (no
+    // OUT_OF_ORDER_SEQUENCE_NUMBER, no fatal idempotence error) and the log ends with
+    // the latest value per key.
+    let mut broker = Broker::start_with(&["--log-cleaner-backoff-ms", "100"]);
+    let bootstrap = broker.bootstrap();
+    create_topic(
+        &bootstrap,
+        "idem-compacted",
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", "1024"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    );
+    let producer = producer(
+        &bootstrap,
+        &[
+            ("enable.idempotence", "true"),
+            ("acks", "all"),
+            ("linger.ms", "0"),
+            ("batch.num.messages", "5"),
+            ("message.timeout.ms", "30000"),
+        ],
+    );
+    let checkpoint = broker
+        .data_dir()
+        .join("idem-compacted-0/cleaner-offset-checkpoint");
+    let mut all = Vec::new();
+    let mut all_offsets = Vec::new();
+    for round in 0..3 {
+        let records: Vec<Record> = (0..150)
+            .map(|i| Record::new(0, format!("key-{:02}", i % 10), format!("round{round}-{i}")))
+            .collect();
+        let deliveries = produce_all(&producer, "idem-compacted", &records);
+        for d in &deliveries {
+            let at = d
+                .result
+                .unwrap_or_else(|e| panic!("round {round}: record {} failed: {e:?}", d.index));
+            all_offsets.push(at);
+        }
+        all.extend(records);
+        if round == 0 {
+            wait_until("a first clean", || checkpoint.exists());
+        }
+        if round == 1 {
+            broker.restart();
+        }
+    }
+    let offsets: Vec<i64> = all_offsets.iter().map(|(_, o)| *o).collect();
+    assert!(
+        offsets.windows(2).all(|w| w[0] < w[1]),
+        "offsets not increasing"
+    );
+    let latest = latest_per_key(&all, &all_offsets);
+    let read = read_all(&bootstrap, "idem-compacted");
+    for (key, (offset, value)) in &latest {
+        let newest = read
+            .iter()
+            .rev()
+            .find(|(_, k, _)| k == key)
+            .expect("key present");
+        assert_eq!(
+            (&newest.0, &newest.2),
+            (offset, value),
+            "key {}",
+            String::from_utf8_lossy(key)
+        );
+    }
+}
+
+#[test]
+fn sigkill_during_compaction_leaves_a_complete_log() {
+    // Proves: killing the broker while the cleaner is writing a cleaned segment (slowed
+    // by log.cleaner.io.max.bytes.per.second) leaves a log that opens, and in which
+    // every key's latest value is readable at its acknowledged offset; the restart
+    // discarded or completed the interrupted clean.
+    let mut broker = Broker::start_with(&[
+        "--log-cleaner-backoff-ms",
+        "100",
+        "--log-cleaner-io-max-bytes-per-second",
+        "400000",
+    ]);
+    let bootstrap = broker.bootstrap();
+    create_topic(
+        &bootstrap,
+        "killed-clean",
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", "65536"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    );
+    let records = updates(50, 200, 80);
+    let offsets = produce_ok(&bootstrap, "killed-clean", &records, &[("linger.ms", "5")]);
+    let dir = broker.data_dir().join("killed-clean-0");
+    wait_until("a cleaned segment being written", || {
+        std::fs::read_dir(&dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .any(|e| e.file_name().to_string_lossy().ends_with(".cleaned"))
+            })
+            .unwrap_or(false)
+    });
+    broker.kill();
+    broker.restart();
+    let log = broker.log();
+    assert!(
+        log.contains("deleting an unfinished cleaned segment")
+            || log.contains("completed an interrupted compaction swap"),
+        "restart did not see the interrupted clean"
+    );
+    let read = read_all(&bootstrap, "killed-clean");
+    let read_offsets: Vec<i64> = read.iter().map(|r| r.0).collect();
+    assert!(
+        read_offsets.windows(2).all(|w| w[0] < w[1]),
+        "offsets not increasing"
+    );
+    for (key, (offset, value)) in latest_per_key(&records, &offsets) {
+        let newest = read
+            .iter()
+            .rev()
+            .find(|(_, k, _)| *k == key)
+            .expect("key present");
+        assert_eq!(
+            (newest.0, &newest.2),
+            (offset, &value),
+            "key {}",
+            String::from_utf8_lossy(&key)
+        );
+    }
+}
+
+/// Commits `offset` for partitions 0..4 of `topic` as group `group` (no membership).
+fn commit(consumer: &BaseConsumer, topic: &str, offset: i64) {
+    let mut list = TopicPartitionList::new();
+    for partition in 0..4 {
+        list.add_partition_offset(
+            topic,
+            partition,
+            Offset::Offset(offset + i64::from(partition)),
+        )
+        .expect("commit list");
+    }
+    consumer.commit(&list, CommitMode::Sync).expect("commit");
+}
+
+fn committed(bootstrap: &str, group: &str, topic: &str) -> Vec<Offset> {
+    let consumer = consumer(bootstrap, &[("group.id", group)]);
+    let mut list = TopicPartitionList::new();
+    for partition in 0..4 {
+        list.add_partition(topic, partition);
+    }
+    let committed = consumer
+        .committed_offsets(list, CLIENT_TIMEOUT)
+        .expect("committed offsets");
+    committed
+        .elements()
+        .iter()
+        .map(rdkafka::topic_partition_list::TopicPartitionListElem::offset)
+        .collect()
+}
+
+#[test]
+fn consumer_offsets_shrinks_after_compaction_and_offsets_survive_restart() {
+    // Proves: `__consumer_offsets` is compacted: 400 commits of one group written with
+    // the cleaner off, then a broker with the cleaner on shrinks the partition to a
+    // fraction of its size, and the group's committed offsets are the last ones, also
+    // after another restart (the coordinator loads the compacted log).
+    let offsets_flags = [
+        "--offsets-topic-num-partitions",
+        "1",
+        "--offsets-topic-segment-bytes",
+        "4096",
+    ];
+    let mut off: Vec<&str> = offsets_flags.to_vec();
+    off.extend(["--log-cleaner-enable", "false"]);
+    let mut first = Broker::start_with(&off);
+    let bootstrap = first.bootstrap();
+    create_topic(&bootstrap, "tracked", 4, &[]);
+    let committer = consumer(&bootstrap, &[("group.id", "shrink-g")]);
+    for i in 0..400 {
+        commit(&committer, "tracked", i);
+    }
+    drop(committer);
+    let dir = first.data_dir().join("__consumer_offsets-0");
+    let before = log_bytes(&dir);
+    assert!(before > 40_000, "__consumer_offsets holds {before} bytes");
+    first.terminate();
+    let mut on: Vec<&str> = offsets_flags.to_vec();
+    on.extend(["--log-cleaner-backoff-ms", "100"]);
+    let mut second = Broker::start_in(first.data_dir(), &on);
+    let bootstrap = second.bootstrap();
+    wait_until("__consumer_offsets compaction", || {
+        log_bytes(&dir) < before / 5
+    });
+    let expected: Vec<Offset> = (0..4).map(|p| Offset::Offset(399 + p)).collect();
+    assert_eq!(committed(&bootstrap, "shrink-g", "tracked"), expected);
+    second.restart();
+    assert_eq!(
+        committed(&second.bootstrap(), "shrink-g", "tracked"),
+        expected
+    );
+    assert!(
+        log_bytes(&dir) < before / 5,
+        "{} bytes after restart",
+        log_bytes(&dir)
+    );
+}
