@@ -131,6 +131,7 @@ impl Log {
     ) -> Result<Option<SegmentDeletion>, Error> {
         let high_watermark = high_watermark.get();
         self.check_not_failed()?;
+        self.roll_if_aged(now_ms)?;
         let count = self.deletable_segment_count(now_ms, high_watermark);
         if count == 0 {
             return Ok(None);
@@ -145,6 +146,22 @@ impl Log {
             .map_or(self.log_start_offset, LogSegment::base_offset);
         let new_start = first_kept.max(self.log_start_offset);
         self.detach_oldest(count, new_start).map(Some)
+    }
+
+    /// `segment.ms` on time: closes a non-empty active segment whose first append is older
+    /// than `segment.ms`, as the next append would. Without it an idle partition keeps its
+    /// last segment active forever, and what only closed segments get — compaction, an
+    /// exact time index on disk — never reaches its data. (Retention does not need it: it
+    /// deletes an expired active segment itself.) The roll's fsyncs are queued as
+    /// `RollWork` for the flusher like any roll's.
+    fn roll_if_aged(&mut self, now_ms: i64) -> Result<(), Error> {
+        let active = self.active();
+        let aged = !active.is_empty()
+            && u64::try_from(active.age_ms(now_ms)).unwrap_or(0) > self.config.segment_ms;
+        if aged {
+            self.roll()?;
+        }
+        Ok(())
     }
 
     /// Raises the log start to `offset` (DeleteRecords) and takes off the log every

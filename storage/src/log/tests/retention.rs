@@ -159,3 +159,43 @@ fn log_start_deletion_removes_whole_segments_below() {
     let log = open(dir.path(), small_config());
     assert_eq!(log.log_start_offset(), target);
 }
+
+// `segment.ms` rolls an idle active segment at the retention check, not only on the next
+// append: the log gains a new empty active segment and loses nothing; a younger or empty
+// active segment stays.
+#[test]
+fn segment_ms_rolls_an_idle_active_segment() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open(
+        dir.path(),
+        LogConfig {
+            segment_ms: 1_000,
+            retention_ms: -1,
+            ..LogConfig::default()
+        },
+    );
+    let b = batch(3, 10, 100);
+    log.append_at(&b, 0, 10_000).expect("append");
+    assert!(log
+        .take_retention_deletion(10_500, Offset(3))
+        .expect("check")
+        .is_none());
+    assert_eq!(log.segment_count(), 1, "younger than segment.ms");
+    assert!(log
+        .take_retention_deletion(11_001, Offset(3))
+        .expect("check")
+        .is_none());
+    assert_eq!(log.segment_count(), 2, "rolled on time");
+    assert_eq!(
+        (log.log_start_offset(), log.log_end_offset()),
+        (Offset(0), Offset(3))
+    );
+    assert!(log.has_roll_work());
+    log.take_retention_deletion(20_000, Offset(3))
+        .expect("check");
+    assert_eq!(
+        log.segment_count(),
+        2,
+        "an empty active segment never rolls"
+    );
+}
