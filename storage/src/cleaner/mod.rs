@@ -352,14 +352,32 @@ fn map_too_small(entries: usize, needed: usize) -> Error {
 }
 
 impl Cleaner {
-    /// A cleaner with a map of `config.dedupe_buffer_bytes` (allocated now, once).
+    /// A cleaner whose passes may use up to `config.dedupe_buffer_bytes` of map.
     #[must_use]
     pub fn new(config: CleanerConfig) -> Self {
         Self {
-            map: OffsetMap::new(config.dedupe_buffer_bytes),
+            map: OffsetMap::new(0),
             config,
             scratch: Vec::new(),
         }
+    }
+
+    /// Runs one pass (see [`Cleaner::clean_pass`]) with a map sized for it: one slot per
+    /// dirty offset at most (a key per record is the worst case), never more than
+    /// `log.cleaner.dedupe.buffer.size`, and freed when the pass ends. Kafka allocates
+    /// the whole buffer at start; here an idle cleaner, or one cleaning a small
+    /// `__consumer_offsets` partition, holds kilobytes, not 128 MiB.
+    ///
+    /// # Errors
+    /// As [`Cleaner::clean_pass`].
+    pub fn clean(&mut self, job: &CleaningJob, now_ms: i64) -> Result<CleanResult, Error> {
+        let dirty_offsets =
+            usize::try_from(job.first_uncleanable_offset - job.first_dirty_offset).unwrap_or(0);
+        let bytes = OffsetMap::bytes_for(dirty_offsets).min(self.config.dedupe_buffer_bytes);
+        self.map = OffsetMap::new(bytes);
+        let result = self.clean_pass(job, now_ms);
+        self.map = OffsetMap::new(0);
+        result
     }
 
     /// Runs steps 1-2 of a pass (see the module docs) as of `now_ms`. Blocking I/O:
@@ -368,7 +386,7 @@ impl Cleaner {
     /// # Errors
     /// I/O errors, a batch that does not decode (the pass stops; nothing is swapped), or
     /// a map too small for one batch.
-    pub fn clean(&mut self, job: &CleaningJob, now_ms: i64) -> Result<CleanResult, Error> {
+    fn clean_pass(&mut self, job: &CleaningJob, now_ms: i64) -> Result<CleanResult, Error> {
         let mut throttler = Throttler::new(self.config.io_max_bytes_per_second);
         let mut stats = CleanStats::default();
         let map_end = self.build_offset_map(job, &mut throttler, &mut stats)?;

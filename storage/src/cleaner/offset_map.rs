@@ -77,6 +77,19 @@ impl OffsetMap {
         }
     }
 
+    /// Memory a map needs to hold `keys` keys below its load factor.
+    #[must_use]
+    pub fn bytes_for(keys: usize) -> usize {
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            clippy::cast_precision_loss,
+            reason = "a slot count estimate; saturates on overflow"
+        )]
+        let slots = (keys as f64 / LOAD_FACTOR) as usize;
+        slots.saturating_add(2).saturating_mul(SLOT_BYTES)
+    }
+
     /// Keys the map can hold in one pass.
     #[must_use]
     pub fn max_entries(&self) -> usize {
