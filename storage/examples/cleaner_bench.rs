@@ -7,8 +7,9 @@
 //! then rewrite) and writes about 10% of it, so ~2.1 GB of I/O per GB; from the page
 //! cache a pass is CPU bound on record parsing + hashing (~1-2 GB/s for 1 KiB records),
 //! so expect a few hundred MB/s of log compacted per core and ~1-3 CPU-s per GB. Peak
-//! memory should be the dedupe buffer (128 MiB) plus a 1 MiB read chunk, independent of
-//! the log size.
+//! memory should be the pass's offset map (24 bytes a slot, one slot per dirty offset
+//! over the load factor: ~28 MiB for 1 GiB of 1 KiB records, capped by the 128 MiB
+//! dedupe buffer) plus a 1 MiB read chunk.
 //!
 //! Run: `cargo run --release -p logbook-storage --example cleaner_bench [-- --gib 1]`.
 
