@@ -149,40 +149,7 @@ const PREALLOCATE_APPENDS_AHEAD: u64 = 16;
 impl LogSegment {
     /// Creates an empty segment at `base_offset`, replacing any stale files of that name.
     pub(crate) fn create(dir: &Path, base_offset: i64) -> io::Result<Self> {
-        let log_path = dir.join(file_name(base_offset, "log"));
-        let log_file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&log_path)?;
-        let index_path = dir.join(file_name(base_offset, "index"));
-        let time_path = dir.join(file_name(base_offset, "timeindex"));
-        // Stale indexes of a previous segment at the same base must not survive.
-        for path in [&index_path, &time_path] {
-            match fs::remove_file(path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-        }
-        let (offset_index, _) = OffsetIndex::open(&index_path, base_offset)?;
-        let (time_index, _) = TimeIndex::open(&time_path, base_offset)?;
-        Ok(Self {
-            base_offset,
-            log_path,
-            log_file: Arc::new(log_file),
-            size: 0,
-            next_offset: base_offset,
-            offset_index,
-            time_index,
-            bytes_since_last_index_entry: 0,
-            max_timestamp: NO_TIMESTAMP,
-            offset_of_max_timestamp: None,
-            first_append_ms: None,
-            preallocated: 0,
-            preallocate_unsupported: false,
-            uncached_below: 0,
-        })
+        Self::create_with_suffix(dir, base_offset, "")
     }
 
     /// Opens an existing segment without reading its `.log`. `next_offset` is unknown
