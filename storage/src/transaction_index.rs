@@ -127,11 +127,13 @@ impl TransactionIndex {
     }
 
     /// The file's path (it may not exist).
+    #[cfg(test)]
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The entries, in marker order.
+    #[cfg(test)]
     pub(crate) fn entries(&self) -> &[AbortedTxn] {
         &self.entries
     }
