@@ -505,6 +505,10 @@ impl Log {
         }
 
         let interval = log.config.index_interval_bytes;
+        // The marker's third value is the offset of the producer snapshot the close wrote,
+        // -1 when it wrote none (markers of older versions hold the log end there, which
+        // only costs a scan when that snapshot is missing).
+        let clean_without_snapshot = matches!(clean.as_deref(), Some(&[_, _, -1]));
         let clean_start = match clean.as_deref() {
             Some(&[start, end, _]) => {
                 let ok_files = files_ok.get(last).copied().unwrap_or(false);
@@ -620,7 +624,7 @@ impl Log {
         }
         log.leader_epochs.truncate_from_end(log.end());
         log.leader_epochs.truncate_from_start(log.log_start_offset);
-        log.load_producer_state(clean_start.is_some())?;
+        log.load_producer_state(clean_start.is_some() && clean_without_snapshot)?;
         log.fill_first_epoch()?;
         log.check_invariants();
         tracing::debug!(dir = %dir.display(), log_start = log.log_start_offset, log_end = log.end(), clean = clean_start.is_some(), "opened log");
@@ -629,9 +633,11 @@ impl Log {
 
     /// Rebuilds producer state: the newest snapshot at or below the log end, then the
     /// batch headers after it (all of the log when there is no snapshot). After a clean
-    /// shutdown with no snapshot at all there was no producer state to keep (a clean
-    /// close writes one whenever there is), so nothing is scanned.
-    fn load_producer_state(&mut self, clean: bool) -> Result<(), Error> {
+    /// shutdown that wrote no snapshot (`clean_without_snapshot`) there was no producer
+    /// state to keep (a clean close writes one whenever there is), so nothing is scanned;
+    /// a close that wrote one whose file is gone now scans the whole log.
+    fn load_producer_state(&mut self, clean_without_snapshot: bool) -> Result<(), Error> {
+        let clean = clean_without_snapshot;
         let log_end = self.end();
         let from = match self.producer_state.load(log_end)? {
             Some(offset) => offset,
@@ -1573,15 +1579,19 @@ impl Log {
         if let Some(epochs) = self.leader_epochs.take_checkpoint() {
             epochs.write()?;
         }
-        if !self.producer_state.is_empty() || self.producer_state.latest_snapshot().is_some() {
-            self.producer_state.take_snapshot(log_end).write()?;
-        }
+        let snapshot_at =
+            if !self.producer_state.is_empty() || self.producer_state.latest_snapshot().is_some() {
+                self.producer_state.take_snapshot(log_end).write()?;
+                log_end
+            } else {
+                -1
+            };
         checkpoint::write(&self.dir, LOG_START_OFFSET_FILE, &[self.log_start_offset])?;
         self.write_recovery_point()?;
         checkpoint::write(
             &self.dir,
             CLEAN_SHUTDOWN_FILE,
-            &[self.log_start_offset, log_end, log_end],
+            &[self.log_start_offset, log_end, snapshot_at],
         )?;
         tracing::debug!(dir = %self.dir.display(), log_end, "closed log");
         Ok(())
