@@ -15,6 +15,7 @@
 mod checkpoint; // small durable files, write-temp-fsync-rename
 pub mod cleaner; // log compaction: LogCleaner's Cleaner and its OffsetMap
 pub mod compression; // gzip/snappy/lz4/zstd decompression of a batch's records
+pub mod end_transaction_marker; // commit/abort control batches (EndTransactionMarker)
 pub mod error;
 pub mod fault; // fault injection for writes and fsyncs (tests and the `fault-injection` feature only)
 mod index_file; // per-use descriptors for .index/.timeindex
@@ -28,10 +29,12 @@ pub mod producer_state; // ProducerStateManager and its snapshots
 pub mod record; // the records of a batch, walked as byte slices
 pub mod record_batch; // header view + validation + in-place rewrites
 mod time_index; // TimeIndex
+pub mod transaction_index; // TransactionIndex (.txnindex): aborted transactions per segment
 
 #[cfg(test)]
 mod test_util;
 
+pub use end_transaction_marker::{EndTransactionMarker, TxnResult};
 pub use error::Error;
 pub use leader_epoch_cache::{EpochEntry, LeaderEpoch, LeaderEpochFileCache};
 pub use log::{
@@ -40,5 +43,6 @@ pub use log::{
 };
 pub use log_validator::{ValidatedBatch, ValidatedBatches, ValidationError};
 pub use offset::Offset;
-pub use producer_state::{BatchMetadata, ProducerSnapshot};
+pub use producer_state::{ActiveProducer, BatchMetadata, ProducerSnapshot};
 pub use record_batch::{BatchError, RecordBatchHeader};
+pub use transaction_index::AbortedTxn;
