@@ -52,6 +52,8 @@ pub fn storage_error(e: &logbook_storage::Error) -> ResponseError {
         Error::Io(_) | Error::LogFailed { .. } => ResponseError::KafkaStorageError,
         Error::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         Error::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        Error::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+        Error::TransactionCoordinatorFenced { .. } => ResponseError::TransactionCoordinatorFenced,
     }
 }
 

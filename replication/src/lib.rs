@@ -13,7 +13,7 @@ mod replica_manager;
 
 pub use flusher::{FlushPolicy, Flusher};
 pub use log_cleaner::LogCleanerConfig;
-pub use logbook_storage::{AppendOutcome, Offset};
+pub use logbook_storage::{AppendOutcome, Offset, TxnResult};
 pub use partition::{Partition, PartitionOffsets, TopicPartition, DELETE_TO_HIGH_WATERMARK};
 pub use replica_manager::ReplicaManager;
 

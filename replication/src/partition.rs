@@ -21,7 +21,8 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use logbook_storage::{
-    AppendOutcome, LeaderEpoch, Log, LogConfig, Offset, ReadResult, SliceRead, ValidatedBatches,
+    AppendOutcome, EndTransactionMarker, LeaderEpoch, Log, LogConfig, Offset, ReadResult,
+    SliceRead, TxnResult, ValidatedBatches,
 };
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -252,6 +253,36 @@ impl Partition {
             }
         }
         Ok(outcome)
+    }
+
+    /// Appends a transaction marker (commit or abort) for `producer_id` at
+    /// `producer_epoch`, written by the transaction coordinator of `coordinator_epoch`
+    /// (Kafka's WriteTxnMarkers on one partition), and schedules its fsync. Returns the
+    /// marker's offset; the caller `wait_durable`s past it before answering.
+    ///
+    /// # Errors
+    /// Storage errors: `InvalidProducerEpoch` for an epoch older than the producer's,
+    /// `TransactionCoordinatorFenced` for an older coordinator epoch, `LogFailed`; the
+    /// partition being closed.
+    pub fn write_txn_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        result: TxnResult,
+    ) -> Result<Offset, Error> {
+        let marker = EndTransactionMarker {
+            result,
+            coordinator_epoch,
+        };
+        let outcome = self.append_with(|log, leader_epoch| {
+            log.append_txn_marker(producer_id, producer_epoch, marker, leader_epoch)
+                .map(AppendOutcome::Appended)
+        })?;
+        match outcome {
+            AppendOutcome::Appended(info) => Ok(info.first_offset),
+            AppendOutcome::Duplicate(_) => unreachable!("append_txn_marker never deduplicates"),
+        }
     }
 
     pub(crate) fn self_weak(&self) -> Weak<Partition> {

@@ -74,4 +74,22 @@ pub enum Error {
         /// The batch's epoch.
         got: i16,
     },
+    /// A transactional producer wrote a non-transactional batch while its transaction is
+    /// open (Kafka's `InvalidTxnStateException`).
+    #[error("producer {producer_id} wrote a non-transactional batch inside its open transaction")]
+    InvalidTxnState {
+        /// The producer.
+        producer_id: i64,
+    },
+    /// A marker from a transaction coordinator older than the one that wrote the
+    /// producer's last marker (a zombie coordinator).
+    #[error("coordinator epoch {got} for producer {producer_id} is older than {current}")]
+    TransactionCoordinatorFenced {
+        /// The producer.
+        producer_id: i64,
+        /// The coordinator epoch of the producer's last marker.
+        current: i32,
+        /// The marker's coordinator epoch.
+        got: i32,
+    },
 }

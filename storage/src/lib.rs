@@ -15,6 +15,7 @@
 mod checkpoint; // small durable files, write-temp-fsync-rename
 pub mod cleaner; // log compaction: LogCleaner's Cleaner and its OffsetMap
 pub mod compression; // gzip/snappy/lz4/zstd decompression of a batch's records
+pub mod end_transaction_marker; // commit/abort control batches (EndTransactionMarker)
 pub mod error;
 pub mod fault; // fault injection for writes and fsyncs (tests and the `fault-injection` feature only)
 mod index_file; // per-use descriptors for .index/.timeindex
@@ -32,6 +33,7 @@ mod time_index; // TimeIndex
 #[cfg(test)]
 mod test_util;
 
+pub use end_transaction_marker::{EndTransactionMarker, TxnResult};
 pub use error::Error;
 pub use leader_epoch_cache::{EpochEntry, LeaderEpoch, LeaderEpochFileCache};
 pub use log::{

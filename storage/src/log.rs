@@ -15,6 +15,7 @@ use bytes::Bytes;
 use crate::checkpoint::{
     self, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, TMP_SUFFIX,
 };
+use crate::end_transaction_marker::{build_marker_batch, EndTransactionMarker};
 use crate::error::Error;
 use crate::leader_epoch_cache::{EpochCheckpoint, LeaderEpoch, LeaderEpochFileCache};
 use crate::log_segment::{LogSegment, SEGMENT_BYTES_MAX};
@@ -812,6 +813,29 @@ impl Log {
             .map(|b| (b.position, b.header))
             .collect();
         self.append_headers(validated.bytes(), headers, leader_epoch, now_ms())
+    }
+
+    /// Appends a transaction marker for `producer_id` (Kafka's `appendAsLeader` with
+    /// origin COORDINATOR of an `EndTransactionMarker` batch), with the wall clock as its
+    /// timestamp: ends the producer's transaction at this partition. Returns its offsets.
+    ///
+    /// # Errors
+    /// `InvalidProducerEpoch` for an epoch older than the producer's;
+    /// `TransactionCoordinatorFenced` for a coordinator epoch older than the last marker's;
+    /// as [`Log::append_at`] otherwise.
+    pub fn append_txn_marker(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: EndTransactionMarker,
+        leader_epoch: i32,
+    ) -> Result<AppendInfo, Error> {
+        let now = now_ms();
+        let batch = build_marker_batch(producer_id, producer_epoch, marker, now);
+        match self.append_at(&batch, leader_epoch, now)? {
+            AppendOutcome::Appended(info) => Ok(info),
+            AppendOutcome::Duplicate(_) => unreachable!("markers carry no sequence"),
+        }
     }
 
     /// The append itself, given each batch's position and header in `batches`.

@@ -227,6 +227,17 @@ impl ProducerStateManager {
         let Some(entry) = self.producers.get(&header.producer_id) else {
             return SequenceCheck::Append;
         };
+        if header.is_control() {
+            // A marker carries no sequence; only its epoch is checked.
+            return if header.producer_epoch < entry.epoch {
+                SequenceCheck::StaleEpoch {
+                    current: entry.epoch,
+                    got: header.producer_epoch,
+                }
+            } else {
+                SequenceCheck::Append
+            };
+        }
         if header.producer_epoch < entry.epoch {
             return SequenceCheck::StaleEpoch {
                 current: entry.epoch,

@@ -81,3 +81,18 @@ pub(crate) fn idempotent_batch(
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     out
 }
+
+/// [`idempotent_batch`] with the transactional attribute bit: part of `producer_id`'s
+/// transaction.
+pub(crate) fn transactional_batch(
+    records_count: usize,
+    producer_id: i64,
+    epoch: i16,
+    sequence: i32,
+) -> Vec<u8> {
+    let mut out = idempotent_batch(records_count, producer_id, epoch, sequence);
+    out[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
+}

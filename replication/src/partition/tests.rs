@@ -190,3 +190,5 @@ async fn log_start_moves_only_below_the_high_watermark() {
     );
     flusher.shutdown();
 }
+
+mod transactions;

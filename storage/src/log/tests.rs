@@ -754,6 +754,7 @@ mod faults;
 mod model;
 mod producers;
 mod retention;
+mod transactions;
 
 // Space reserved ahead of the active segment never shows in the file size (which readers
 // and recovery trust), survives a crash harmlessly, and is released on close.
