@@ -161,7 +161,10 @@ pub fn txn_runtime_error(
 /// version predates PRODUCER_FENCED (InitProducerId < 4, AddPartitionsToTxn / AddOffsetsToTxn
 /// / EndTxn / TxnOffsetCommit < 2), so, as Kafka's `KafkaApis`, INVALID_PRODUCER_EPOCH is sent.
 #[must_use]
-pub fn txn_error(e: &crate::coordinator::transaction::TxnError, fenced_as_epoch: bool) -> ResponseError {
+pub fn txn_error(
+    e: &crate::coordinator::transaction::TxnError,
+    fenced_as_epoch: bool,
+) -> ResponseError {
     use crate::coordinator::transaction::TxnError;
     match e {
         TxnError::InvalidRequest => ResponseError::InvalidRequest,

@@ -21,9 +21,9 @@ pub mod persistence;
 mod admin;
 mod commit;
 mod rebalance;
-mod txn_commit;
 #[cfg(test)]
 mod tests;
+mod txn_commit;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};

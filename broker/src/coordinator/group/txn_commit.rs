@@ -17,7 +17,10 @@ impl GroupCoordinator {
     /// transactional commit (generation -1 with no member id is always accepted; the group
     /// is created if new), appends the offsets as `producer_id`'s transactional batch and
     /// holds them pending. The caller answers once the batch is durable.
-    #[expect(clippy::too_many_arguments, reason = "the request's fields, as Kafka passes them")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the request's fields, as Kafka passes them"
+    )]
     pub fn txn_commit_offsets(
         &self,
         group_id: &str,

@@ -346,16 +346,22 @@ mod tests {
         let m = TransactionMetadata::new("t", 7, 60_000, 0);
         let first = m.prepare_increment_epoch(60_000, None, 1).expect("first");
         assert_eq!((first.producer_id, first.producer_epoch), (7, 0));
-        let second = first.prepare_increment_epoch(60_000, None, 2).expect("second");
+        let second = first
+            .prepare_increment_epoch(60_000, None, 2)
+            .expect("second");
         assert_eq!(second.producer_epoch, 1);
         assert_eq!(
             second.prepare_increment_epoch(60_000, Some(0), 3),
             Err(TxnError::ProducerFenced)
         );
         // KIP-360: the current producer bumps its own epoch, and a retry of that is idempotent.
-        let bumped = second.prepare_increment_epoch(60_000, Some(1), 3).expect("bump");
+        let bumped = second
+            .prepare_increment_epoch(60_000, Some(1), 3)
+            .expect("bump");
         assert_eq!((bumped.producer_epoch, bumped.last_producer_epoch), (2, 1));
-        let retried = bumped.prepare_increment_epoch(60_000, Some(1), 4).expect("retry");
+        let retried = bumped
+            .prepare_increment_epoch(60_000, Some(1), 4)
+            .expect("retry");
         assert_eq!(retried.producer_epoch, 2);
     }
 
@@ -407,6 +413,9 @@ mod tests {
         m.producer_epoch = i16::MAX - 1;
         assert!(is_epoch_exhausted(m.producer_epoch));
         let r = m.prepare_rotation(8, 60_000, true, 1);
-        assert_eq!((r.producer_id, r.producer_epoch, r.previous_producer_id), (8, 0, 7));
+        assert_eq!(
+            (r.producer_id, r.producer_epoch, r.previous_producer_id),
+            (8, 0, 7)
+        );
     }
 }

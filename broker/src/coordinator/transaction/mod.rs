@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use metadata::{TransactionMetadata, TransactionResult, TransactionState};
 
-use super::group::persistence::{encode_batch, replay_with};
+use super::group::persistence::{encode_batch, replay_with, Replayed};
 use super::group::GroupCoordinator;
 use super::runtime::{CoordinatorRuntime, CoordinatorShard, RuntimeError};
 use crate::producer_ids::ProducerIdManager;
@@ -143,8 +143,13 @@ pub struct TransactionShard {
 
 impl CoordinatorShard for TransactionShard {
     fn replay(partition_index: i32, partition: &Partition) -> Result<Self, String> {
-        let records = replay_with(partition, transaction_log::decode_record)
-            .map_err(|e| format!("{}: {e}", partition.topic_partition()))?;
+        let records = replay_with(partition, |record| match record {
+            Replayed::Data { key, value, .. } => {
+                transaction_log::decode_record(key, value).map(Some)
+            }
+            Replayed::Marker { .. } => Ok(None),
+        })
+        .map_err(|e| format!("{}: {e}", partition.topic_partition()))?;
         let shard = TransactionShard::default();
         {
             let mut map = shard.transactions.write();
@@ -433,7 +438,10 @@ impl TransactionCoordinator {
     fn coordinator_epoch(&self, transactional_id: &str) -> i32 {
         self.topics
             .replicas()
-            .partition(TRANSACTION_STATE_TOPIC_NAME, self.partition_for(transactional_id))
+            .partition(
+                TRANSACTION_STATE_TOPIC_NAME,
+                self.partition_for(transactional_id),
+            )
             .map_or(0, |p| p.leader_epoch().0)
     }
 
@@ -778,7 +786,9 @@ impl TransactionCoordinator {
                         | TransactionState::CompleteCommit
                         | TransactionState::CompleteAbort
                 ) && !e.pending
-                    && m.last_update_ms.saturating_add(self.config.id_expiration_ms) <= now;
+                    && m.last_update_ms
+                        .saturating_add(self.config.id_expiration_ms)
+                        <= now;
                 if !idle {
                     continue;
                 }

@@ -133,7 +133,9 @@ pub fn decode_record(key: &Bytes, value: Option<&Bytes>) -> Result<Persisted, St
     let mut v = Reader(value.clone());
     let version = v.i16()?;
     if version != VALUE_VERSION {
-        return Err(format!("unsupported transaction log value version {version}"));
+        return Err(format!(
+            "unsupported transaction log value version {version}"
+        ));
     }
     let producer_id = v.i64()?;
     let producer_epoch = v.i16()?;
@@ -194,6 +196,9 @@ mod tests {
         let empty = TransactionMetadata::new("tx-1", 42, 60_000, 100);
         let v = value(&empty);
         assert_eq!(&v[2 + 8 + 2 + 4 + 1..2 + 8 + 2 + 4 + 1 + 4], &[0xff; 4]);
-        assert_eq!(decode_record(&k, None).expect("tombstone"), ("tx-1".into(), None));
+        assert_eq!(
+            decode_record(&k, None).expect("tombstone"),
+            ("tx-1".into(), None)
+        );
     }
 }
