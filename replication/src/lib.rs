@@ -13,8 +13,10 @@ mod replica_manager;
 
 pub use flusher::{FlushPolicy, Flusher};
 pub use log_cleaner::LogCleanerConfig;
-pub use logbook_storage::{AppendOutcome, Offset, TxnResult};
-pub use partition::{Partition, PartitionOffsets, TopicPartition, DELETE_TO_HIGH_WATERMARK};
+pub use logbook_storage::{AbortedTxn, ActiveProducer, AppendOutcome, Offset, TxnResult};
+pub use partition::{
+    CommittedRead, Partition, PartitionOffsets, TopicPartition, DELETE_TO_HIGH_WATERMARK,
+};
 pub use replica_manager::ReplicaManager;
 
 /// Failures a caller of this crate can act on.

@@ -21,8 +21,8 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use logbook_storage::{
-    AppendOutcome, EndTransactionMarker, LeaderEpoch, Log, LogConfig, Offset, ReadResult,
-    SliceRead, TxnResult, ValidatedBatches,
+    AbortedTxn, ActiveProducer, AppendOutcome, EndTransactionMarker, LeaderEpoch, Log, LogConfig,
+    Offset, ReadResult, SliceRead, TxnResult, ValidatedBatches,
 };
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -60,8 +60,9 @@ impl fmt::Display for TopicPartition {
 pub struct PartitionOffsets {
     /// First offset still in the log.
     pub log_start_offset: Offset,
-    /// One past the last offset read_committed consumers may read: the high watermark
-    /// until transactions exist (then: the first offset of the oldest open transaction).
+    /// One past the last offset read_committed consumers may read: the first offset of
+    /// the oldest transaction not yet stable (open, or its marker not yet below the high
+    /// watermark), or the high watermark when there is none or it is lower.
     pub last_stable_offset: Offset,
     /// One past the last offset visible to consumers (durable on a single node).
     pub high_watermark: Offset,
@@ -84,6 +85,17 @@ impl PartitionOffsets {
         assert!(hw <= end, "high watermark {hw} > log end {end}");
         self
     }
+}
+
+/// What a read_committed read returns (see [`Partition::read_slices_committed`]).
+#[derive(Debug)]
+pub struct CommittedRead {
+    /// The batches, below the last stable offset.
+    pub read: SliceRead,
+    /// The partition's offsets when the batches were selected.
+    pub offsets: PartitionOffsets,
+    /// Aborted transactions overlapping the range read, in marker order.
+    pub aborted_transactions: Vec<AbortedTxn>,
 }
 
 /// One hosted partition. See the module docs for the locking rules.
@@ -362,22 +374,36 @@ impl Partition {
     /// # Errors
     /// The partition being closed.
     pub fn offsets(&self) -> Result<PartitionOffsets, Error> {
-        let (log_start_offset, log_end_offset) =
-            self.with_log(|log| Ok((log.log_start_offset(), log.log_end_offset())))?;
-        // The high watermark may trail a log start that DeleteRecords or retention moved
-        // past it (only below what was ever visible), and may lead a log end that a
-        // replication truncation moved back; both are clamped.
-        let high_watermark = self
-            .high_watermark()
-            .min(log_end_offset)
-            .max(log_start_offset);
-        Ok(PartitionOffsets {
+        let high_watermark = self.high_watermark();
+        self.with_log(|log| Ok(Self::offsets_of(log, high_watermark)))
+    }
+
+    /// The offsets of `log` given the published `high_watermark`, under the log's lock.
+    /// The high watermark may trail a log start that DeleteRecords or retention moved past
+    /// it (only below what was ever visible), and may lead a log end that a replication
+    /// truncation moved back; both are clamped. The last stable offset is Kafka's
+    /// `min(firstUnstableOffset, highWatermark)`.
+    fn offsets_of(log: &mut Log, high_watermark: Offset) -> PartitionOffsets {
+        let (log_start_offset, log_end_offset) = (log.log_start_offset(), log.log_end_offset());
+        let high_watermark = high_watermark.min(log_end_offset).max(log_start_offset);
+        let last_stable_offset = log
+            .first_unstable_offset(high_watermark)
+            .map_or(high_watermark, |first| first.min(high_watermark));
+        PartitionOffsets {
             log_start_offset,
-            last_stable_offset: high_watermark,
+            last_stable_offset,
             high_watermark,
             log_end_offset,
         }
-        .checked())
+        .checked()
+    }
+
+    /// Every producer the partition's log tracks (DescribeProducers), by producer id.
+    ///
+    /// # Errors
+    /// The partition being closed.
+    pub fn active_producers(&self) -> Result<Vec<ActiveProducer>, Error> {
+        self.with_log(|log| Ok(log.active_producers()))
     }
 
     /// A receiver that wakes whenever the high watermark advances; subscribe *before* reading
@@ -431,6 +457,39 @@ impl Partition {
     ) -> Result<SliceRead, Error> {
         let high_watermark = self.high_watermark();
         self.with_log(|log| log.read_slices(offset, max_bytes, high_watermark, min_one_batch))
+    }
+
+    /// Selects whole batches from `offset` for a read_committed consumer: never past the
+    /// last stable offset, with the aborted transactions overlapping the range from
+    /// `offset` to it (Kafka's `collectAbortedTransactions`; the upper bound is the last
+    /// stable offset, as Kafka's own upper bound may also reach past the data returned —
+    /// clients apply an entry only to the batches they get), and the offsets as of the
+    /// same moment. The log's lock is taken once.
+    ///
+    /// # Errors
+    /// As [`Partition::read_slices`].
+    pub fn read_slices_committed(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<CommittedRead, Error> {
+        let high_watermark = self.high_watermark();
+        self.with_log(|log| {
+            let offsets = Self::offsets_of(log, high_watermark);
+            let lso = offsets.last_stable_offset;
+            let read = log.read_slices(offset, max_bytes, lso, min_one_batch)?;
+            let aborted_transactions = if read.bytes > 0 {
+                log.collect_aborted_transactions(offset, lso)
+            } else {
+                Vec::new()
+            };
+            Ok(CommittedRead {
+                read,
+                offsets,
+                aborted_transactions,
+            })
+        })
     }
 
     /// The first batch below the high watermark whose max timestamp is at or after

@@ -29,6 +29,7 @@ pub mod producer_state; // ProducerStateManager and its snapshots
 pub mod record; // the records of a batch, walked as byte slices
 pub mod record_batch; // header view + validation + in-place rewrites
 mod time_index; // TimeIndex
+pub mod transaction_index; // TransactionIndex (.txnindex): aborted transactions per segment
 
 #[cfg(test)]
 mod test_util;
@@ -42,5 +43,6 @@ pub use log::{
 };
 pub use log_validator::{ValidatedBatch, ValidatedBatches, ValidationError};
 pub use offset::Offset;
-pub use producer_state::{BatchMetadata, ProducerSnapshot};
+pub use producer_state::{ActiveProducer, BatchMetadata, ProducerSnapshot};
 pub use record_batch::{BatchError, RecordBatchHeader};
+pub use transaction_index::AbortedTxn;

@@ -15,14 +15,20 @@ use bytes::Bytes;
 use crate::checkpoint::{
     self, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE, TMP_SUFFIX,
 };
-use crate::end_transaction_marker::{build_marker_batch, EndTransactionMarker};
+use crate::end_transaction_marker::{
+    build_marker_batch, parse_marker, EndTransactionMarker, TxnResult,
+};
 use crate::error::Error;
 use crate::leader_epoch_cache::{EpochCheckpoint, LeaderEpoch, LeaderEpochFileCache};
 use crate::log_segment::{LogSegment, SEGMENT_BYTES_MAX};
 use crate::log_validator::ValidatedBatches;
 use crate::offset::Offset;
-use crate::producer_state::{BatchMetadata, ProducerSnapshot, ProducerStateManager, SequenceCheck};
+use crate::producer_state::{
+    ActiveProducer, BatchMetadata, MarkerCheck, ProducerSnapshot, ProducerStateManager,
+    SequenceCheck,
+};
 use crate::record_batch::{iter_headers, RecordBatchHeader};
+use crate::transaction_index::{self, AbortedTxn};
 
 mod cleaning; // log compaction's hooks: the cleaning job, the segment swap, swap recovery
 pub use cleaning::CompactionConfig;
@@ -173,6 +179,8 @@ pub struct SyncHandle {
     /// The recovery point to checkpoint once `end_offset` is durable (when it enters a
     /// newer segment), bounding crash recovery to about one segment.
     recovery_point: Option<i64>,
+    /// `.txnindex` files appended since their last fsync.
+    txn_indexes: Vec<PathBuf>,
     dir: PathBuf,
 }
 
@@ -256,6 +264,9 @@ impl SyncHandle {
             crate::fault::check(crate::fault::Op::Fsync, &self.dir)?;
             file.sync_data()?;
         }
+        for path in &self.txn_indexes {
+            transaction_index::sync_path(path)?;
+        }
         let derived_written = self.roll_work.run(&self.dir)?;
         if let Some(slice) = &self.drop_cached {
             crate::log_segment::drop_cached(slice);
@@ -324,24 +335,73 @@ fn now_ms() -> i64 {
 }
 
 /// Calls `f` with the header of every batch whose last offset is `>= from`, in offset
-/// order, across `segments`. Reads headers only.
+/// order, across `segments`, and with the marker of each transaction marker (read from
+/// the log: a control batch is a few dozen bytes). Reads headers only otherwise.
 fn for_each_header_from(
     segments: &[LogSegment],
     from: i64,
-    mut f: impl FnMut(&RecordBatchHeader),
+    mut f: impl FnMut(&RecordBatchHeader, Option<EndTransactionMarker>),
 ) -> Result<(), Error> {
     let first = segments
         .partition_point(|s| s.base_offset() <= from)
         .saturating_sub(1);
     for segment in segments.get(first..).unwrap_or_default() {
-        segment.scan_headers(0, |_, header| {
-            if header.last_offset() >= from {
-                f(header);
+        let mut failed = None;
+        segment.scan_headers(0, |position, header| {
+            if header.last_offset() < from {
+                return ControlFlow::Continue(());
             }
+            let marker = if header.is_control() && header.producer_id >= 0 {
+                match read_marker(segment, position, header) {
+                    Ok(marker) => marker,
+                    Err(e) => {
+                        failed = Some(e);
+                        return ControlFlow::Break(());
+                    }
+                }
+            } else {
+                None
+            };
+            f(header, marker);
             ControlFlow::Continue(())
         })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
     }
     Ok(())
+}
+
+/// The marker of the control batch at `position` of `segment` (`None`: an emptied or
+/// non-marker control batch).
+fn read_marker(
+    segment: &LogSegment,
+    position: u32,
+    header: &RecordBatchHeader,
+) -> Result<Option<EndTransactionMarker>, Error> {
+    let mut bytes = Vec::with_capacity(header.total_bytes());
+    segment.read_into(&mut bytes, position, header.total_bytes())?;
+    parse_marker(header, &bytes).map_err(|reason| Error::CorruptBatch {
+        position: u64::from(position),
+        reason: format!("{}: {reason}", segment.log_path().display()),
+    })
+}
+
+/// Applies a stored marker to producer state; the aborted transaction it ends, if any,
+/// as its transaction index entry (Kafka's `CompletedTxn` + `lastStableOffset`).
+fn apply_marker(
+    state: &mut ProducerStateManager,
+    header: &RecordBatchHeader,
+    marker: EndTransactionMarker,
+) -> Option<AbortedTxn> {
+    let aborted = marker.result == TxnResult::Abort;
+    let completed = state.update_marker(header, marker.coordinator_epoch, aborted)?;
+    aborted.then(|| AbortedTxn {
+        producer_id: completed.producer_id,
+        first_offset: completed.first_offset,
+        last_offset: completed.last_offset,
+        last_stable_offset: state.last_stable_offset_after(&completed),
+    })
 }
 
 /// Parses `<20 digits>.<ext>` into the base offset.
@@ -383,6 +443,7 @@ impl Log {
                 bases.push(base);
             } else if let Some(base) = parse_segment_name(&name, "index")
                 .or_else(|| parse_segment_name(&name, "timeindex"))
+                .or_else(|| parse_segment_name(&name, "txnindex"))
             {
                 index_files.push((base, entry.path()));
             }
@@ -444,6 +505,10 @@ impl Log {
         }
 
         let interval = log.config.index_interval_bytes;
+        // The marker's third value is the offset of the producer snapshot the close wrote,
+        // -1 when it wrote none (markers of older versions hold the log end there, which
+        // only costs a scan when that snapshot is missing).
+        let clean_without_snapshot = matches!(clean.as_deref(), Some(&[_, _, -1]));
         let clean_start = match clean.as_deref() {
             Some(&[start, end, _]) => {
                 let ok_files = files_ok.get(last).copied().unwrap_or(false);
@@ -559,7 +624,7 @@ impl Log {
         }
         log.leader_epochs.truncate_from_end(log.end());
         log.leader_epochs.truncate_from_start(log.log_start_offset);
-        log.load_producer_state(clean_start.is_some())?;
+        log.load_producer_state(clean_start.is_some() && clean_without_snapshot)?;
         log.fill_first_epoch()?;
         log.check_invariants();
         tracing::debug!(dir = %dir.display(), log_start = log.log_start_offset, log_end = log.end(), clean = clean_start.is_some(), "opened log");
@@ -568,9 +633,11 @@ impl Log {
 
     /// Rebuilds producer state: the newest snapshot at or below the log end, then the
     /// batch headers after it (all of the log when there is no snapshot). After a clean
-    /// shutdown with no snapshot at all there was no producer state to keep (a clean
-    /// close writes one whenever there is), so nothing is scanned.
-    fn load_producer_state(&mut self, clean: bool) -> Result<(), Error> {
+    /// shutdown that wrote no snapshot (`clean_without_snapshot`) there was no producer
+    /// state to keep (a clean close writes one whenever there is), so nothing is scanned;
+    /// a close that wrote one whose file is gone now scans the whole log.
+    fn load_producer_state(&mut self, clean_without_snapshot: bool) -> Result<(), Error> {
+        let clean = clean_without_snapshot;
         let log_end = self.end();
         let from = match self.producer_state.load(log_end)? {
             Some(offset) => offset,
@@ -578,15 +645,23 @@ impl Log {
             None => self.log_start_offset,
         };
         let from = from.max(self.log_start_offset);
+        // The replay below writes the aborted transactions at or above `from` again.
+        for segment in &mut self.segments {
+            segment.txn_index_mut().truncate_from(from)?;
+        }
         if from >= log_end {
+            self.sync_txn_indexes()?;
             return Ok(());
         }
         let started = std::time::Instant::now();
         let mut batches = 0_u64;
+        let mut aborted = Vec::new();
         let state = &mut self.producer_state;
         let epochs = &mut self.leader_epochs;
-        for_each_header_from(&self.segments, from, |header| {
-            if header.producer_id >= 0 {
+        for_each_header_from(&self.segments, from, |header, marker| {
+            if let Some(marker) = marker {
+                aborted.extend(apply_marker(state, header, marker));
+            } else if header.producer_id >= 0 {
                 state.update(header);
             }
             epochs.assign(
@@ -595,7 +670,26 @@ impl Log {
             );
             batches += 1;
         })?;
+        // Everything recovered is durable: completed transactions are stable.
+        self.producer_state.on_high_watermark(log_end);
+        for txn in aborted {
+            let i = self.segment_index_for(txn.last_offset);
+            if let Some(segment) = self.segments.get_mut(i) {
+                segment.txn_index_mut().append(txn)?;
+            }
+        }
+        self.sync_txn_indexes()?;
         tracing::info!(dir = %self.dir.display(), from, log_end, batches, producers = self.producer_state.producer_count(), elapsed_ms = started.elapsed().as_millis(), "rebuilt producer state from the log");
+        Ok(())
+    }
+
+    /// fsyncs the `.txnindex` files written since their last fsync (recovery, close).
+    fn sync_txn_indexes(&mut self) -> io::Result<()> {
+        for segment in &mut self.segments {
+            if let Some(path) = segment.txn_index_mut().take_unsynced() {
+                transaction_index::sync_path(&path)?;
+            }
+        }
         Ok(())
     }
 
@@ -767,6 +861,11 @@ impl Log {
                         got,
                     });
                 }
+                SequenceCheck::InvalidTxnState => {
+                    return Err(Error::InvalidTxnState {
+                        producer_id: header.producer_id,
+                    });
+                }
             }
         }
         Ok(None)
@@ -830,6 +929,27 @@ impl Log {
         marker: EndTransactionMarker,
         leader_epoch: i32,
     ) -> Result<AppendInfo, Error> {
+        match self.producer_state.check_marker(
+            producer_id,
+            producer_epoch,
+            marker.coordinator_epoch,
+        ) {
+            MarkerCheck::Append => {}
+            MarkerCheck::StaleEpoch { current, got } => {
+                return Err(Error::InvalidProducerEpoch {
+                    producer_id,
+                    current,
+                    got,
+                })
+            }
+            MarkerCheck::CoordinatorFenced { current, got } => {
+                return Err(Error::TransactionCoordinatorFenced {
+                    producer_id,
+                    current,
+                    got,
+                })
+            }
+        }
         let now = now_ms();
         let batch = build_marker_batch(producer_id, producer_epoch, marker, now);
         match self.append_at(&batch, leader_epoch, now)? {
@@ -882,8 +1002,12 @@ impl Log {
         if let Err(e) = active.append(batches, &headers, interval, now_ms) {
             return Err(self.write_failed(e));
         }
-        for (_, header) in &headers {
-            self.producer_state.update(header);
+        for (position, header) in &headers {
+            if header.is_control() && header.producer_id >= 0 {
+                self.append_marker_state(batches, *position, header)?;
+            } else {
+                self.producer_state.update(header);
+            }
         }
         self.leader_epochs
             .assign(LeaderEpoch(leader_epoch), first_offset);
@@ -899,6 +1023,37 @@ impl Log {
             max_timestamp,
             log_end_offset: Offset(next),
         }))
+    }
+
+    /// Applies an appended marker (at `position` of `batches`) to producer state and, for
+    /// an abort, appends its entry to the active segment's transaction index. A failure
+    /// to write the index fails the log: a restart rebuilds the index from the markers.
+    fn append_marker_state(
+        &mut self,
+        batches: &[u8],
+        position: usize,
+        header: &RecordBatchHeader,
+    ) -> Result<(), Error> {
+        let bytes = batches.get(position..).unwrap_or_default();
+        let marker = match parse_marker(header, bytes) {
+            Ok(Some(marker)) => marker,
+            Ok(None) => return Ok(()),
+            Err(reason) => {
+                let reason = format!("appended marker unreadable: {reason}");
+                self.mark_failed(reason.clone());
+                return Err(Error::CorruptBatch {
+                    position: position as u64,
+                    reason,
+                });
+            }
+        };
+        if let Some(txn) = apply_marker(&mut self.producer_state, header, marker) {
+            if let Err(e) = self.active_mut().txn_index_mut().append(txn) {
+                self.mark_failed(format!("cannot append to the transaction index: {e}"));
+                return Err(Error::Io(e));
+            }
+        }
+        Ok(())
     }
 
     /// Turns a failed append write into the caller's error. The segment already cut its
@@ -947,7 +1102,8 @@ impl Log {
         let segment = LogSegment::create(&self.dir, base)?;
         let active = self.active_mut();
         let closed = active.on_inactive().and_then(|()| {
-            let index_files = active.index_paths();
+            let mut index_files = active.index_paths().to_vec();
+            index_files.extend(active.txn_index_mut().take_unsynced());
             active.evict_indexes().map(|()| index_files)
         });
         let index_files = match closed {
@@ -1237,6 +1393,12 @@ impl Log {
             }
             segment.sync_files(&mut files);
         }
+        let txn_indexes = self
+            .active_mut()
+            .txn_index_mut()
+            .take_unsynced()
+            .into_iter()
+            .collect();
         let end_offset = self.end();
         // The recovery-point file is rewritten only when the recovery point enters a
         // newer segment, bounding crash recovery to about one segment.
@@ -1251,6 +1413,7 @@ impl Log {
             drop_cached,
             roll_work: std::mem::take(&mut self.roll_work),
             recovery_point: crossed.then_some(end_offset),
+            txn_indexes,
             dir: self.dir.clone(),
         })
     }
@@ -1284,6 +1447,51 @@ impl Log {
     /// Idempotent producers tracked (for tests and metrics).
     pub fn producer_count(&self) -> usize {
         self.producer_state.producer_count()
+    }
+
+    /// Every producer the log tracks, for DescribeProducers.
+    pub fn active_producers(&self) -> Vec<ActiveProducer> {
+        self.producer_state.active_producers()
+    }
+
+    /// The first offset of the oldest transaction not yet stable given `high_watermark`
+    /// (open, or its marker not yet below the high watermark), never below the log start
+    /// (Kafka's `firstUnstableOffset`); `None` when there is none. Forgets the completed
+    /// transactions the high watermark has passed.
+    pub fn first_unstable_offset(&mut self, high_watermark: Offset) -> Option<Offset> {
+        self.producer_state.on_high_watermark(high_watermark.get());
+        self.producer_state
+            .first_unstable_offset()
+            .map(|first| Offset(first.max(self.log_start_offset)))
+    }
+
+    /// The first unstable offset as [`Log::first_unstable_offset`] last left it (no
+    /// high watermark update).
+    pub(crate) fn first_unstable(&self) -> Option<i64> {
+        self.producer_state
+            .first_unstable_offset()
+            .map(|first| first.max(self.log_start_offset))
+    }
+
+    /// The aborted transactions overlapping `[start, upper)` — marker at or after
+    /// `start`, first offset below `upper` — in marker order (Kafka's
+    /// `collectAbortedTransactions`): what a read_committed fetch of that range returns so
+    /// its client drops those producers' records. Reads the in-memory transaction indexes
+    /// from the segment holding `start` on, stopping at the first entry whose last stable
+    /// offset reaches `upper`.
+    pub fn collect_aborted_transactions(&self, start: Offset, upper: Offset) -> Vec<AbortedTxn> {
+        let (start, upper) = (start.get(), upper.get());
+        let mut out = Vec::new();
+        for segment in self
+            .segments
+            .get(self.segment_index_for(start)..)
+            .unwrap_or_default()
+        {
+            if segment.txn_index().collect(start, upper, &mut out) {
+                break;
+            }
+        }
+        out
     }
 
     /// Removes everything at or above `offset` (replication truncation). The whole batch
@@ -1362,6 +1570,7 @@ impl Log {
         for file in files {
             file.sync_data()?;
         }
+        self.sync_txn_indexes()?;
         let log_end = self.end();
         self.recovery_point = log_end;
         // The producer state at the log end, so the next open replays nothing; only when
@@ -1370,15 +1579,19 @@ impl Log {
         if let Some(epochs) = self.leader_epochs.take_checkpoint() {
             epochs.write()?;
         }
-        if !self.producer_state.is_empty() || self.producer_state.latest_snapshot().is_some() {
-            self.producer_state.take_snapshot(log_end).write()?;
-        }
+        let snapshot_at =
+            if !self.producer_state.is_empty() || self.producer_state.latest_snapshot().is_some() {
+                self.producer_state.take_snapshot(log_end).write()?;
+                log_end
+            } else {
+                -1
+            };
         checkpoint::write(&self.dir, LOG_START_OFFSET_FILE, &[self.log_start_offset])?;
         self.write_recovery_point()?;
         checkpoint::write(
             &self.dir,
             CLEAN_SHUTDOWN_FILE,
-            &[self.log_start_offset, log_end, log_end],
+            &[self.log_start_offset, log_end, snapshot_at],
         )?;
         tracing::debug!(dir = %self.dir.display(), log_end, "closed log");
         Ok(())

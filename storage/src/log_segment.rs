@@ -18,6 +18,7 @@ use crate::record_batch::{
     LOG_OVERHEAD_BYTES, OFFSET_PATCH_BYTES,
 };
 use crate::time_index::TimeIndex;
+use crate::transaction_index::TransactionIndex;
 
 /// Largest segment file, as Kafka caps `segment.bytes`: positions fit a signed i32.
 pub(crate) const SEGMENT_BYTES_MAX: u64 = i32::MAX as u64;
@@ -106,6 +107,8 @@ pub(crate) struct LogSegment {
     preallocate_unsupported: bool,
     /// Pages of the `.log` below this position have been dropped from the page cache.
     uncached_below: u64,
+    /// Aborted transactions whose marker is in this segment (`.txnindex`).
+    txn_index: TransactionIndex,
 }
 
 /// A failed append write, and whether the segment could be cut back to where it began.
@@ -174,6 +177,7 @@ impl LogSegment {
             Some((ts, offset)) => (ts, Some(offset)),
             None => (NO_TIMESTAMP, None),
         };
+        let txn_index = TransactionIndex::open(dir, base_offset)?;
         let segment = Self {
             base_offset,
             log_path,
@@ -189,6 +193,7 @@ impl LogSegment {
             preallocated: 0,
             preallocate_unsupported: false,
             uncached_below: 0,
+            txn_index,
         };
         Ok((
             segment,
@@ -773,8 +778,20 @@ impl LogSegment {
         self.time_index.sync()
     }
 
-    /// Unlinks the three files. Open handles (e.g. in a `SyncHandle`) stay valid.
+    /// The segment's aborted-transaction index.
+    pub(crate) fn txn_index(&self) -> &TransactionIndex {
+        &self.txn_index
+    }
+
+    /// The segment's aborted-transaction index, to append or truncate.
+    pub(crate) fn txn_index_mut(&mut self) -> &mut TransactionIndex {
+        &mut self.txn_index
+    }
+
+    /// Unlinks the files (the `.txnindex` too). Open handles (e.g. in a `SyncHandle`)
+    /// stay valid.
     pub(crate) fn delete_files(self) -> io::Result<()> {
+        self.txn_index.delete()?;
         for path in [
             self.log_path.as_path(),
             self.offset_index.path(),
@@ -817,6 +834,7 @@ impl LogSegment {
         }
         let (offset_index, _) = OffsetIndex::open(&index_path, base_offset)?;
         let (time_index, _) = TimeIndex::open(&time_path, base_offset)?;
+        let txn_index = TransactionIndex::create(name("txnindex"))?;
         Ok(Self {
             base_offset,
             log_path,
@@ -832,6 +850,7 @@ impl LogSegment {
             preallocated: 0,
             preallocate_unsupported: false,
             uncached_below: 0,
+            txn_index,
         })
     }
 

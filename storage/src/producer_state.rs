@@ -17,12 +17,22 @@
 //! batch headers after it. Snapshots are data, not a source of truth: deleting them all
 //! costs a longer scan, never a wrong answer.
 //!
-//! Format (big-endian): magic `LBPS`, version u16 (1), CRC-32C u32 of everything after it,
-//! entry count u32, then per producer: id i64, epoch i16, last timestamp i64, batch count
-//! u8, and per batch: first sequence i32, last sequence i32, first offset i64, last offset
-//! i64, max timestamp i64.
+//! Transactions (Kafka's `ProducerAppendInfo` rules): a transactional data batch starts
+//! the producer's transaction at this partition (its first offset) or continues it; a
+//! marker ends it. Open transactions, ordered by first offset, give the *first unstable
+//! offset*; a completed transaction stays unstable until its marker is below the high
+//! watermark (Kafka's `unreplicatedTxns`). A batch or marker of an older producer epoch is
+//! refused; a marker of a newer epoch bumps the producer's epoch (fencing); a marker from
+//! an older coordinator epoch is refused; a non-transactional batch inside an open
+//! transaction is refused. Expiry never forgets a producer with an open transaction.
+//!
+//! Format (big-endian): magic `LBPS`, version u16 (2; version 1 is still read), CRC-32C
+//! u32 of everything after it, entry count u32, then per producer: id i64, epoch i16, last
+//! timestamp i64, (version 2 only: coordinator epoch i32, open transaction's first offset
+//! i64 or -1), batch count u8, and per batch: first sequence i32, last sequence i32, first
+//! offset i64, last offset i64, max timestamp i64.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -39,10 +49,12 @@ pub const PRODUCER_ID_EXPIRATION_MS_DEFAULT: i64 = 86_400_000;
 
 const SNAPSHOT_EXTENSION: &str = "snapshot";
 const SNAPSHOT_MAGIC: &[u8; 4] = b"LBPS";
-const SNAPSHOT_VERSION: u16 = 1;
+const SNAPSHOT_VERSION: u16 = 2;
+/// The version before transactions, still read.
+const SNAPSHOT_VERSION_V1: u16 = 1;
 /// magic + version + crc + count.
 const SNAPSHOT_HEADER_BYTES: usize = 4 + 2 + 4 + 4;
-const ENTRY_HEAD_BYTES: usize = 8 + 2 + 8 + 1;
+const ENTRY_HEAD_BYTES: usize = 8 + 2 + 8 + 4 + 8 + 1;
 const BATCH_ENTRY_BYTES: usize = 4 + 4 + 8 + 8 + 8;
 
 /// One appended batch of an idempotent producer, as remembered for duplicate detection.
@@ -67,6 +79,52 @@ struct ProducerEntry {
     /// Largest batch timestamp seen, for `producer.id.expiration.ms`.
     last_timestamp: i64,
     batches: VecDeque<BatchMetadata>,
+    /// Coordinator epoch of the producer's last marker (-1 before any).
+    coordinator_epoch: i32,
+    /// First offset of the producer's open transaction at this partition.
+    current_txn_first_offset: Option<i64>,
+}
+
+impl ProducerEntry {
+    fn new(epoch: i16, last_timestamp: i64) -> Self {
+        Self {
+            epoch,
+            last_timestamp,
+            batches: VecDeque::new(),
+            coordinator_epoch: -1,
+            current_txn_first_offset: None,
+        }
+    }
+}
+
+/// A transaction a marker ended (Kafka's `CompletedTxn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompletedTxn {
+    /// The producer.
+    pub producer_id: i64,
+    /// Offset of the transaction's first batch at this partition.
+    pub first_offset: i64,
+    /// Offset of the marker.
+    pub last_offset: i64,
+    /// Whether the marker was an ABORT.
+    pub is_aborted: bool,
+}
+
+/// One producer as DescribeProducers reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActiveProducer {
+    /// The producer id.
+    pub producer_id: i64,
+    /// Its current epoch.
+    pub producer_epoch: i16,
+    /// Last sequence written (-1 if none cached).
+    pub last_sequence: i32,
+    /// Largest timestamp of its batches.
+    pub last_timestamp: i64,
+    /// Coordinator epoch of its last marker (-1 if none).
+    pub coordinator_epoch: i32,
+    /// First offset of its open transaction, -1 if none.
+    pub current_txn_start_offset: i64,
 }
 
 /// The verdict on an incoming batch (before offsets are assigned).
@@ -90,6 +148,29 @@ pub enum SequenceCheck {
         /// The batch's epoch.
         got: i16,
     },
+    /// A non-transactional batch while the producer's transaction is open.
+    InvalidTxnState,
+}
+
+/// The verdict on a marker (before it is appended).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkerCheck {
+    /// Append it.
+    Append,
+    /// The marker's producer epoch is older than the producer's.
+    StaleEpoch {
+        /// The producer's current epoch.
+        current: i16,
+        /// The marker's epoch.
+        got: i16,
+    },
+    /// The marker's coordinator epoch is older than the producer's last marker's.
+    CoordinatorFenced {
+        /// The coordinator epoch of the producer's last marker.
+        current: i32,
+        /// The marker's.
+        got: i32,
+    },
 }
 
 /// Per-partition producer state. Not locked: owned by the `Log`, behind its caller's lock.
@@ -97,6 +178,11 @@ pub enum SequenceCheck {
 pub struct ProducerStateManager {
     dir: PathBuf,
     producers: HashMap<i64, ProducerEntry>,
+    /// Open transactions: first offset → producer id.
+    ongoing: BTreeMap<i64, i64>,
+    /// Transactions whose marker is not yet below the high watermark: first offset →
+    /// the completed transaction. Not in snapshots (a reopened log is all durable).
+    unreplicated: BTreeMap<i64, CompletedTxn>,
     /// Offsets of the snapshot files on disk, ascending.
     snapshots: BTreeSet<i64>,
 }
@@ -150,6 +236,8 @@ impl ProducerStateManager {
         Ok(Self {
             dir: dir.to_path_buf(),
             producers: HashMap::new(),
+            ongoing: BTreeMap::new(),
+            unreplicated: BTreeMap::new(),
             snapshots,
         })
     }
@@ -159,7 +247,7 @@ impl ProducerStateManager {
     /// state is valid at — the log must be replayed from there — or `None` when no
     /// snapshot could be used (replay from the log start).
     pub(crate) fn load(&mut self, log_end: i64) -> io::Result<Option<i64>> {
-        self.producers.clear();
+        self.reset();
         let above: Vec<i64> = self.snapshots.range(log_end + 1..).copied().collect();
         for offset in above {
             tracing::info!(dir = %self.dir.display(), offset, "removing producer snapshot above the log end");
@@ -170,6 +258,7 @@ impl ProducerStateManager {
                 Ok(bytes) => match decode_snapshot(&bytes) {
                     Ok(producers) => {
                         self.producers = producers;
+                        self.rebuild_ongoing();
                         return Ok(Some(offset));
                     }
                     Err(reason) => {
@@ -182,6 +271,20 @@ impl ProducerStateManager {
             self.remove_snapshot(offset)?;
         }
         Ok(None)
+    }
+
+    fn reset(&mut self) {
+        self.producers.clear();
+        self.ongoing.clear();
+        self.unreplicated.clear();
+    }
+
+    fn rebuild_ongoing(&mut self) {
+        self.ongoing = self
+            .producers
+            .iter()
+            .filter_map(|(&id, e)| e.current_txn_first_offset.map(|first| (first, id)))
+            .collect();
     }
 
     fn remove_snapshot(&mut self, offset: i64) -> io::Result<()> {
@@ -244,6 +347,9 @@ impl ProducerStateManager {
                 got: header.producer_epoch,
             };
         }
+        if entry.current_txn_first_offset.is_some() && !header.is_transactional() {
+            return SequenceCheck::InvalidTxnState;
+        }
         if header.producer_epoch > entry.epoch {
             return if header.base_sequence == 0 {
                 SequenceCheck::Append
@@ -262,10 +368,12 @@ impl ProducerStateManager {
         {
             return SequenceCheck::Duplicate(*dup);
         }
+        // An entry without batches had its epoch set by a marker: the new epoch's first
+        // batch starts at sequence 0 (Kafka's `inSequence(NO_SEQUENCE, 0)`).
         let expected = entry
             .batches
             .back()
-            .map_or(header.base_sequence, |b| next_sequence(b.last_sequence));
+            .map_or(0, |b| next_sequence(b.last_sequence));
         if header.base_sequence == expected {
             SequenceCheck::Append
         } else {
@@ -276,7 +384,113 @@ impl ProducerStateManager {
         }
     }
 
-    /// Records a batch as stored (its header carries the assigned base offset).
+    /// Checks a marker for `producer_id` (Kafka's `appendEndTxnMarker` checks): its
+    /// producer epoch may not be older than the producer's, nor its coordinator epoch
+    /// older than the producer's last marker's.
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+    ) -> MarkerCheck {
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return MarkerCheck::Append;
+        };
+        if producer_epoch < entry.epoch {
+            MarkerCheck::StaleEpoch {
+                current: entry.epoch,
+                got: producer_epoch,
+            }
+        } else if coordinator_epoch < entry.coordinator_epoch {
+            MarkerCheck::CoordinatorFenced {
+                current: entry.coordinator_epoch,
+                got: coordinator_epoch,
+            }
+        } else {
+            MarkerCheck::Append
+        }
+    }
+
+    /// Records a stored marker (`header` carries its offset): ends the producer's open
+    /// transaction, if any, and returns it; takes the marker's producer epoch (a bump
+    /// fences older producers) and coordinator epoch. The completed transaction stays
+    /// unstable until [`ProducerStateManager::on_high_watermark`] passes the marker.
+    pub fn update_marker(
+        &mut self,
+        header: &RecordBatchHeader,
+        coordinator_epoch: i32,
+        is_aborted: bool,
+    ) -> Option<CompletedTxn> {
+        let entry = self
+            .producers
+            .entry(header.producer_id)
+            .or_insert_with(|| ProducerEntry::new(header.producer_epoch, header.max_timestamp));
+        if header.producer_epoch != entry.epoch {
+            entry.epoch = header.producer_epoch;
+            entry.batches.clear();
+        }
+        entry.coordinator_epoch = coordinator_epoch;
+        entry.last_timestamp = entry.last_timestamp.max(header.max_timestamp);
+        let first_offset = entry.current_txn_first_offset.take()?;
+        self.ongoing.remove(&first_offset);
+        let completed = CompletedTxn {
+            producer_id: header.producer_id,
+            first_offset,
+            last_offset: header.base_offset,
+            is_aborted,
+        };
+        self.unreplicated.insert(first_offset, completed);
+        Some(completed)
+    }
+
+    /// The last stable offset recorded with an aborted transaction in the transaction
+    /// index (Kafka's `lastStableOffset(completedTxn)`): the first offset of the oldest
+    /// transaction still open, else the offset after the marker.
+    pub fn last_stable_offset_after(&self, completed: &CompletedTxn) -> i64 {
+        self.ongoing
+            .iter()
+            .find(|(_, &pid)| pid != completed.producer_id)
+            .map_or(completed.last_offset + 1, |(&first, _)| first)
+    }
+
+    /// The first offset of the oldest transaction not yet stable: open, or ended by a
+    /// marker the high watermark has not passed. `None` when every transaction is stable.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        let ongoing = self.ongoing.keys().next().copied();
+        let unreplicated = self.unreplicated.keys().next().copied();
+        match (ongoing, unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Forgets completed transactions whose marker is below `high_watermark` (Kafka's
+    /// `onHighWatermarkUpdated`).
+    pub fn on_high_watermark(&mut self, high_watermark: i64) {
+        self.unreplicated
+            .retain(|_, t| t.last_offset >= high_watermark);
+    }
+
+    /// Every producer tracked, for DescribeProducers, ordered by producer id.
+    pub fn active_producers(&self) -> Vec<ActiveProducer> {
+        let mut out: Vec<ActiveProducer> = self
+            .producers
+            .iter()
+            .map(|(&producer_id, e)| ActiveProducer {
+                producer_id,
+                producer_epoch: e.epoch,
+                last_sequence: e.batches.back().map_or(-1, |b| b.last_sequence),
+                last_timestamp: e.last_timestamp,
+                coordinator_epoch: e.coordinator_epoch,
+                current_txn_start_offset: e.current_txn_first_offset.unwrap_or(-1),
+            })
+            .collect();
+        out.sort_unstable_by_key(|p| p.producer_id);
+        out
+    }
+
+    /// Records a batch as stored (its header carries the assigned base offset). Markers
+    /// go through [`ProducerStateManager::update_marker`].
     pub fn update(&mut self, header: &RecordBatchHeader) {
         if header.producer_id < 0 || header.is_control() {
             return;
@@ -284,14 +498,14 @@ impl ProducerStateManager {
         let entry = self
             .producers
             .entry(header.producer_id)
-            .or_insert_with(|| ProducerEntry {
-                epoch: header.producer_epoch,
-                last_timestamp: header.max_timestamp,
-                batches: VecDeque::new(),
-            });
+            .or_insert_with(|| ProducerEntry::new(header.producer_epoch, header.max_timestamp));
         if header.producer_epoch != entry.epoch {
             entry.epoch = header.producer_epoch;
             entry.batches.clear();
+        }
+        if header.is_transactional() && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(header.base_offset);
+            self.ongoing.insert(header.base_offset, header.producer_id);
         }
         entry.last_timestamp = entry.last_timestamp.max(header.max_timestamp);
         if entry.batches.len() == CACHED_BATCHES_PER_PRODUCER {
@@ -316,11 +530,13 @@ impl ProducerStateManager {
         first_segment_base: i64,
     ) -> io::Result<()> {
         self.producers.retain(|_, entry| {
-            entry
-                .batches
-                .back()
-                .is_some_and(|b| b.last_offset.get() >= log_start)
+            entry.current_txn_first_offset.is_some()
+                || entry
+                    .batches
+                    .back()
+                    .is_some_and(|b| b.last_offset.get() >= log_start)
         });
+        self.unreplicated.retain(|_, t| t.last_offset >= log_start);
         let latest = self.latest_snapshot();
         let old: Vec<i64> = self
             .snapshots
@@ -335,11 +551,14 @@ impl ProducerStateManager {
     }
 
     /// Forgets producers whose last batch timestamp is `expiration_ms` or more before
-    /// `now_ms` (Kafka's `producer.id.expiration.ms`). Returns how many were removed.
+    /// `now_ms` (Kafka's `producer.id.expiration.ms`), never one with an open
+    /// transaction. Returns how many were removed.
     pub fn remove_expired(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         let before = self.producers.len();
-        self.producers
-            .retain(|_, entry| now_ms.saturating_sub(entry.last_timestamp) < expiration_ms);
+        self.producers.retain(|_, entry| {
+            entry.current_txn_first_offset.is_some()
+                || now_ms.saturating_sub(entry.last_timestamp) < expiration_ms
+        });
         before - self.producers.len()
     }
 
@@ -355,7 +574,7 @@ impl ProducerStateManager {
 
     /// Deletes every snapshot (the log was emptied).
     pub(crate) fn clear(&mut self) -> io::Result<()> {
-        self.producers.clear();
+        self.reset();
         self.remove_snapshots_from(i64::MIN)
     }
 
@@ -411,6 +630,8 @@ fn encode_snapshot(producers: &HashMap<i64, ProducerEntry>) -> Vec<u8> {
         body.extend(id.to_be_bytes());
         body.extend(entry.epoch.to_be_bytes());
         body.extend(entry.last_timestamp.to_be_bytes());
+        body.extend(entry.coordinator_epoch.to_be_bytes());
+        body.extend(entry.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
         body.push(u8::try_from(entry.batches.len()).expect("at most 5 cached batches"));
         for b in &entry.batches {
             body.extend(b.first_sequence.to_be_bytes());
@@ -452,7 +673,7 @@ fn decode_snapshot(bytes: &[u8]) -> Result<HashMap<i64, ProducerEntry>, String> 
         return Err("bad magic".to_string());
     }
     let version = u16::from_be_bytes(r.take()?);
-    if version != SNAPSHOT_VERSION {
+    if version != SNAPSHOT_VERSION && version != SNAPSHOT_VERSION_V1 {
         return Err(format!("unknown version {version}"));
     }
     let crc = u32::from_be_bytes(r.take()?);
@@ -465,6 +686,13 @@ fn decode_snapshot(bytes: &[u8]) -> Result<HashMap<i64, ProducerEntry>, String> 
         let id = i64::from_be_bytes(r.take()?);
         let epoch = i16::from_be_bytes(r.take()?);
         let last_timestamp = i64::from_be_bytes(r.take()?);
+        let (coordinator_epoch, current_txn_first_offset) = if version == SNAPSHOT_VERSION_V1 {
+            (-1, None)
+        } else {
+            let coordinator_epoch = i32::from_be_bytes(r.take()?);
+            let first = i64::from_be_bytes(r.take()?);
+            (coordinator_epoch, (first >= 0).then_some(first))
+        };
         let batch_count = u8::from_be_bytes(r.take()?);
         if usize::from(batch_count) > CACHED_BATCHES_PER_PRODUCER {
             return Err(format!("{batch_count} cached batches"));
@@ -485,6 +713,8 @@ fn decode_snapshot(bytes: &[u8]) -> Result<HashMap<i64, ProducerEntry>, String> 
                 epoch,
                 last_timestamp,
                 batches,
+                coordinator_epoch,
+                current_txn_first_offset,
             },
         );
     }

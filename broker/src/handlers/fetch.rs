@@ -2,6 +2,11 @@
 //! request's byte limits, long-polling for `min_bytes` up to `max_wait_ms` — woken by high
 //! watermark advances, never by a timer loop.
 //!
+//! read_committed (isolation level 1) reads stop at the last stable offset and carry the
+//! aborted transactions of the range, so clients drop those records; a long poll is woken
+//! by the high watermark, which is also what moves the last stable offset (a marker
+//! counts once the high watermark passes it).
+//!
 //! Records are not read: each partition's batches are selected as ranges of segment files
 //! and the connection sends them with `sendfile` (see `logbook_protocol::file_records`).
 //!
@@ -12,12 +17,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind, TopicName};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{
+    BrokerId, FetchRequest, FetchResponse, ProducerId, ResponseKind, TopicName,
+};
 use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
 use logbook_protocol::{FileRecords, FileRegion};
-use logbook_replication::{Offset, Partition, TopicPartition};
+use logbook_replication::{AbortedTxn, Offset, Partition, TopicPartition};
 use tokio::sync::watch;
 
 use crate::broker::Broker;
@@ -151,26 +160,34 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
                     let limit = usize::try_from(req.partition_max_bytes.max(0))
                         .unwrap_or(0)
                         .min(budget);
-                    let read = partition
-                        .read_slices(Offset(req.fetch_offset), limit, min_one_batch)
-                        .and_then(|read| {
-                            let regions = read
-                                .slices
-                                .iter()
-                                .map(|slice| FileRegion {
-                                    file: Arc::clone(&slice.file),
-                                    position: slice.position,
-                                    len: slice.len,
-                                })
-                                .collect();
-                            let set = records
-                                .records(regions)
-                                .map_err(logbook_storage::Error::from)?;
-                            Ok((read, set))
-                        });
+                    let offset = Offset(req.fetch_offset);
+                    let read = if read_committed {
+                        partition
+                            .read_slices_committed(offset, limit, min_one_batch)
+                            .map(|r| (r.read, Some(r.offsets), Some(r.aborted_transactions)))
+                    } else {
+                        partition
+                            .read_slices(offset, limit, min_one_batch)
+                            .map(|read| (read, None, None))
+                    };
+                    let read = read.and_then(|(read, offsets, aborted)| {
+                        let regions = read
+                            .slices
+                            .iter()
+                            .map(|slice| FileRegion {
+                                file: Arc::clone(&slice.file),
+                                position: slice.position,
+                                len: slice.len,
+                            })
+                            .collect();
+                        let set = records
+                            .records(regions)
+                            .map_err(logbook_storage::Error::from)?;
+                        Ok((read, set, offsets, aborted))
+                    });
                     match read {
-                        Ok((read, set)) => {
-                            let offsets = partition.offsets().ok();
+                        Ok((read, set, offsets, aborted)) => {
+                            let offsets = offsets.or_else(|| partition.offsets().ok());
                             let high_watermark = offsets.map_or(-1, |o| o.high_watermark.get());
                             let last_stable = offsets.map_or(-1, |o| o.last_stable_offset.get());
                             let n = read.bytes;
@@ -184,7 +201,7 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
                                 .with_high_watermark(high_watermark)
                                 .with_last_stable_offset(last_stable)
                                 .with_log_start_offset(read.log_start_offset.get())
-                                .with_aborted_transactions(read_committed.then(Vec::new))
+                                .with_aborted_transactions(aborted.map(aborted_transactions))
                                 .with_preferred_read_replica(BrokerId(-1))
                                 .with_records(Some(set))
                         }
@@ -216,6 +233,18 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
         bytes,
         error,
     }
+}
+
+/// The response's form of the aborted transactions of a read_committed read.
+fn aborted_transactions(aborted: Vec<AbortedTxn>) -> Vec<AbortedTransaction> {
+    aborted
+        .into_iter()
+        .map(|t| {
+            AbortedTransaction::default()
+                .with_producer_id(ProducerId(t.producer_id))
+                .with_first_offset(t.first_offset)
+        })
+        .collect()
 }
 
 fn subscribe(topics: &[ResolvedTopic]) -> Vec<watch::Receiver<Offset>> {

@@ -33,15 +33,28 @@ fn summarize(
     })
 }
 
-/// (offset, timestamp) answered for one partition.
-fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseError> {
+/// `isolation_level` of a read_committed consumer.
+const READ_COMMITTED: i8 = 1;
+
+/// (offset, timestamp) answered for one partition. A read_committed client sees only
+/// what is below the last stable offset (Kafka's `lastFetchableOffset`): LATEST is the
+/// LSO, and timestamp lookups ignore records at or above it.
+fn lookup(
+    partition: &Partition,
+    timestamp: i64,
+    read_committed: bool,
+) -> Result<(i64, i64), ResponseError> {
     let offsets = partition
         .offsets()
         .map_err(|e| errors::replication_error(&e))?;
-    let high_watermark = offsets.high_watermark.get();
+    let last_fetchable = if read_committed {
+        offsets.last_stable_offset.get()
+    } else {
+        offsets.high_watermark.get()
+    };
     let log_start_offset = offsets.log_start_offset.get();
     match timestamp {
-        LATEST => Ok((high_watermark, -1)),
+        LATEST => Ok((last_fetchable, -1)),
         EARLIEST | EARLIEST_LOCAL => Ok((log_start_offset, -1)),
         // No tiered storage: nothing has been uploaded.
         LATEST_TIERED => Ok((-1, -1)),
@@ -54,7 +67,7 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseE
             };
             let records = summarize(partition, &batch)?;
             // The earliest record holding the largest timestamp, as Kafka answers.
-            let best = records.iter().filter(|r| r.offset < high_watermark).fold(
+            let best = records.iter().filter(|r| r.offset < last_fetchable).fold(
                 None::<(i64, i64)>,
                 |best, r| match best {
                     Some((_, ts)) if ts >= r.timestamp => best,
@@ -76,7 +89,7 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseE
                 .find(|r| {
                     r.timestamp >= target
                         && r.offset >= log_start_offset
-                        && r.offset < high_watermark
+                        && r.offset < last_fetchable
                 })
                 .map_or((-1, -1), |r| (r.offset, r.timestamp)))
         }
@@ -87,6 +100,7 @@ fn lookup(partition: &Partition, timestamp: i64) -> Result<(i64, i64), ResponseE
 /// Answers a ListOffsets request.
 pub fn handle(ctx: &super::RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse {
     let (broker, version) = (&ctx.broker, ctx.api_version);
+    let read_committed = request.isolation_level == READ_COMMITTED;
     let topics = request
         .topics
         .into_iter()
@@ -120,7 +134,9 @@ pub fn handle(ctx: &super::RequestContext, request: ListOffsetsRequest) -> ListO
                                 .with_timestamp(-1)
                         }
                     };
-                    match tokio::task::block_in_place(|| lookup(&partition, p.timestamp)) {
+                    match tokio::task::block_in_place(|| {
+                        lookup(&partition, p.timestamp, read_committed)
+                    }) {
                         Ok((offset, timestamp)) => response
                             .with_offset(offset)
                             .with_timestamp(timestamp)

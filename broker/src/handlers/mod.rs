@@ -36,6 +36,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_producers;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod elect_leaders;
@@ -233,6 +234,7 @@ pub static APIS: &[Api] = &[
     api!(DescribeTopicPartitions, describe_topic_partitions, now),
     api!(AlterConfigs, alter_configs, now),
     api!(IncrementalAlterConfigs, incremental_alter_configs, now),
+    api!(DescribeProducers, describe_producers, now),
 ];
 
 /// A body that does not belong to the context's API: `decode_request` decodes the body by

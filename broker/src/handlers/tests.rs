@@ -360,6 +360,16 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                     ]),
             ]))
         }
+        ApiKey::DescribeProducers => {
+            RequestKind::DescribeProducers(DescribeProducersRequest::default().with_topics(vec![
+                describe_producers_request::TopicRequest::default()
+                    .with_name(name("t"))
+                    .with_partition_indexes(vec![0, 9]),
+                describe_producers_request::TopicRequest::default()
+                    .with_name(name("missing"))
+                    .with_partition_indexes(vec![0]),
+            ]))
+        }
         ApiKey::DescribeLogDirs => {
             RequestKind::DescribeLogDirs(DescribeLogDirsRequest::default().with_topics(None))
         }
@@ -457,3 +467,5 @@ async fn every_advertised_version_encodes() {
         "APIs without a request in this test: {untested:?}"
     );
 }
+
+mod transactions;

@@ -15,6 +15,7 @@ use crate::cleaner::{
 use crate::error::Error;
 use crate::log_segment::{file_name, LogSegment};
 use crate::offset::Offset;
+use crate::transaction_index;
 
 /// Kafka's topic configs for compaction.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -66,6 +67,22 @@ fn base_of(name: &str, suffix: &str) -> Option<i64> {
     digits.parse().ok()
 }
 
+/// Writes the aborted transactions of the segments at `bases` as the transaction index
+/// of the segment at `target` (durably), so the entries survive the swap that replaces
+/// those segments by one. Idempotent: a crash and a second run give the same file.
+fn merge_txn_indexes(dir: &Path, bases: &[i64], target: i64) -> io::Result<()> {
+    let mut merged = Vec::new();
+    for &base in bases {
+        merged.extend(transaction_index::read_entries(dir, base)?);
+    }
+    if merged.is_empty() {
+        return Ok(());
+    }
+    merged.sort_unstable_by_key(|e| e.last_offset);
+    merged.dedup_by_key(|e| e.last_offset);
+    transaction_index::write_entries(&dir.join(file_name(target, "txnindex")), &merged)
+}
+
 /// At open, before segments are listed: deletes `.cleaned` files (a pass that did not
 /// reach its commit point) and completes every `.swap` (a pass past it): the segments in
 /// the range its `.swapend` marker names are deleted and the `.swap` files take the
@@ -99,9 +116,18 @@ pub(super) fn complete_interrupted_swaps(dir: &Path) -> io::Result<()> {
             }
             continue;
         };
-        for &old in segment_bases.iter().filter(|&&b| base <= b && b < end) {
+        let olds: Vec<i64> = segment_bases
+            .iter()
+            .copied()
+            .filter(|&b| base <= b && b < end)
+            .collect();
+        merge_txn_indexes(dir, &olds, base)?;
+        for &old in &olds {
             for path in CleanedSegment::paths(dir, old, "") {
                 remove_if_exists(&path)?;
+            }
+            if old != base {
+                remove_if_exists(&dir.join(file_name(old, "txnindex")))?;
             }
         }
         for (swap, final_path) in CleanedSegment::paths(dir, base, SWAP_SUFFIX)
@@ -148,7 +174,11 @@ impl Log {
         if !config.compact || self.failed.is_some() {
             return None;
         }
-        let limit = max_offset.min(self.recovery_point);
+        // Never at or above the first unstable offset (Kafka's cleanableOffsets): an open
+        // transaction's batches are not settled yet.
+        let limit = max_offset
+            .min(self.recovery_point)
+            .min(self.first_unstable().unwrap_or(i64::MAX));
         let inactive = self.segments.split_last().map_or(&[][..], |(_, rest)| rest);
         let mut first_dirty = cleaned_to.max(self.log_start_offset);
         if first_dirty > self.end() {
@@ -272,6 +302,14 @@ impl Log {
     fn finish_swap(&mut self, at: usize, cleaned: &CleanedSegment, end: i64) -> io::Result<()> {
         let dir = self.dir.clone();
         let base = cleaned.base_offset;
+        let bases: Vec<i64> = self
+            .segments
+            .get(at..at + cleaned.replaces.len())
+            .unwrap_or_default()
+            .iter()
+            .map(LogSegment::base_offset)
+            .collect();
+        merge_txn_indexes(&dir, &bases, base)?;
         let replaced: Vec<LogSegment> = self
             .segments
             .splice(at..at + cleaned.replaces.len(), std::iter::empty())

@@ -755,6 +755,7 @@ mod model;
 mod producers;
 mod retention;
 mod transactions;
+mod txn_model;
 
 // Space reserved ahead of the active segment never shows in the file size (which readers
 // and recovery trust), survives a crash harmlessly, and is released on close.
