@@ -61,7 +61,15 @@ fn send_in_txn(p: &TestProducer, topic: &str, records: &[Record]) -> Vec<(i32, i
 
 /// The high watermark of `topic`/`partition` (read_uncommitted ListOffsets).
 fn high_watermark(bootstrap: &str, topic: &str, partition: i32) -> i64 {
-    consumer(bootstrap, &[])
+    consumer(bootstrap, &[("isolation.level", "read_uncommitted")])
+        .fetch_watermarks(topic, partition, CLIENT_TIMEOUT)
+        .expect("watermarks")
+        .1
+}
+
+/// The last stable offset of `topic`/`partition` (read_committed ListOffsets).
+fn last_stable_offset(bootstrap: &str, topic: &str, partition: i32) -> i64 {
+    consumer(bootstrap, &[("isolation.level", "read_committed")])
         .fetch_watermarks(topic, partition, CLIENT_TIMEOUT)
         .expect("watermarks")
         .1
@@ -330,8 +338,9 @@ fn offsets_sent_to_a_transaction_are_committed_only_with_it() {
 #[test]
 fn transaction_open_past_its_timeout_is_aborted_and_fenced() {
     // Proves: the coordinator aborts a transaction open longer than transaction.timeout.ms
-    // (an abort marker appears without any client action) and bumps the epoch, so the
-    // producer that left it open cannot commit it.
+    // (an abort marker appears without any client action, and the last stable offset it
+    // held back moves past it) and bumps the epoch, so the producer that left it open
+    // cannot commit it.
     let broker = Broker::start_with(&[
         "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
         "200",
@@ -342,7 +351,11 @@ fn transaction_open_past_its_timeout_is_aborted_and_fenced() {
     p.begin_transaction().expect("begin");
     send_in_txn(&p, "txn-timeout", &records(0, "stale", 3));
     assert_eq!(high_watermark(&bootstrap, "txn-timeout", 0), 3);
+    // The open transaction holds the last stable offset at its first record.
+    assert_eq!(last_stable_offset(&bootstrap, "txn-timeout", 0), 0);
     wait_high_watermark(&bootstrap, "txn-timeout", 0, 4, Duration::from_secs(10));
+    // The abort marker releases it.
+    assert_eq!(last_stable_offset(&bootstrap, "txn-timeout", 0), 4);
     let err = p
         .commit_transaction(CLIENT_TIMEOUT)
         .expect_err("the timed-out transaction cannot commit");
