@@ -2,7 +2,7 @@
 //! and this node's identity.
 
 use crate::config::Config;
-use crate::coordinator::GroupCoordinator;
+use crate::coordinator::{GroupCoordinator, TransactionCoordinator};
 use crate::producer_ids::ProducerIdManager;
 use crate::topics::Topics;
 
@@ -14,10 +14,13 @@ pub struct Broker {
     pub topics: std::sync::Arc<Topics>,
     /// The partitions this broker hosts: the only way to their logs.
     pub replicas: std::sync::Arc<logbook_replication::ReplicaManager>,
-    /// Producer ids for idempotent producers.
-    pub producer_ids: ProducerIdManager,
+    /// Producer ids for idempotent producers (and, through the transaction coordinator,
+    /// transactional ones).
+    pub producer_ids: std::sync::Arc<ProducerIdManager>,
     /// Consumer groups and committed offsets.
     pub groups: std::sync::Arc<GroupCoordinator>,
+    /// Transactional ids and their transactions.
+    pub transactions: std::sync::Arc<TransactionCoordinator>,
     /// Host advertised to clients.
     pub advertised_host: String,
     /// Port advertised to clients.

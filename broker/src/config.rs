@@ -142,6 +142,52 @@ pub struct Config {
         default_value_t = 600_000
     )]
     pub offsets_retention_check_interval_ms: u64,
+    /// Partitions of `__transaction_state` when it is created
+    /// (`transaction.state.log.num.partitions`).
+    #[arg(
+        long,
+        env = "LOGBOOK_TRANSACTION_STATE_LOG_NUM_PARTITIONS",
+        default_value_t = 50
+    )]
+    pub transaction_state_log_num_partitions: i32,
+    /// `segment.bytes` of `__transaction_state` when it is created
+    /// (`transaction.state.log.segment.bytes`).
+    #[arg(
+        long,
+        env = "LOGBOOK_TRANSACTION_STATE_LOG_SEGMENT_BYTES",
+        default_value_t = 104_857_600
+    )]
+    pub transaction_state_log_segment_bytes: i32,
+    /// Largest `transaction.timeout.ms` a producer may ask for (`transaction.max.timeout.ms`).
+    #[arg(
+        long,
+        env = "LOGBOOK_TRANSACTION_MAX_TIMEOUT_MS",
+        default_value_t = 900_000
+    )]
+    pub transaction_max_timeout_ms: i32,
+    /// How long a transactional id with no transaction is kept (`transactional.id.expiration.ms`).
+    #[arg(
+        long,
+        env = "LOGBOOK_TRANSACTIONAL_ID_EXPIRATION_MS",
+        default_value_t = 604_800_000
+    )]
+    pub transactional_id_expiration_ms: i64,
+    /// How often transactions open past their timeout are aborted
+    /// (`transaction.abort.timed.out.transaction.cleanup.interval.ms`).
+    #[arg(
+        long,
+        env = "LOGBOOK_TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS",
+        default_value_t = 10_000
+    )]
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
+    /// How often expired transactional ids are removed
+    /// (`transaction.remove.expired.transaction.cleanup.interval.ms`).
+    #[arg(
+        long,
+        env = "LOGBOOK_TRANSACTION_REMOVE_EXPIRED_TRANSACTION_CLEANUP_INTERVAL_MS",
+        default_value_t = 3_600_000
+    )]
+    pub transaction_remove_expired_transaction_cleanup_interval_ms: u64,
     /// Smallest session timeout a group member may ask for (`group.min.session.timeout.ms`).
     #[arg(
         long,

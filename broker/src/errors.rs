@@ -144,6 +144,46 @@ pub fn coordinator_runtime_error(
     }
 }
 
+/// What a coordinator runtime's refusal means to a transactional client (as for groups).
+#[must_use]
+pub fn txn_runtime_error(
+    e: &crate::coordinator::runtime::RuntimeError,
+) -> crate::coordinator::transaction::TxnError {
+    use crate::coordinator::runtime::RuntimeError;
+    use crate::coordinator::transaction::TxnError;
+    match e {
+        RuntimeError::NotCoordinator(_) | RuntimeError::Load { .. } => TxnError::NotCoordinator,
+        RuntimeError::LoadInProgress(_) => TxnError::CoordinatorLoadInProgress,
+    }
+}
+
+/// The code for a transaction coordinator failure. `fenced_as_epoch`: the request's
+/// version predates PRODUCER_FENCED (InitProducerId < 4, AddPartitionsToTxn / AddOffsetsToTxn
+/// / EndTxn / TxnOffsetCommit < 2), so, as Kafka's `KafkaApis`, INVALID_PRODUCER_EPOCH is sent.
+#[must_use]
+pub fn txn_error(
+    e: &crate::coordinator::transaction::TxnError,
+    fenced_as_epoch: bool,
+) -> ResponseError {
+    use crate::coordinator::transaction::TxnError;
+    match e {
+        TxnError::InvalidRequest => ResponseError::InvalidRequest,
+        TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout,
+        TxnError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        TxnError::NotCoordinator => ResponseError::NotCoordinator,
+        TxnError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
+        TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions,
+        TxnError::ProducerFenced if fenced_as_epoch => ResponseError::InvalidProducerEpoch,
+        TxnError::ProducerFenced => ResponseError::ProducerFenced,
+        TxnError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping,
+        TxnError::InvalidTxnState => ResponseError::InvalidTxnState,
+        TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound,
+        TxnError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        TxnError::OperationNotAttempted => ResponseError::OperationNotAttempted,
+        TxnError::Storage => ResponseError::KafkaStorageError,
+    }
+}
+
 /// The code for a group coordinator failure.
 #[must_use]
 pub fn group_error(e: &crate::coordinator::group::GroupError) -> ResponseError {

@@ -56,9 +56,19 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
             t.with_partitions_total_max(crate::partition_budget::partitions_max(&config.limits))
         })
     })?);
-    let producer_ids = ProducerIdManager::open(&config.data_dir.join(crate::topics::METADATA_DIR))?;
+    let producer_ids = Arc::new(ProducerIdManager::open(
+        &config.data_dir.join(crate::topics::METADATA_DIR),
+    )?);
     let groups = tokio::task::block_in_place(|| {
         crate::coordinator::GroupCoordinator::load(&topics, group_config(&config))
+    })?;
+    let transactions = tokio::task::block_in_place(|| {
+        crate::coordinator::TransactionCoordinator::load(
+            &topics,
+            Arc::clone(&groups),
+            Arc::clone(&producer_ids),
+            transaction_config(&config),
+        )
     })?;
     let listener = TcpListener::bind(config.listen).await?;
     let (advertised_host, advertised_port) = config.advertised();
@@ -68,6 +78,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         replicas: Arc::clone(&replicas),
         producer_ids,
         groups,
+        transactions,
         advertised_host,
         advertised_port,
     });
@@ -132,6 +143,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         tracing::warn!("connections did not finish within the grace period");
     }
     broker.groups.shutdown();
+    broker.transactions.shutdown();
     tokio::task::block_in_place(|| replicas.shutdown());
     tracing::info!("shutdown complete");
     Ok(())
@@ -149,6 +161,21 @@ fn group_config(config: &Config) -> crate::coordinator::group::GroupConfig {
         group_max_size: config.limits.group_max_size.max(1),
         commit_timeout_ms: config.limits.produce_timeout_ms_max,
         offsets_topic_segment_bytes: config.offsets_topic_segment_bytes.max(14),
+    }
+}
+
+/// The transaction coordinator's settings from the broker's flags.
+fn transaction_config(config: &Config) -> crate::coordinator::transaction::TransactionConfig {
+    crate::coordinator::transaction::TransactionConfig {
+        state_log_num_partitions: config.transaction_state_log_num_partitions.max(1),
+        state_log_segment_bytes: config.transaction_state_log_segment_bytes.max(14),
+        max_timeout_ms: config.transaction_max_timeout_ms.max(1),
+        id_expiration_ms: config.transactional_id_expiration_ms.max(1),
+        abort_timed_out_interval_ms: config
+            .transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        remove_expired_interval_ms: config
+            .transaction_remove_expired_transaction_cleanup_interval_ms,
+        write_timeout_ms: config.limits.produce_timeout_ms_max,
     }
 }
 

@@ -348,6 +348,54 @@ pub static SETTINGS: &[Setting] = &[
         3
     ),
     numeric!(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        u64,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "transaction.max.timeout.ms",
+        transaction_max_timeout_ms,
+        i32,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        transaction_remove_expired_transaction_cleanup_interval_ms,
+        u64,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "transaction.state.log.num.partitions",
+        transaction_state_log_num_partitions,
+        i32,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "transaction.state.log.segment.bytes",
+        transaction_state_log_segment_bytes,
+        i32,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "transactional.id.expiration.ms",
+        transactional_id_expiration_ms,
+        i64,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
         "socket.request.max.bytes",
         limits.frame_bytes_max,
         usize,

@@ -1,10 +1,12 @@
 //! Coordinators: the broker-side state machines that clients find with FindCoordinator.
-//! Only the group coordinator exists so far; the transaction coordinator will live beside it.
+//! The group coordinator and the transaction coordinator, both on one `CoordinatorRuntime`.
 
 pub mod group;
 pub mod runtime;
+pub mod transaction;
 
 pub use group::GroupCoordinator;
+pub use transaction::TransactionCoordinator;
 
 /// The internal topic holding committed offsets and group metadata.
 pub const GROUP_METADATA_TOPIC_NAME: &str = "__consumer_offsets";
@@ -18,7 +20,8 @@ pub fn java_string_hashcode(s: &str) -> i32 {
 }
 
 /// Kafka's `Utils.abs(groupId.hashCode) % partitions`: the `__consumer_offsets` partition
-/// whose leader coordinates `group_id`.
+/// whose leader coordinates `group_id` (and likewise the `__transaction_state` partition of
+/// a transactional id).
 #[must_use]
 pub fn partition_for(group_id: &str, partitions: i32) -> i32 {
     assert!(0 < partitions, "offsets topic has {partitions} partitions");

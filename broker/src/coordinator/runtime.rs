@@ -12,9 +12,10 @@
 //! `errors.rs`), and its timers (session, join phase, pending sync, offset expiry) scheduled
 //! with [`CoordinatorRuntime::schedule`]. On a single node the broker loads every partition
 //! at start (or when the topic is created); with replication, leadership changes will call
-//! `load` / `unload`. Remaining: the transaction coordinator as a second `CoordinatorShard`;
-//! writes still go straight to `Partition::append` rather than through the runtime (Kafka's
-//! runtime batches a shard's records and applies them once durable).
+//! `load` / `unload`. The transaction coordinator is the second `CoordinatorShard`
+//! (`TransactionShard`, one per `__transaction_state` partition). Remaining: writes still
+//! go straight to `Partition::append` rather than through the runtime (Kafka's runtime
+//! batches a shard's records and applies them once durable).
 //!
 //! Replay cost: `load` replays its partition from the log start offset to the high
 //! watermark, so start-up time is proportional to the partition's log, not to its live

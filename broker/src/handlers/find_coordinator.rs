@@ -1,7 +1,8 @@
 //! FindCoordinator (API key 10): which broker coordinates a group. The coordinator of a
 //! group is the leader of its `__consumer_offsets` partition; on one node that is us.
-//! The first lookup of a group creates `__consumer_offsets`, as Kafka does.
-//! Transaction coordinators (key type 1) do not exist yet.
+//! The first lookup of a group creates `__consumer_offsets`, as Kafka does; the coordinator
+//! of a transactional id (key type 1) is the leader of its `__transaction_state` partition,
+//! and its first lookup creates that topic.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -41,7 +42,18 @@ fn coordinator_of(
                 broker.advertised_port,
             ))
         }
-        KEY_TYPE_TRANSACTION => Err(ResponseError::CoordinatorNotAvailable),
+        KEY_TYPE_TRANSACTION => {
+            if let Err(e) = broker.transactions.state_topic() {
+                tracing::warn!(transactional_id = key, error = %e, "cannot create the transaction coordinator's topic");
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
+            let _partition = broker.transactions.partition_for(key);
+            Ok((
+                broker.node_id(),
+                broker.advertised_host.clone(),
+                broker.advertised_port,
+            ))
+        }
         _ => Err(ResponseError::InvalidRequest),
     }
 }

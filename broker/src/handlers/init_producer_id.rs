@@ -1,36 +1,64 @@
-//! InitProducerId (API key 22): gives an idempotent producer its producer id and epoch.
-//! Transactional ids need the transaction coordinator, which is not built yet; such requests
-//! get COORDINATOR_NOT_AVAILABLE, which transactional clients treat as retriable.
+//! InitProducerId (API key 22): gives a producer its producer id and epoch. Idempotent
+//! producers (no transactional id) get a fresh id from the durable `ProducerIdManager`
+//! blocks, or a KIP-360 epoch bump of their own id; a transactional id goes to the
+//! `TransactionCoordinator` (one producer id per transactional id, a bumped epoch per call,
+//! the previous producer fenced and its open transaction aborted).
 
-use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use kafka_protocol::messages::{
+    InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
+};
 use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
+
+use crate::errors;
+use crate::handlers::{ready, ResponseFuture};
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
+/// First version that knows PRODUCER_FENCED (older ones get INVALID_PRODUCER_EPOCH).
+const PRODUCER_FENCED_VERSION: i16 = 4;
+
 /// Answers an InitProducerId request.
-pub fn handle(
-    ctx: &super::RequestContext,
-    request: InitProducerIdRequest,
-) -> InitProducerIdResponse {
+pub fn handle(ctx: &super::RequestContext, request: InitProducerIdRequest) -> ResponseFuture {
     let broker = &ctx.broker;
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    if request.transactional_id.is_some() {
-        return response.with_error_code(ResponseError::CoordinatorNotAvailable.code());
+    // The producer's own id and epoch (v3+), when it asks for a KIP-360 bump.
+    let expected = (request.producer_id.0 >= 0 && request.producer_epoch >= 0)
+        .then_some((request.producer_id.0, request.producer_epoch));
+    if let Some(transactional_id) = request.transactional_id {
+        let transactions = std::sync::Arc::clone(&broker.transactions);
+        let fenced_as_epoch = ctx.api_version < PRODUCER_FENCED_VERSION;
+        return Box::pin(async move {
+            let result = transactions
+                .init_producer_id(
+                    transactional_id.as_str(),
+                    request.transaction_timeout_ms,
+                    expected,
+                )
+                .await;
+            let response = match result {
+                Ok((id, epoch)) => response
+                    .with_producer_id(ProducerId(id))
+                    .with_producer_epoch(epoch),
+                Err(e) => response.with_error_code(errors::txn_error(&e, fenced_as_epoch).code()),
+            };
+            Some(ResponseKind::InitProducerId(response).into())
+        });
     }
     // KIP-360: a known idempotent producer may ask to bump its epoch instead of a new id.
-    if request.producer_id.0 >= 0
-        && request.producer_epoch >= 0
-        && request.producer_epoch < i16::MAX - 1
-    {
-        return response
-            .with_producer_id(request.producer_id)
-            .with_producer_epoch(request.producer_epoch + 1);
+    if let Some((id, epoch)) = expected {
+        if epoch < i16::MAX - 1 {
+            return ready(ResponseKind::InitProducerId(
+                response
+                    .with_producer_id(ProducerId(id))
+                    .with_producer_epoch(epoch + 1),
+            ));
+        }
     }
-    match tokio::task::block_in_place(|| broker.producer_ids.next_id()) {
+    let response = match tokio::task::block_in_place(|| broker.producer_ids.next_id()) {
         Ok(id) => response
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(0),
@@ -38,5 +66,6 @@ pub fn handle(
             tracing::error!(error = %e, "cannot persist the producer id block");
             response.with_error_code(ResponseError::KafkaStorageError.code())
         }
-    }
+    };
+    ready(ResponseKind::InitProducerId(response))
 }

@@ -23,6 +23,8 @@ use logbook_protocol::FileRecords;
 
 use crate::broker::Broker;
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
@@ -36,7 +38,9 @@ pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_topic_partitions;
+pub mod describe_transactions;
 pub mod elect_leaders;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -46,12 +50,14 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 /// The principal every connection has until authentication exists (Kafka's
 /// `KafkaPrincipal.ANONYMOUS`).
@@ -210,7 +216,13 @@ pub static APIS: &[Api] = &[
     api!(ApiVersions, api_versions, now),
     api!(CreateTopics, create_topics, now),
     api!(DeleteTopics, delete_topics, now),
-    api!(InitProducerId, init_producer_id, now),
+    api!(InitProducerId, init_producer_id, later),
+    api!(AddPartitionsToTxn, add_partitions_to_txn, later),
+    api!(AddOffsetsToTxn, add_offsets_to_txn, later),
+    api!(EndTxn, end_txn, later),
+    api!(TxnOffsetCommit, txn_offset_commit, later),
+    api!(DescribeTransactions, describe_transactions, now),
+    api!(ListTransactions, list_transactions, now),
     api!(DescribeConfigs, describe_configs, now),
     api!(DeleteGroups, delete_groups, now),
     api!(CreatePartitions, create_partitions, now),

@@ -1,6 +1,7 @@
 //! OffsetFetch (API key 9): a group's committed offsets, for one group (v1-7) or several
-//! (v8+). `require_stable` is accepted: there are no pending transactional commits yet, so
-//! every offset is stable.
+//! (v8+). With `require_stable` (v7+, KIP-447), a partition whose transactional offset
+//! commit is not yet committed or aborted answers UNSTABLE_OFFSET_COMMIT, so the consumer
+//! retries instead of starting from an offset a transaction may still change.
 
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
@@ -8,8 +9,10 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
+use kafka_protocol::ResponseError;
 
 use crate::broker::Broker;
+use crate::coordinator::group::offsets::OffsetAndMetadata;
 use crate::coordinator::group::FetchedTopic;
 
 /// Versions served (v10 names topics by id; not served).
@@ -21,15 +24,49 @@ const GROUPS_VERSION: i16 = 8;
 /// "No committed offset", as Kafka answers it.
 const NO_OFFSET: i64 = -1;
 
+/// A partition's answer: its committed offset, or (with `require_stable`) an error while a
+/// transactional commit of it is pending.
+type Fetched = (String, Vec<(i32, Result<Option<OffsetAndMetadata>, i16>)>);
+
 fn fetch(
     broker: &Broker,
     group_id: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
-) -> Result<Vec<FetchedTopic>, i16> {
-    broker
+    require_stable: bool,
+) -> Result<Vec<Fetched>, i16> {
+    let fetched: Vec<FetchedTopic> = broker
         .groups
         .fetch_offsets(group_id, topics.as_deref())
-        .map_err(|e| crate::errors::group_error(&e).code())
+        .map_err(|e| crate::errors::group_error(&e).code())?;
+    let unstable = if require_stable {
+        broker.groups.pending_txn_partitions(group_id)
+    } else {
+        std::collections::HashSet::new()
+    };
+    Ok(fetched
+        .into_iter()
+        .map(|(topic, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|(index, committed)| {
+                    if unstable.contains(&(topic.clone(), index)) {
+                        (index, Err(ResponseError::UnstableOffsetCommit.code()))
+                    } else {
+                        (index, Ok(committed))
+                    }
+                })
+                .collect();
+            (topic, partitions)
+        })
+        .collect())
+}
+
+/// The committed offset to report (none while unstable) and the partition's error code.
+fn split(committed: Result<Option<OffsetAndMetadata>, i16>) -> (Option<OffsetAndMetadata>, i16) {
+    match committed {
+        Ok(c) => (c, crate::errors::NONE),
+        Err(code) => (None, code),
+    }
 }
 
 /// Answers OffsetFetch.
@@ -47,7 +84,12 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetFetchRequest) -> Offse
                         .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                         .collect()
                 });
-                let (fetched, error_code) = match fetch(broker, g.group_id.0.as_str(), topics) {
+                let (fetched, error_code) = match fetch(
+                    broker,
+                    g.group_id.0.as_str(),
+                    topics,
+                    request.require_stable,
+                ) {
                     Ok(fetched) => (fetched, 0),
                     Err(code) => (Vec::new(), code),
                 };
@@ -64,12 +106,14 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetFetchRequest) -> Offse
                                         partitions
                                             .into_iter()
                                             .map(|(index, committed)| {
+                                                let (committed, code) = split(committed);
                                                 let (offset, leader_epoch, metadata) = committed
                                                     .map_or((NO_OFFSET, -1, String::new()), |c| {
                                                         (c.offset, c.leader_epoch, c.metadata)
                                                     });
                                                 OffsetFetchResponsePartitions::default()
                                                     .with_partition_index(index)
+                                                    .with_error_code(code)
                                                     .with_committed_offset(offset)
                                                     .with_committed_leader_epoch(leader_epoch)
                                                     .with_metadata(Some(StrBytes::from_string(
@@ -90,7 +134,12 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetFetchRequest) -> Offse
             .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
             .collect()
     });
-    let (fetched, error_code) = match fetch(broker, request.group_id.0.as_str(), topics) {
+    let (fetched, error_code) = match fetch(
+        broker,
+        request.group_id.0.as_str(),
+        topics,
+        request.require_stable,
+    ) {
         Ok(fetched) => (fetched, 0),
         // v1 has no top-level error code: an empty answer.
         Err(code) => (Vec::new(), if version >= 2 { code } else { 0 }),
@@ -107,12 +156,14 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetFetchRequest) -> Offse
                             partitions
                                 .into_iter()
                                 .map(|(index, committed)| {
+                                    let (committed, code) = split(committed);
                                     let (offset, leader_epoch, metadata) = committed
                                         .map_or((NO_OFFSET, -1, String::new()), |c| {
                                             (c.offset, c.leader_epoch, c.metadata)
                                         });
                                     OffsetFetchResponsePartition::default()
                                         .with_partition_index(index)
+                                        .with_error_code(code)
                                         .with_committed_offset(offset)
                                         .with_committed_leader_epoch(epoch(leader_epoch))
                                         .with_metadata(Some(StrBytes::from_string(metadata)))

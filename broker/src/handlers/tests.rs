@@ -42,19 +42,28 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
         )
         .expect("topics"),
     );
-    let producer_ids =
-        ProducerIdManager::open(&dir.join(crate::topics::METADATA_DIR)).expect("producer ids");
+    let producer_ids = Arc::new(
+        ProducerIdManager::open(&dir.join(crate::topics::METADATA_DIR)).expect("producer ids"),
+    );
     let groups = crate::coordinator::GroupCoordinator::load(
         &topics,
         crate::coordinator::group::GroupConfig::default(),
     )
     .expect("group coordinator");
+    let transactions = crate::coordinator::TransactionCoordinator::load(
+        &topics,
+        Arc::clone(&groups),
+        Arc::clone(&producer_ids),
+        crate::coordinator::transaction::TransactionConfig::default(),
+    )
+    .expect("transaction coordinator");
     Arc::new(Broker {
         config,
         topics,
         replicas,
         producer_ids,
         groups,
+        transactions,
         advertised_host: "127.0.0.1".into(),
         advertised_port: 9092,
     })

@@ -27,3 +27,4 @@ mod produce_consume;
 mod python_client;
 mod retention;
 mod topic_limits;
+mod transactions;

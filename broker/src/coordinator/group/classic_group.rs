@@ -200,6 +200,9 @@ pub struct ClassicGroup {
     pub in_initial_delay: bool,
     /// Committed offsets by (topic, partition).
     pub offsets: BTreeMap<(String, i32), OffsetAndMetadata>,
+    /// Transactional offset commits (TxnOffsetCommit) not yet committed or aborted, by
+    /// producer id: applied to `offsets` by the commit marker, dropped by the abort marker.
+    pub pending_txn_offsets: HashMap<i64, BTreeMap<(String, i32), OffsetAndMetadata>>,
 }
 
 impl ClassicGroup {
@@ -223,6 +226,7 @@ impl ClassicGroup {
             rebalance_token: 0,
             in_initial_delay: false,
             offsets: BTreeMap::new(),
+            pending_txn_offsets: HashMap::new(),
         }
     }
 

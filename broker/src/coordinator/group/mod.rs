@@ -23,6 +23,7 @@ mod commit;
 mod rebalance;
 #[cfg(test)]
 mod tests;
+mod txn_commit;
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
@@ -241,6 +242,19 @@ impl GroupShard {
         self.groups.read().values().cloned().collect()
     }
 
+    /// A transaction marker of `producer_id` on this shard's partition: its pending
+    /// transactional offsets become committed offsets (commit) or are dropped (abort).
+    fn complete_txn_offsets(&self, producer_id: i64, commit: bool) {
+        for group in self.all() {
+            let mut g = group.lock();
+            if let Some(pending) = g.pending_txn_offsets.remove(&producer_id) {
+                if commit {
+                    g.offsets.extend(pending);
+                }
+            }
+        }
+    }
+
     fn apply_loaded(&self, records: Vec<Persisted>) {
         for record in records {
             match record {
@@ -261,6 +275,28 @@ impl GroupShard {
                         }
                     }
                 }
+                Persisted::TxnOffset {
+                    producer_id,
+                    group_id,
+                    topic,
+                    partition,
+                    value,
+                } => {
+                    // Kafka's replay keeps a transactional commit pending until its marker.
+                    if let Some(v) = value {
+                        let group = self.get_or_create(&group_id);
+                        group
+                            .lock()
+                            .pending_txn_offsets
+                            .entry(producer_id)
+                            .or_default()
+                            .insert((topic, partition), v);
+                    }
+                }
+                Persisted::TxnMarker {
+                    producer_id,
+                    commit,
+                } => self.complete_txn_offsets(producer_id, commit),
                 Persisted::Group { group_id, value } => match value {
                     Some(v) => {
                         let group = self.get_or_create(&group_id);
@@ -555,8 +591,19 @@ impl GroupCoordinator {
         group_id: &str,
         records: &[(Bytes, Option<Bytes>)],
     ) -> Result<(Arc<Partition>, Offset), GroupError> {
+        self.append_as(group_id, records, None)
+    }
+
+    /// [`Self::append`] as a transactional producer's batch (TxnOffsetCommit) when
+    /// `producer` is set.
+    fn append_as(
+        &self,
+        group_id: &str,
+        records: &[(Bytes, Option<Bytes>)],
+        producer: Option<(i64, i16)>,
+    ) -> Result<(Arc<Partition>, Offset), GroupError> {
         let partition = self.offsets_partition(group_id)?;
-        let batch = persistence::encode_batch(records, now_ms()).map_err(|e| {
+        let batch = persistence::encode_batch_as(records, now_ms(), producer).map_err(|e| {
             tracing::error!(group = group_id, error = %e, "cannot encode a __consumer_offsets batch");
             GroupError::Storage
         })?;

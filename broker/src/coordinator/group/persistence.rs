@@ -82,6 +82,26 @@ pub enum Persisted {
         /// The offset, `None` for a tombstone.
         value: Option<OffsetAndMetadata>,
     },
+    /// A transactional offset commit (TxnOffsetCommit), pending until its marker.
+    TxnOffset {
+        /// The transactional producer.
+        producer_id: i64,
+        /// Group.
+        group_id: String,
+        /// Topic.
+        topic: String,
+        /// Partition.
+        partition: i32,
+        /// The offset, `None` for a tombstone.
+        value: Option<OffsetAndMetadata>,
+    },
+    /// A transaction marker: the producer's pending offsets are applied or dropped.
+    TxnMarker {
+        /// The transactional producer.
+        producer_id: i64,
+        /// Commit (true) or abort.
+        commit: bool,
+    },
     /// A group's metadata, or its deletion (`None`).
     Group {
         /// Group.
@@ -174,16 +194,31 @@ pub fn group_value(value: &GroupValue) -> Bytes {
 /// # Errors
 /// The encoder's message (it fails only on our own bugs).
 pub fn encode_batch(records: &[(Bytes, Option<Bytes>)], now_ms: i64) -> Result<BytesMut, String> {
+    encode_batch_as(records, now_ms, None)
+}
+
+/// [`encode_batch`], written for a transactional producer (`Some((producer_id, epoch))`:
+/// the batch carries its id and epoch and the transactional bit, as Kafka's group
+/// coordinator writes a TxnOffsetCommit) or for the coordinator itself (`None`).
+///
+/// # Errors
+/// The encoder's message (it fails only on our own bugs).
+pub fn encode_batch_as(
+    records: &[(Bytes, Option<Bytes>)],
+    now_ms: i64,
+    producer: Option<(i64, i16)>,
+) -> Result<BytesMut, String> {
+    let (producer_id, producer_epoch) = producer.unwrap_or((NO_PRODUCER_ID, NO_PRODUCER_EPOCH));
     let records: Vec<Record> = records
         .iter()
         .zip(0_i32..)
         .map(|((key, value), delta)| Record {
-            transactional: false,
+            transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
-            producer_id: NO_PRODUCER_ID,
-            producer_epoch: NO_PRODUCER_EPOCH,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i64::from(delta),
             // kafka-protocol's encoder starts a new batch wherever `offset - sequence`
@@ -347,6 +382,83 @@ fn decode_group_value(value: &Bytes) -> Result<GroupValue, String> {
 /// # Errors
 /// Storage errors, or a batch the record decoder rejects.
 pub fn replay(partition: &Partition) -> Result<Vec<Persisted>, String> {
+    replay_with(partition, |record| match record {
+        Replayed::Data {
+            key,
+            value,
+            producer_id,
+            transactional,
+        } => {
+            let decoded = decode_record(key, value)?;
+            Ok(Some(match decoded {
+                Persisted::Offset {
+                    group_id,
+                    topic,
+                    partition,
+                    value,
+                } if transactional => Persisted::TxnOffset {
+                    producer_id,
+                    group_id,
+                    topic,
+                    partition,
+                    value,
+                },
+                other => other,
+            }))
+        }
+        Replayed::Marker {
+            producer_id,
+            commit,
+        } => Ok(Some(Persisted::TxnMarker {
+            producer_id,
+            commit,
+        })),
+    })
+}
+
+/// One record of an internal topic as replay sees it.
+pub enum Replayed<'a> {
+    /// A keyed data record.
+    Data {
+        /// Its key.
+        key: &'a Bytes,
+        /// Its value (`None`: a tombstone).
+        value: Option<&'a Bytes>,
+        /// The batch's producer id (-1 for the coordinator's own writes).
+        producer_id: i64,
+        /// Whether the batch belongs to a transaction (TxnOffsetCommit).
+        transactional: bool,
+    },
+    /// A transaction marker (control record) of `producer_id`.
+    Marker {
+        /// The producer whose transaction ended.
+        producer_id: i64,
+        /// Commit (true) or abort.
+        commit: bool,
+    },
+}
+
+/// The type of a control record, from its key (`version i16, type i16`: 0 abort, 1 commit).
+fn control_is_commit(key: Option<&Bytes>) -> Option<bool> {
+    let key = key?;
+    let kind = i16::from_be_bytes([*key.get(2)?, *key.get(3)?]);
+    match kind {
+        0 => Some(false),
+        1 => Some(true),
+        _ => None,
+    }
+}
+
+/// Reads the records of an internal topic's `partition` from its log start to its high
+/// watermark and decodes each with `decode` (`Ok(None)`: nothing to keep), in log order;
+/// records that do not decode are logged and skipped. Shared by every coordinator.
+///
+/// # Errors
+/// Storage errors, or a batch the record decoder rejects.
+pub fn replay_with<T>(
+    partition: &Partition,
+    decode: impl Fn(Replayed<'_>) -> Result<Option<T>, String>,
+) -> Result<Vec<T>, String> {
     let offsets = partition.offsets().map_err(|e| e.to_string())?;
     let mut next = offsets.log_start_offset.get();
     let mut out = Vec::new();
@@ -362,17 +474,34 @@ pub fn replay(partition: &Partition) -> Result<Vec<Persisted>, String> {
         let before = next;
         for record in sets.iter().flat_map(|s| s.records.iter()) {
             next = next.max(record.offset + 1);
-            if record.offset < before || record.control {
+            if record.offset < before {
                 continue;
             }
-            let Some(key) = &record.key else { continue };
-            match decode_record(key, record.value.as_ref()) {
-                Ok(p) => out.push(p),
+            let replayed = if record.control {
+                match control_is_commit(record.key.as_ref()) {
+                    Some(commit) => Replayed::Marker {
+                        producer_id: record.producer_id,
+                        commit,
+                    },
+                    None => continue,
+                }
+            } else {
+                let Some(key) = &record.key else { continue };
+                Replayed::Data {
+                    key,
+                    value: record.value.as_ref(),
+                    producer_id: record.producer_id,
+                    transactional: record.transactional,
+                }
+            };
+            match decode(replayed) {
+                Ok(Some(p)) => out.push(p),
+                Ok(None) => {}
                 Err(e) => tracing::warn!(
                     partition = %partition.topic_partition(),
                     offset = record.offset,
                     error = %e,
-                    "skipping an undecodable __consumer_offsets record"
+                    "skipping an undecodable internal record"
                 ),
             }
         }

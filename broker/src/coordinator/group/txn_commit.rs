@@ -1,0 +1,145 @@
+//! TxnOffsetCommit (KIP-98, KIP-447): a transactional producer's consumed offsets are
+//! written to the group's `__consumer_offsets` partition as a transactional batch (its
+//! producer id and epoch, the transactional bit) and held pending per producer; only the
+//! commit marker the transaction coordinator writes to that partition applies them to the
+//! group (`complete_txn_offsets`), and an abort marker drops them. OffsetFetch with
+//! `require_stable` answers UNSTABLE_OFFSET_COMMIT for partitions with pending offsets.
+
+use std::collections::HashSet;
+
+use super::classic_group::GroupState;
+use super::commit::{CommitPartition, CommitResult};
+use super::offsets::{OffsetAndMetadata, OFFSET_METADATA_BYTES_MAX};
+use super::{now_ms, persistence, GroupCoordinator, GroupError};
+
+impl GroupCoordinator {
+    /// TxnOffsetCommit: validates the member as Kafka's `validateOffsetCommit` does for a
+    /// transactional commit (generation -1 with no member id is always accepted; the group
+    /// is created if new), appends the offsets as `producer_id`'s transactional batch and
+    /// holds them pending. The caller answers once the batch is durable.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the request's fields, as Kafka passes them"
+    )]
+    pub fn txn_commit_offsets(
+        &self,
+        group_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        generation_id: i32,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+        partitions: &[CommitPartition],
+    ) -> CommitResult {
+        let all = |e: GroupError| CommitResult {
+            errors: vec![Some(e); partitions.len()],
+            durable: None,
+        };
+        if group_id.is_empty() || group_id.len() > persistence::STRING_BYTES_MAX {
+            return all(GroupError::InvalidGroupId);
+        }
+        let group = match self.lookup(group_id) {
+            Err(e) => return all(e),
+            Ok(Some(g)) => g,
+            Ok(None) => match self.get_or_create(group_id) {
+                Ok(g) => g,
+                Err(e) => return all(e),
+            },
+        };
+        let mut g = group.lock();
+        if g.state == GroupState::Dead {
+            return all(GroupError::CoordinatorNotAvailable);
+        }
+        if generation_id >= 0 || !member_id.is_empty() || group_instance_id.is_some() {
+            if let Some(instance) = group_instance_id {
+                match g.static_members.get(instance) {
+                    None => return all(GroupError::UnknownMemberId),
+                    Some(current) if current != member_id => {
+                        return all(GroupError::FencedInstanceId)
+                    }
+                    Some(_) => {}
+                }
+            }
+            if !g.members.contains_key(member_id) {
+                return all(GroupError::UnknownMemberId);
+            }
+            if generation_id != g.generation_id {
+                return all(GroupError::IllegalGeneration);
+            }
+        }
+        let now = now_ms();
+        let mut errors = Vec::with_capacity(partitions.len());
+        let mut records = Vec::new();
+        let mut values = Vec::new();
+        for p in partitions {
+            let metadata = p.metadata.clone().unwrap_or_default();
+            if metadata.len() > OFFSET_METADATA_BYTES_MAX {
+                errors.push(Some(GroupError::OffsetMetadataTooLarge));
+                continue;
+            }
+            if p.topic.len() > persistence::STRING_BYTES_MAX {
+                errors.push(Some(GroupError::UnknownTopicOrPartition));
+                continue;
+            }
+            errors.push(None);
+            let value = OffsetAndMetadata {
+                offset: p.offset,
+                leader_epoch: p.leader_epoch,
+                metadata,
+                commit_timestamp_ms: now,
+            };
+            records.push((
+                persistence::offset_key(group_id, &p.topic, p.partition),
+                Some(persistence::offset_value(&value)),
+            ));
+            values.push(((p.topic.clone(), p.partition), value));
+        }
+        if records.is_empty() {
+            return CommitResult {
+                errors,
+                durable: None,
+            };
+        }
+        match self.append_as(group_id, &records, Some((producer_id, producer_epoch))) {
+            Ok(durable) => {
+                g.pending_txn_offsets
+                    .entry(producer_id)
+                    .or_default()
+                    .extend(values);
+                CommitResult {
+                    errors,
+                    durable: Some(durable),
+                }
+            }
+            Err(e) => CommitResult {
+                errors: errors.into_iter().map(|x| x.or(Some(e))).collect(),
+                durable: None,
+            },
+        }
+    }
+
+    /// The transaction coordinator wrote `producer_id`'s marker to partition
+    /// `partition_index` of `__consumer_offsets`: apply (commit) or drop its pending offsets.
+    pub fn complete_txn_offsets(&self, partition_index: i32, producer_id: i64, commit: bool) {
+        match self.runtime.shard(partition_index) {
+            Ok(shard) => shard.complete_txn_offsets(producer_id, commit),
+            Err(e) => {
+                tracing::warn!(partition = partition_index, error = %e, "transaction marker for a shard not loaded here");
+            }
+        }
+    }
+
+    /// The partitions of `group_id` with transactional offsets not yet committed or aborted
+    /// (OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT for them).
+    #[must_use]
+    pub fn pending_txn_partitions(&self, group_id: &str) -> HashSet<(String, i32)> {
+        let Ok(Some(group)) = self.lookup(group_id) else {
+            return HashSet::new();
+        };
+        let g = group.lock();
+        g.pending_txn_offsets
+            .values()
+            .flat_map(|m| m.keys().cloned())
+            .collect()
+    }
+}

@@ -1,0 +1,875 @@
+//! `TransactionCoordinator`: Kafka's transaction coordinator (KIP-98) — producer ids and
+//! epochs per `transactional.id`, the transaction state machine, and its durable state in
+//! the compacted internal topic `__transaction_state`, on the same [`CoordinatorRuntime`]
+//! as the group coordinator (one [`TransactionShard`] per partition of the topic).
+//!
+//! Every change of a transactional id is a record (Kafka's `TransactionLogValue`) appended
+//! to its partition under the id's lock, installed at once (so the log order is the apply
+//! order) and marked pending until durable: requests meanwhile get CONCURRENT_TRANSACTIONS,
+//! and the client is answered only once it is durable. EndTxn writes PrepareCommit /
+//! PrepareAbort, then a marker (`Partition::write_txn_marker`) to every partition of the
+//! transaction, waits until they are durable, then writes CompleteCommit / CompleteAbort and
+//! only then answers (on one node this is the simplest order that is correct; Kafka answers
+//! after the Prepare record and sends markers in the background, which clients cannot tell
+//! apart except by latency). A crash between the two leaves a Prepare record, and loading
+//! the shard finishes the markers.
+//!
+//! Thread-safety: one `parking_lot::Mutex` per transactional id, held for bounded work
+//! (checks, one append) and never across an `.await`.
+
+mod markers;
+pub mod metadata;
+pub mod transaction_log;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+use logbook_replication::{Offset, Partition};
+use parking_lot::{Mutex, RwLock};
+use tokio_util::sync::CancellationToken;
+
+pub use metadata::{TransactionMetadata, TransactionResult, TransactionState};
+
+use super::group::persistence::{encode_batch, replay_with, Replayed};
+use super::group::GroupCoordinator;
+use super::runtime::{CoordinatorRuntime, CoordinatorShard, RuntimeError};
+use crate::producer_ids::ProducerIdManager;
+use crate::topic_config::TopicConfig;
+use crate::topics::{NewTopic, Topic, Topics};
+use metadata::is_epoch_exhausted;
+
+/// The internal topic holding transaction state.
+pub const TRANSACTION_STATE_TOPIC_NAME: &str = "__transaction_state";
+
+/// Why a transaction request failed; each variant is the Kafka error a client acts on,
+/// mapped to its code in `errors::txn_error`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TxnError {
+    /// Empty transactional id, or a request that cannot be served as asked.
+    #[error("invalid request")]
+    InvalidRequest,
+    /// `transaction.timeout.ms` above `transaction.max.timeout.ms` (or not positive).
+    #[error("invalid transaction timeout")]
+    InvalidTransactionTimeout,
+    /// The coordinator cannot serve yet (its topic cannot be created, a write timed out).
+    #[error("coordinator not available")]
+    CoordinatorNotAvailable,
+    /// This broker does not host the id's shard.
+    #[error("not coordinator")]
+    NotCoordinator,
+    /// The id's shard is being replayed.
+    #[error("coordinator load in progress")]
+    CoordinatorLoadInProgress,
+    /// A commit or abort (or another change) of this id is being completed; retry.
+    #[error("concurrent transactions")]
+    ConcurrentTransactions,
+    /// A newer producer with this transactional id exists.
+    #[error("producer fenced")]
+    ProducerFenced,
+    /// The producer id is not the one of this transactional id.
+    #[error("invalid producer id mapping")]
+    InvalidProducerIdMapping,
+    /// The request contradicts the transaction's state.
+    #[error("invalid transaction state")]
+    InvalidTxnState,
+    /// DescribeTransactions of an id the coordinator does not know.
+    #[error("transactional id not found")]
+    TransactionalIdNotFound,
+    /// A partition added to a transaction does not exist.
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    /// Another partition of the same request failed, so this one was not added.
+    #[error("operation not attempted")]
+    OperationNotAttempted,
+    /// The producer id block or the coordinator's log could not be written.
+    #[error("storage failure")]
+    Storage,
+}
+
+/// Transaction coordinator settings (broker settings under Kafka's names).
+#[derive(Clone, Debug)]
+pub struct TransactionConfig {
+    /// `transaction.state.log.num.partitions`, used when `__transaction_state` is created.
+    pub state_log_num_partitions: i32,
+    /// `transaction.state.log.segment.bytes`: its `segment.bytes`.
+    pub state_log_segment_bytes: i32,
+    /// `transaction.max.timeout.ms`.
+    pub max_timeout_ms: i32,
+    /// `transactional.id.expiration.ms`.
+    pub id_expiration_ms: i64,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+    pub abort_timed_out_interval_ms: u64,
+    /// `transaction.remove.expired.transaction.cleanup.interval.ms`.
+    pub remove_expired_interval_ms: u64,
+    /// How long a write to `__transaction_state` or a marker may take to become durable.
+    pub write_timeout_ms: u64,
+}
+
+impl Default for TransactionConfig {
+    /// Kafka's defaults.
+    fn default() -> Self {
+        TransactionConfig {
+            state_log_num_partitions: 50,
+            state_log_segment_bytes: 104_857_600,
+            max_timeout_ms: 900_000,
+            id_expiration_ms: 604_800_000,
+            abort_timed_out_interval_ms: 10_000,
+            remove_expired_interval_ms: 3_600_000,
+            write_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// One transactional id: its metadata and whether a write of it is not yet durable.
+pub struct TxnEntry {
+    /// The installed metadata (written to the log, perhaps not yet durable).
+    pub meta: TransactionMetadata,
+    /// A transition is being written: requests get CONCURRENT_TRANSACTIONS.
+    pending: bool,
+}
+
+type Shared = Arc<Mutex<TxnEntry>>;
+
+/// The transactional ids of one `__transaction_state` partition: the transaction
+/// coordinator's [`CoordinatorShard`], rebuilt from that partition only.
+#[derive(Default)]
+pub struct TransactionShard {
+    transactions: RwLock<HashMap<String, Shared>>,
+}
+
+impl CoordinatorShard for TransactionShard {
+    fn replay(partition_index: i32, partition: &Partition) -> Result<Self, String> {
+        let records = replay_with(partition, |record| match record {
+            Replayed::Data { key, value, .. } => {
+                transaction_log::decode_record(key, value).map(Some)
+            }
+            Replayed::Marker { .. } => Ok(None),
+        })
+        .map_err(|e| format!("{}: {e}", partition.topic_partition()))?;
+        let shard = TransactionShard::default();
+        {
+            let mut map = shard.transactions.write();
+            for (id, meta) in records {
+                match meta {
+                    Some(meta) => {
+                        map.insert(
+                            id,
+                            Arc::new(Mutex::new(TxnEntry {
+                                meta,
+                                pending: false,
+                            })),
+                        );
+                    }
+                    None => {
+                        map.remove(&id);
+                    }
+                }
+            }
+        }
+        tracing::info!(
+            partition = partition_index,
+            transactional_ids = shard.transactions.read().len(),
+            "loaded transactions"
+        );
+        Ok(shard)
+    }
+}
+
+impl TransactionShard {
+    fn get(&self, id: &str) -> Option<Shared> {
+        self.transactions.read().get(id).cloned()
+    }
+
+    fn all(&self) -> Vec<Shared> {
+        self.transactions.read().values().cloned().collect()
+    }
+}
+
+/// A write to `__transaction_state` that must become durable before the client is answered.
+struct Durable {
+    partition: Arc<Partition>,
+    end_offset: Offset,
+}
+
+/// What `describe` / `list` report of one transactional id.
+#[derive(Clone, Debug)]
+pub struct TransactionListing {
+    /// The metadata.
+    pub meta: TransactionMetadata,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// See `group::blocking`: blocking I/O from async code.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// The transaction coordinator of this broker. See the module docs.
+pub struct TransactionCoordinator {
+    config: TransactionConfig,
+    runtime: Arc<CoordinatorRuntime<TransactionShard>>,
+    topics: Arc<Topics>,
+    groups: Arc<GroupCoordinator>,
+    producer_ids: Arc<ProducerIdManager>,
+    state_topic: OnceLock<Arc<Topic>>,
+    state_partitions: i32,
+    state_topic_creation: Mutex<()>,
+    shutdown: CancellationToken,
+    self_weak: Weak<TransactionCoordinator>,
+}
+
+impl TransactionCoordinator {
+    /// Loads every partition of `__transaction_state` if it exists (a single node leads
+    /// them all) and finishes the commits and aborts a crash interrupted; the topic is
+    /// created on first use otherwise. Call from within the tokio runtime; blocking I/O.
+    ///
+    /// # Errors
+    /// The topic's log cannot be read.
+    pub fn load(
+        topics: &Arc<Topics>,
+        groups: Arc<GroupCoordinator>,
+        producer_ids: Arc<ProducerIdManager>,
+        config: TransactionConfig,
+    ) -> Result<Arc<Self>, String> {
+        let existing = topics.get(TRANSACTION_STATE_TOPIC_NAME);
+        let state_partitions = existing
+            .as_ref()
+            .map_or(config.state_log_num_partitions, |t| t.partition_count);
+        let shutdown = CancellationToken::new();
+        let coordinator = Arc::new_cyclic(|self_weak| TransactionCoordinator {
+            config,
+            runtime: CoordinatorRuntime::new(shutdown.clone()),
+            topics: Arc::clone(topics),
+            groups,
+            producer_ids,
+            state_topic: OnceLock::new(),
+            state_partitions,
+            state_topic_creation: Mutex::new(()),
+            shutdown,
+            self_weak: self_weak.clone(),
+        });
+        if let Some(topic) = existing {
+            for index in 0..topic.partition_count {
+                coordinator
+                    .load_partition(index)
+                    .map_err(|e| e.to_string())?;
+            }
+            let _ = coordinator.state_topic.set(topic);
+        }
+        Ok(coordinator)
+    }
+
+    /// Kafka's `onElection` for `__transaction_state`: replays partition `partition_index`
+    /// into a shard, finishes its Prepare transactions (markers, then Complete; Ongoing
+    /// ones are left to their timeout) and starts its timers.
+    ///
+    /// # Errors
+    /// The partition is not hosted here or cannot be read.
+    pub fn load_partition(&self, partition_index: i32) -> Result<(), RuntimeError> {
+        let partition = self
+            .topics
+            .replicas()
+            .partition(TRANSACTION_STATE_TOPIC_NAME, partition_index)
+            .ok_or(RuntimeError::NotCoordinator(partition_index))?;
+        blocking(|| self.runtime.load(partition_index, &partition))?;
+        let shard = self.runtime.shard(partition_index)?;
+        for entry in shard.all() {
+            if entry.lock().meta.pending_result().is_some() {
+                self.spawn_completion(entry);
+            }
+        }
+        self.schedule_abort_timed_out(partition_index);
+        self.schedule_remove_expired(partition_index);
+        Ok(())
+    }
+
+    /// Stops the coordinator's timers.
+    pub fn shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// The settings.
+    #[must_use]
+    pub fn config(&self) -> &TransactionConfig {
+        &self.config
+    }
+
+    /// The `__transaction_state` partition of `transactional_id` (Kafka's `partitionFor`).
+    #[must_use]
+    pub fn partition_for(&self, transactional_id: &str) -> i32 {
+        super::partition_for(transactional_id, self.state_partitions)
+    }
+
+    /// `__transaction_state`, created on first use with `state_partitions` partitions and
+    /// the configs Kafka's `TransactionLog` sets (compacted, uncompressed, `segment.bytes`
+    /// = `transaction.state.log.segment.bytes`); its partitions are loaded before it is
+    /// published to requests.
+    ///
+    /// # Errors
+    /// `CoordinatorNotAvailable` when it cannot be created yet.
+    pub fn state_topic(&self) -> Result<&Arc<Topic>, TxnError> {
+        if let Some(topic) = self.state_topic.get() {
+            return Ok(topic);
+        }
+        let _creating = self.state_topic_creation.lock();
+        if let Some(topic) = self.state_topic.get() {
+            return Ok(topic);
+        }
+        let segment_bytes = self.config.state_log_segment_bytes.to_string();
+        let created = TopicConfig::from_pairs([
+            ("cleanup.policy", Some("compact")),
+            ("compression.type", Some("uncompressed")),
+            ("segment.bytes", Some(segment_bytes.as_str())),
+        ])
+        .map_err(|e| e.to_string())
+        .and_then(|config| {
+            blocking(|| {
+                self.topics.create_internal(NewTopic {
+                    name: TRANSACTION_STATE_TOPIC_NAME,
+                    partitions: self.state_partitions,
+                    replication_factor: 1,
+                    config,
+                })
+            })
+            .map_err(|e| e.to_string())
+        });
+        match created {
+            Ok(topic) => {
+                tracing::info!(
+                    partitions = self.state_partitions,
+                    "created {TRANSACTION_STATE_TOPIC_NAME}"
+                );
+                for index in 0..topic.partition_count {
+                    if let Err(e) = self.load_partition(index) {
+                        tracing::error!(error = %e, "cannot load a partition of {TRANSACTION_STATE_TOPIC_NAME}");
+                        return Err(TxnError::CoordinatorNotAvailable);
+                    }
+                }
+                Ok(self.state_topic.get_or_init(|| topic))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot create {TRANSACTION_STATE_TOPIC_NAME}");
+                Err(TxnError::CoordinatorNotAvailable)
+            }
+        }
+    }
+
+    fn shard_for(&self, transactional_id: &str) -> Result<Arc<TransactionShard>, TxnError> {
+        self.state_topic()?;
+        self.runtime
+            .shard(self.partition_for(transactional_id))
+            .map_err(|e| crate::errors::txn_runtime_error(&e))
+    }
+
+    /// The entry of an existing id.
+    fn entry(&self, transactional_id: &str) -> Result<Shared, TxnError> {
+        self.shard_for(transactional_id)?
+            .get(transactional_id)
+            .ok_or(TxnError::InvalidProducerIdMapping)
+    }
+
+    /// Appends `meta` (or a tombstone for `Dead`) to the id's partition and installs it in
+    /// `entry` as pending. Call with the entry's lock held.
+    fn append(&self, entry: &mut TxnEntry, next: TransactionMetadata) -> Result<Durable, TxnError> {
+        let id = next.transactional_id.clone();
+        let topic = self.state_topic()?;
+        let partition = self
+            .topics
+            .replicas()
+            .partition(&topic.name, self.partition_for(&id))
+            .ok_or(TxnError::NotCoordinator)?;
+        let value = (next.state != TransactionState::Dead).then(|| transaction_log::value(&next));
+        let batch = encode_batch(&[(transaction_log::key(&id), value)], now_ms()).map_err(|e| {
+            tracing::error!(transactional_id = id, error = %e, "cannot encode a transaction log batch");
+            TxnError::Storage
+        })?;
+        match partition.append(&batch) {
+            Ok(logbook_replication::AppendOutcome::Appended(info)) => {
+                entry.meta = next;
+                entry.pending = true;
+                Ok(Durable {
+                    partition,
+                    end_offset: info.log_end_offset,
+                })
+            }
+            Ok(logbook_replication::AppendOutcome::Duplicate(_)) => {
+                tracing::error!(
+                    transactional_id = id,
+                    "transaction log append seen as a duplicate"
+                );
+                Err(TxnError::Storage)
+            }
+            Err(e) => {
+                tracing::warn!(transactional_id = id, error = %e, "transaction log append failed");
+                Err(append_error(&e))
+            }
+        }
+    }
+
+    /// Waits for an append, then clears the entry's pending mark.
+    async fn durable(&self, entry: &Shared, durable: Durable) -> Result<(), TxnError> {
+        let timeout = Duration::from_millis(self.config.write_timeout_ms);
+        let result = durable
+            .partition
+            .wait_durable(durable.end_offset, timeout)
+            .await;
+        entry.lock().pending = false;
+        result.map_err(|e| {
+            tracing::warn!(error = %e, "transaction log write not durable");
+            append_error(&e)
+        })
+    }
+
+    /// The coordinator epoch markers carry: the leader epoch of the id's partition.
+    fn coordinator_epoch(&self, transactional_id: &str) -> i32 {
+        self.topics
+            .replicas()
+            .partition(
+                TRANSACTION_STATE_TOPIC_NAME,
+                self.partition_for(transactional_id),
+            )
+            .map_or(0, |p| p.leader_epoch().0)
+    }
+
+    /// InitProducerId with a transactional id (Kafka's `handleInitProducerId`): the id's
+    /// producer id and a bumped epoch. `expected` is the producer's own id and epoch when it
+    /// asks for a KIP-360 bump. An ongoing transaction is aborted first (markers with the
+    /// bumped epoch, so its producer is fenced) and the answer is CONCURRENT_TRANSACTIONS,
+    /// so the client retries and gets the next epoch.
+    ///
+    /// # Errors
+    /// See [`TxnError`].
+    pub async fn init_producer_id(
+        &self,
+        transactional_id: &str,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), TxnError> {
+        if transactional_id.is_empty()
+            || transactional_id.len() > transaction_log::TRANSACTIONAL_ID_BYTES_MAX
+        {
+            return Err(TxnError::InvalidRequest);
+        }
+        if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
+            return Err(TxnError::InvalidTransactionTimeout);
+        }
+        let shard = self.shard_for(transactional_id)?;
+        let entry = match shard.get(transactional_id) {
+            Some(e) => e,
+            None => {
+                let id = self.next_producer_id()?;
+                let meta = TransactionMetadata::new(transactional_id, id, timeout_ms, now_ms());
+                Arc::clone(
+                    shard
+                        .transactions
+                        .write()
+                        .entry(transactional_id.to_string())
+                        .or_insert_with(|| {
+                            Arc::new(Mutex::new(TxnEntry {
+                                meta,
+                                pending: false,
+                            }))
+                        }),
+                )
+            }
+        };
+        let (durable, fenced) = {
+            let mut e = entry.lock();
+            if e.pending {
+                return Err(TxnError::ConcurrentTransactions);
+            }
+            let m = &e.meta;
+            let valid_expected = expected.is_none_or(|(pid, epoch)| {
+                m.producer_epoch == metadata::NO_PRODUCER_EPOCH
+                    || pid == m.producer_id
+                    || (pid == m.previous_producer_id && is_epoch_exhausted(epoch))
+            });
+            if !valid_expected {
+                return Err(TxnError::ProducerFenced);
+            }
+            let now = now_ms();
+            let (next, fenced) = match m.state {
+                TransactionState::PrepareCommit | TransactionState::PrepareAbort => {
+                    return Err(TxnError::ConcurrentTransactions)
+                }
+                TransactionState::Dead | TransactionState::PrepareEpochFence => {
+                    return Err(TxnError::ConcurrentTransactions)
+                }
+                TransactionState::Ongoing => (m.prepare_fence_and_abort(now), true),
+                TransactionState::Empty
+                | TransactionState::CompleteCommit
+                | TransactionState::CompleteAbort => {
+                    if is_epoch_exhausted(m.producer_epoch)
+                        && expected.is_none_or(|(_, epoch)| epoch == m.producer_epoch)
+                    {
+                        let id = self.next_producer_id()?;
+                        (
+                            m.prepare_rotation(id, timeout_ms, expected.is_some(), now),
+                            false,
+                        )
+                    } else {
+                        (
+                            m.prepare_increment_epoch(timeout_ms, expected.map(|(_, e)| e), now)?,
+                            false,
+                        )
+                    }
+                }
+            };
+            (self.append(&mut e, next)?, fenced)
+        };
+        self.durable(&entry, durable).await?;
+        if fenced {
+            tracing::info!(
+                transactional_id,
+                "fencing the previous producer: aborting its ongoing transaction"
+            );
+            self.complete(&entry).await?;
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        let e = entry.lock();
+        Ok((e.meta.producer_id, e.meta.producer_epoch))
+    }
+
+    fn next_producer_id(&self) -> Result<i64, TxnError> {
+        blocking(|| self.producer_ids.next_id()).map_err(|e| {
+            tracing::error!(error = %e, "cannot persist the producer id block");
+            TxnError::Storage
+        })
+    }
+
+    /// AddPartitionsToTxn (client form) and AddOffsetsToTxn: adds `partitions` to the
+    /// producer's transaction (durably) and starts it if none is open.
+    ///
+    /// # Errors
+    /// See [`TxnError`].
+    pub async fn add_partitions(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[(String, i32)],
+    ) -> Result<(), TxnError> {
+        let entry = self.entry(transactional_id)?;
+        let durable = {
+            let mut e = entry.lock();
+            e.meta.check_producer(producer_id, producer_epoch)?;
+            if e.pending {
+                return Err(TxnError::ConcurrentTransactions);
+            }
+            match e.meta.prepare_add_partitions(partitions, now_ms())? {
+                None => return Ok(()),
+                Some(next) => self.append(&mut e, next)?,
+            }
+        };
+        self.durable(&entry, durable).await
+    }
+
+    /// Whether `partition` is in the producer's ongoing transaction (AddPartitionsToTxn v4+
+    /// `verify_only`, KIP-890 part 1).
+    ///
+    /// # Errors
+    /// See [`TxnError`]; a partition not in the transaction is `InvalidTxnState`.
+    pub fn verify_partition(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partition: &(String, i32),
+    ) -> Result<(), TxnError> {
+        let entry = self.entry(transactional_id)?;
+        let e = entry.lock();
+        e.meta.check_producer(producer_id, producer_epoch)?;
+        if e.meta.state == TransactionState::Ongoing && e.meta.partitions.contains(partition) {
+            Ok(())
+        } else {
+            Err(TxnError::InvalidTxnState)
+        }
+    }
+
+    /// AddOffsetsToTxn: adds the group's `__consumer_offsets` partition to the transaction,
+    /// so EndTxn writes its marker there (and applies or drops the group's pending offsets).
+    ///
+    /// # Errors
+    /// See [`TxnError`].
+    pub async fn add_offsets(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        group_id: &str,
+    ) -> Result<(), TxnError> {
+        if group_id.is_empty() {
+            return Err(TxnError::InvalidRequest);
+        }
+        if self.groups.offsets_topic().is_err() {
+            return Err(TxnError::CoordinatorNotAvailable);
+        }
+        let partition = (
+            super::GROUP_METADATA_TOPIC_NAME.to_string(),
+            self.groups.partition_for(group_id),
+        );
+        self.add_partitions(transactional_id, producer_id, producer_epoch, &[partition])
+            .await
+    }
+
+    /// EndTxn (transaction protocol v1): commits or aborts the producer's transaction; answers
+    /// once every marker and the Complete record are durable.
+    ///
+    /// # Errors
+    /// See [`TxnError`].
+    pub async fn end_transaction(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        result: TransactionResult,
+    ) -> Result<(), TxnError> {
+        let entry = self.entry(transactional_id)?;
+        let durable = {
+            let mut e = entry.lock();
+            e.meta.check_producer(producer_id, producer_epoch)?;
+            if e.pending {
+                return Err(TxnError::ConcurrentTransactions);
+            }
+            match e.meta.prepare_end(result, now_ms())? {
+                None => return Ok(()),
+                Some(next) => self.append(&mut e, next)?,
+            }
+        };
+        self.durable(&entry, durable).await?;
+        self.complete(&entry).await
+    }
+
+    /// Writes the markers of a Prepare state to every partition of the transaction, then the
+    /// Complete record.
+    async fn complete(&self, entry: &Shared) -> Result<(), TxnError> {
+        let meta = entry.lock().meta.clone();
+        let Some(result) = meta.pending_result() else {
+            return Ok(());
+        };
+        let coordinator_epoch = self.coordinator_epoch(&meta.transactional_id);
+        markers::write_markers(
+            &self.topics,
+            &self.groups,
+            &meta,
+            coordinator_epoch,
+            result,
+            Duration::from_millis(self.config.write_timeout_ms),
+        )
+        .await?;
+        let durable = {
+            let mut e = entry.lock();
+            if e.meta.state != meta.state || e.meta.producer_epoch != meta.producer_epoch {
+                // Completed by someone else meanwhile (recovery and a retry).
+                return Ok(());
+            }
+            let next = e.meta.prepare_complete(now_ms());
+            self.append(&mut e, next)?
+        };
+        self.durable(entry, durable).await
+    }
+
+    /// Completes a Prepare transaction in the background (after a load, or a timeout).
+    fn spawn_completion(&self, entry: Shared) {
+        let Some(coordinator) = self.self_weak.upgrade() else {
+            return;
+        };
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = shutdown.cancelled() => {}
+                r = coordinator.complete(&entry) => {
+                    if let Err(e) = r {
+                        let id = entry.lock().meta.transactional_id.clone();
+                        tracing::warn!(transactional_id = id, error = %e, "cannot complete a transaction");
+                    }
+                }
+            }
+        });
+    }
+
+    /// Aborts the shard's transactions open longer than their timeout (Kafka's
+    /// `abortTimedOutTransactions`), bumping the epoch so their producers are fenced; runs
+    /// every `transaction.abort.timed.out.transaction.cleanup.interval.ms` on the shard.
+    fn schedule_abort_timed_out(&self, partition_index: i32) {
+        let weak = self.self_weak.clone();
+        let period = Duration::from_millis(self.config.abort_timed_out_interval_ms.max(10));
+        let scheduled = self
+            .runtime
+            .schedule(partition_index, period, move |shard| {
+                if let Some(c) = weak.upgrade() {
+                    c.abort_timed_out(shard, now_ms());
+                    c.schedule_abort_timed_out(partition_index);
+                }
+            });
+        if let Err(e) = scheduled {
+            tracing::debug!(error = %e, "transaction timeout check not scheduled");
+        }
+    }
+
+    fn abort_timed_out(&self, shard: &TransactionShard, now: i64) {
+        for entry in shard.all() {
+            let durable = {
+                let mut e = entry.lock();
+                let m = &e.meta;
+                let expired = m.state == TransactionState::Ongoing
+                    && !e.pending
+                    && m.start_ms.saturating_add(i64::from(m.timeout_ms)) < now;
+                if !expired || m.producer_epoch == i16::MAX {
+                    continue;
+                }
+                tracing::info!(
+                    transactional_id = m.transactional_id,
+                    producer_id = m.producer_id,
+                    "aborting a transaction open past its timeout"
+                );
+                let next = m.prepare_fence_and_abort(now);
+                match self.append(&mut e, next) {
+                    Ok(d) => d,
+                    Err(err) => {
+                        tracing::warn!(error = %err, "cannot abort a timed-out transaction");
+                        continue;
+                    }
+                }
+            };
+            let Some(coordinator) = self.self_weak.upgrade() else {
+                return;
+            };
+            tokio::spawn(async move {
+                if coordinator.durable(&entry, durable).await.is_ok() {
+                    coordinator.spawn_completion(entry);
+                }
+            });
+        }
+    }
+
+    /// Removes transactional ids idle for `transactional.id.expiration.ms` (a tombstone),
+    /// every `transaction.remove.expired.transaction.cleanup.interval.ms`.
+    fn schedule_remove_expired(&self, partition_index: i32) {
+        let weak = self.self_weak.clone();
+        let period = Duration::from_millis(self.config.remove_expired_interval_ms.max(10));
+        let scheduled = self
+            .runtime
+            .schedule(partition_index, period, move |shard| {
+                if let Some(c) = weak.upgrade() {
+                    c.remove_expired(shard, now_ms());
+                    c.schedule_remove_expired(partition_index);
+                }
+            });
+        if let Err(e) = scheduled {
+            tracing::debug!(error = %e, "transactional id expiry not scheduled");
+        }
+    }
+
+    fn remove_expired(&self, shard: &TransactionShard, now: i64) {
+        for entry in shard.all() {
+            let id = {
+                let mut e = entry.lock();
+                let m = &e.meta;
+                let idle = matches!(
+                    m.state,
+                    TransactionState::Empty
+                        | TransactionState::CompleteCommit
+                        | TransactionState::CompleteAbort
+                ) && !e.pending
+                    && m.last_update_ms
+                        .saturating_add(self.config.id_expiration_ms)
+                        <= now;
+                if !idle {
+                    continue;
+                }
+                let mut dead = m.clone();
+                dead.state = TransactionState::Dead;
+                if let Err(err) = self.append(&mut e, dead) {
+                    tracing::warn!(error = %err, "cannot expire a transactional id");
+                    continue;
+                }
+                e.pending = false;
+                e.meta.transactional_id.clone()
+            };
+            tracing::info!(transactional_id = id, "expired transactional id removed");
+            let mut map = shard.transactions.write();
+            if map.get(&id).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
+                map.remove(&id);
+            }
+        }
+    }
+
+    /// DescribeTransactions of one id.
+    ///
+    /// # Errors
+    /// `TransactionalIdNotFound` for an unknown id; coordinator errors.
+    pub fn describe(&self, transactional_id: &str) -> Result<TransactionMetadata, TxnError> {
+        if transactional_id.is_empty() {
+            return Err(TxnError::InvalidRequest);
+        }
+        let shard = self.shard_for(transactional_id)?;
+        let entry = shard
+            .get(transactional_id)
+            .ok_or(TxnError::TransactionalIdNotFound)?;
+        let meta = entry.lock().meta.clone();
+        if meta.state == TransactionState::Dead {
+            return Err(TxnError::TransactionalIdNotFound);
+        }
+        Ok(meta)
+    }
+
+    /// ListTransactions: every id of every loaded shard, filtered by state names, producer
+    /// ids and (v1) a minimum running time (`duration_filter_ms`, -1 for none).
+    #[must_use]
+    pub fn list(
+        &self,
+        states: &[String],
+        producer_ids: &[i64],
+        duration_filter_ms: i64,
+    ) -> Vec<TransactionMetadata> {
+        let now = now_ms();
+        let mut out: Vec<TransactionMetadata> = self
+            .runtime
+            .loaded_partitions()
+            .into_iter()
+            .filter_map(|p| self.runtime.shard(p).ok())
+            .flat_map(|s| s.all())
+            .map(|e| e.lock().meta.clone())
+            .filter(|m| m.state != TransactionState::Dead)
+            .filter(|m| states.is_empty() || states.iter().any(|s| s == m.state.name()))
+            .filter(|m| producer_ids.is_empty() || producer_ids.contains(&m.producer_id))
+            .filter(|m| {
+                duration_filter_ms < 0
+                    || (m.state == TransactionState::Ongoing
+                        && now.saturating_sub(m.start_ms) > duration_filter_ms)
+            })
+            .collect();
+        out.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        out
+    }
+}
+
+/// What a failed `__transaction_state` append means to a client (Kafka maps a write timeout
+/// to COORDINATOR_NOT_AVAILABLE and a log failure to NOT_COORDINATOR).
+fn append_error(e: &logbook_replication::Error) -> TxnError {
+    use logbook_replication::Error;
+    match e {
+        Error::Timeout { .. } => TxnError::CoordinatorNotAvailable,
+        Error::Closed(_)
+        | Error::Storage(_)
+        | Error::UnknownTopicOrPartition(_)
+        | Error::NotLeaderOrFollower(_)
+        | Error::FencedLeaderEpoch { .. }
+        | Error::UnknownLeaderEpoch { .. } => TxnError::NotCoordinator,
+    }
+}

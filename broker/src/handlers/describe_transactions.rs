@@ -1,0 +1,60 @@
+//! DescribeTransactions (API key 65): a transactional id's state, producer id and epoch,
+//! timeout, start time and partitions (`kafka-transactions.sh describe`).
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
+use kafka_protocol::messages::{
+    DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId,
+};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+
+use crate::errors;
+
+/// Versions served.
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+
+/// Answers DescribeTransactions.
+#[must_use]
+pub fn handle(
+    ctx: &super::RequestContext,
+    request: DescribeTransactionsRequest,
+) -> DescribeTransactionsResponse {
+    let states = request
+        .transactional_ids
+        .iter()
+        .map(|id| {
+            let state = TransactionState::default().with_transactional_id(id.clone());
+            match ctx.broker.transactions.describe(id.as_str()) {
+                Err(e) => state
+                    .with_error_code(errors::txn_error(&e, false).code())
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1)
+                    .with_transaction_start_time_ms(-1),
+                Ok(m) => {
+                    let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+                    for (topic, p) in &m.partitions {
+                        topics.entry(topic.clone()).or_default().push(*p);
+                    }
+                    state
+                        .with_transaction_state(StrBytes::from_static_str(m.state.name()))
+                        .with_transaction_timeout_ms(m.timeout_ms)
+                        .with_transaction_start_time_ms(m.start_ms)
+                        .with_producer_id(ProducerId(m.producer_id))
+                        .with_producer_epoch(m.producer_epoch)
+                        .with_topics(
+                            topics
+                                .into_iter()
+                                .map(|(topic, partitions)| {
+                                    TopicData::default()
+                                        .with_topic(StrBytes::from_string(topic).into())
+                                        .with_partitions(partitions)
+                                })
+                                .collect(),
+                        )
+                }
+            }
+        })
+        .collect();
+    DescribeTransactionsResponse::default().with_transaction_states(states)
+}
