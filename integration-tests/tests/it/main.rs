@@ -26,4 +26,5 @@ mod poison_batches;
 mod produce_consume;
 mod python_client;
 mod retention;
+mod streams;
 mod topic_limits;
