@@ -36,7 +36,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   <li>open-transaction-lso: while a transaction is open, read_committed end offset (last stable offset) stays at
  *       its first record while read_uncommitted's (high watermark) moves; after commit both are equal;</li>
  *   <li>send-offsets: consume-transform-produce with a subscribed group; sendOffsetsToTransaction then commit makes
- *       the output and the group's offsets visible together; an aborted round changes neither;</li>
+ *       the output and the group's offsets visible together (before the commit OffsetFetch shows none, and a
+ *       read_committed consumer's committed(), which asks with require_stable, times out on UNSTABLE_OFFSET_COMMIT); an aborted round changes neither;</li>
  *   <li>fencing: a second producer with the same transactional.id aborts the first one's open transaction and the
  *       first one's commit fails with ProducerFencedException;</li>
  *   <li>timeout: a transaction left open longer than its transaction.timeout.ms is aborted by the coordinator, the
@@ -215,6 +216,22 @@ public final class TxnProbe {
                 positions.put(tp, new OffsetAndMetadata(consumer.position(tp)));
             }
             producer.sendOffsetsToTransaction(positions, consumer.groupMetadata());
+            // Before the commit the offsets are pending: OffsetFetch shows none to the Admin client, and a
+            // read_committed consumer asks with require_stable, is answered UNSTABLE_OFFSET_COMMIT and retries until
+            // its timeout (KIP-447).
+            Map<TopicPartition, OffsetAndMetadata> pending = admin.listConsumerGroupOffsets(group)
+                    .partitionsToOffsetAndMetadata().get();
+            pending.values().removeIf(v -> v == null);
+            expect(pending.isEmpty(), "before commit, OffsetFetch shows " + pending);
+            String stable;
+            try {
+                stable = "answered " + consumer.committed(positions.keySet(), Duration.ofSeconds(2));
+            } catch (Exception e) {
+                stable = e.getClass().getName();
+            }
+            expect(stable.equals("org.apache.kafka.common.errors.TimeoutException"),
+                    "before commit, the read_committed consumer's committed() " + stable + ", expected a retried "
+                            + "UNSTABLE_OFFSET_COMMIT (TimeoutException)");
             producer.commitTransaction();
 
             // A second round that is aborted: neither its output nor its offsets may show.
