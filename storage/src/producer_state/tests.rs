@@ -201,3 +201,24 @@ fn snapshot_version_1_is_read_and_version_2_keeps_transactions() {
     assert_eq!(reloaded.first_unstable_offset(), Some(13));
     assert_eq!(reloaded.active_producers(), loaded.active_producers());
 }
+
+// A coordinator's batches carry the producer's id and epoch but no sequence (the group
+// coordinator's transactional offset commits, one per transaction): each appends, none is
+// taken for a retry of the one before, also under a new epoch; a stale epoch is still
+// refused.
+#[test]
+fn batches_without_a_sequence_always_append() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut state = manager(dir.path());
+    let first = header(7, 0, -1, 1, 10);
+    assert_eq!(state.check(&first), SequenceCheck::Append);
+    state.update(&first);
+    assert_eq!(state.check(&header(7, 0, -1, 1, -1)), SequenceCheck::Append);
+    state.update(&header(7, 0, -1, 1, 11));
+    assert_eq!(state.check(&header(7, 1, -1, 1, -1)), SequenceCheck::Append);
+    state.update(&header(7, 1, -1, 1, 12));
+    assert_eq!(
+        state.check(&header(7, 0, -1, 1, -1)),
+        SequenceCheck::StaleEpoch { current: 1, got: 0 }
+    );
+}
