@@ -333,6 +333,14 @@ fn offsets_sent_to_a_transaction_are_committed_only_with_it() {
         .expect("stable after commit"),
         Some(11)
     );
+    // The same producer's next transaction commits offsets again (a second offset-commit
+    // batch of one producer id and epoch is a new write, not a retry of the first).
+    p.begin_transaction().expect("begin");
+    send_in_txn(&p, "txn-output", &records(0, "out", 1));
+    p.send_offsets_to_transaction(&offsets(13), &metadata, CLIENT_TIMEOUT)
+        .expect("send offsets again");
+    p.commit_transaction(CLIENT_TIMEOUT).expect("commit again");
+    assert_eq!(committed(&bootstrap, "txn-group", "txn-input", 0), Some(13));
 }
 
 #[test]
