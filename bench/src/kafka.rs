@@ -60,11 +60,25 @@ pub fn create_topic(
     name: &str,
     partitions: i32,
 ) -> Res<()> {
+    create_topic_with(rt, bootstrap, name, partitions, &[])
+}
+
+/// Creates a topic with topic configs (`--produce-topic-config`).
+pub fn create_topic_with(
+    rt: &tokio::runtime::Runtime,
+    bootstrap: &str,
+    name: &str,
+    partitions: i32,
+    configs: &[(String, String)],
+) -> Res<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("socket.timeout.ms", "300000")
         .create()?;
-    let topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+    let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+    for (key, value) in configs {
+        topic = topic.set(key, value);
+    }
     let options = AdminOptions::new()
         .operation_timeout(Some(Duration::from_secs(300)))
         .request_timeout(Some(Duration::from_secs(300)));
@@ -115,6 +129,9 @@ pub struct ProducerSettings {
     pub linger_ms: u32,
     /// `batch.size` (None: the client default).
     pub batch_bytes: Option<u32>,
+    /// Distinct record keys (8-byte big-endian record number modulo this), so a
+    /// `cleanup.policy=compact` topic has something to clean; 0 sends no keys.
+    pub keys: u64,
 }
 
 impl ProducerSettings {
@@ -124,6 +141,7 @@ impl ProducerSettings {
             acks,
             linger_ms: 5,
             batch_bytes: Some(1024 * 1024),
+            keys: 0,
         }
     }
 
@@ -133,6 +151,7 @@ impl ProducerSettings {
             acks,
             linger_ms: 5,
             batch_bytes: None,
+            keys: 0,
         }
     }
 
@@ -197,6 +216,7 @@ pub fn produce_fixed(
     }
     let barrier = Barrier::new(instances + 1);
     let instances_u64 = instances as u64;
+    let keys = settings.keys;
     let send_errors = AtomicU64::new(0);
     std::thread::scope(|scope| -> Res<()> {
         let mut handles = Vec::with_capacity(instances);
@@ -217,9 +237,15 @@ pub fn produce_fixed(
                 let parts = u64::try_from(partitions)?;
                 for i in 0..share {
                     let partition = i32::try_from((i + k_u64) % parts)?;
-                    let mut record = BaseRecord::<(), [u8], ()>::to(topic)
+                    let key = (i * instances_u64 + k_u64)
+                        .checked_rem(keys)
+                        .map(u64::to_be_bytes);
+                    let mut record = BaseRecord::<[u8], [u8], ()>::to(topic)
                         .payload(&value[..])
                         .partition(partition);
+                    if let Some(key) = &key {
+                        record = record.key(&key[..]);
+                    }
                     loop {
                         match producer.send(record) {
                             Ok(()) => break,

@@ -145,6 +145,14 @@ struct Opts {
     /// MiB of values per produce scenario [default: 512, quick 128].
     #[arg(long)]
     produce_mib: Option<u64>,
+    /// Produce-section records carry one of this many keys (0: no keys); with
+    /// `--produce-topic-config cleanup.policy=compact` the log cleaner has work.
+    #[arg(long, default_value_t = 0)]
+    produce_keys: u64,
+    /// A topic config for the produce section's topics, KEY=VALUE (repeat it), e.g.
+    /// cleanup.policy=compact and a small segment.bytes, so the cleaner runs while producing.
+    #[arg(long, value_parser = key_value)]
+    produce_topic_config: Vec<(String, String)>,
     /// MiB of values read back in the consume section [default: 512, quick 128].
     #[arg(long)]
     consume_mib: Option<u64>,
@@ -169,6 +177,25 @@ struct Opts {
     /// Concurrent connections in the connections section.
     #[arg(long, default_value_t = 2000)]
     connections: usize,
+}
+
+/// The produce table's note on keys and topic configs, empty when neither is given.
+fn produce_shape(keys: u64, configs: &[(String, String)]) -> String {
+    let mut note = String::new();
+    if keys > 0 {
+        note.push_str(&format!(", {keys} keys"));
+    }
+    for (key, value) in configs {
+        note.push_str(&format!(", {key}={value}"));
+    }
+    note
+}
+
+/// Parses `KEY=VALUE`.
+fn key_value(pair: &str) -> Result<(String, String), String> {
+    pair.split_once('=')
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .ok_or_else(|| format!("'{pair}' is not KEY=VALUE"))
 }
 
 /// Volumes after applying `--quick` defaults.
@@ -362,6 +389,8 @@ fn run() -> Res<bool> {
             "value_bytes": bench.opts.value_bytes,
             "producers": bench.opts.producers,
             "produce_mib": bench.sizes.produce_mib,
+            "produce_keys": bench.opts.produce_keys,
+            "produce_topic_config": bench.opts.produce_topic_config,
             "latency_rate": bench.opts.latency_rate,
             "latency_secs": bench.sizes.latency_secs,
             "broker_args": bench.opts.broker_arg,
@@ -613,8 +642,11 @@ impl Bench {
         let records = self.records_for(self.sizes.produce_mib);
         let mut t = Table::new(
             format!(
-                "produce: {} MiB of {} B values per scenario, {} producers (linger.ms 5, batch.size 1 MiB, no compression), round-robin over partitions",
-                self.sizes.produce_mib, self.opts.value_bytes, self.opts.producers
+                "produce: {} MiB of {} B values per scenario, {} producers (linger.ms 5, batch.size 1 MiB, no compression), round-robin over partitions{}",
+                self.sizes.produce_mib,
+                self.opts.value_bytes,
+                self.opts.producers,
+                produce_shape(self.opts.produce_keys, &self.opts.produce_topic_config)
             ),
             &["scenario", "MB/s", "records/s", "broker CPU-s/GB", "client CPU-s/GB", "broker cores", "client cores", "of disk", "of loopback", "errors"],
         );
@@ -622,13 +654,23 @@ impl Bench {
         for (acks, partitions) in [("all", 8), ("1", 8), ("all", 1), ("1", 1)] {
             let name = format!("acks={acks} {partitions}p");
             let topic = self.topic(&format!("produce-acks{acks}-p{partitions}"));
-            kafka::create_topic(&self.rt, &bootstrap, &topic, partitions)?;
+            kafka::create_topic_with(
+                &self.rt,
+                &bootstrap,
+                &topic,
+                partitions,
+                &self.opts.produce_topic_config,
+            )?;
             let start = Mutex::new(None);
+            let settings = ProducerSettings {
+                keys: self.opts.produce_keys,
+                ..ProducerSettings::tuned(acks)
+            };
             let run = kafka::produce_fixed(
                 &bootstrap,
                 &topic,
                 partitions,
-                &ProducerSettings::tuned(acks),
+                &settings,
                 self.opts.producers,
                 records,
                 self.opts.value_bytes,

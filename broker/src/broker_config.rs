@@ -124,25 +124,13 @@ pub const BROKER_DEFINITIONS: &[BrokerDefinition] = &[
     ),
     def("log.local.retention.ms", Kind::Long(-2), Some("-2"), true),
     def(
-        "log.message.downconversion.enable",
-        Kind::Bool,
-        Some("true"),
-        true,
-    ),
-    def(
         "log.message.timestamp.after.max.ms",
         Kind::Long(0),
-        LONG_MAX,
+        Some("3600000"),
         true,
     ),
     def(
         "log.message.timestamp.before.max.ms",
-        Kind::Long(0),
-        LONG_MAX,
-        true,
-    ),
-    def(
-        "log.message.timestamp.difference.max.ms",
         Kind::Long(0),
         LONG_MAX,
         true,
@@ -154,6 +142,13 @@ pub const BROKER_DEFINITIONS: &[BrokerDefinition] = &[
         true,
     ),
     def("log.preallocate", Kind::Bool, Some("false"), true),
+    def(
+        "log.remote.copy.lag.bytes",
+        Kind::Long(-1),
+        Some("-1"),
+        true,
+    ),
+    def("log.remote.copy.lag.ms", Kind::Long(-1), Some("0"), true),
     def("log.retention.bytes", Kind::Long(-1), Some("-1"), true),
     def("log.retention.hours", Kind::Int(-1), Some("168"), true),
     def("log.retention.minutes", Kind::Int(-1), None, true),
@@ -167,6 +162,12 @@ pub const BROKER_DEFINITIONS: &[BrokerDefinition] = &[
         "log.segment.delete.delay.ms",
         Kind::Long(0),
         Some("60000"),
+        true,
+    ),
+    def(
+        "max.decompressed.message.bytes",
+        Kind::Int(1),
+        Some("2147483639"),
         true,
     ),
     def("message.max.bytes", Kind::Int(0), Some("1048588"), true),
@@ -213,11 +214,11 @@ const TOPIC_SYNONYMS: &[(&str, &[(&str, i64)])] = &[
         "max.compaction.lag.ms",
         &[("log.cleaner.max.compaction.lag.ms", 1)],
     ),
-    ("max.message.bytes", &[("message.max.bytes", 1)]),
     (
-        "message.downconversion.enable",
-        &[("log.message.downconversion.enable", 1)],
+        "max.decompressed.message.bytes",
+        &[("max.decompressed.message.bytes", 1)],
     ),
+    ("max.message.bytes", &[("message.max.bytes", 1)]),
     (
         "message.timestamp.after.max.ms",
         &[("log.message.timestamp.after.max.ms", 1)],
@@ -225,10 +226,6 @@ const TOPIC_SYNONYMS: &[(&str, &[(&str, i64)])] = &[
     (
         "message.timestamp.before.max.ms",
         &[("log.message.timestamp.before.max.ms", 1)],
-    ),
-    (
-        "message.timestamp.difference.max.ms",
-        &[("log.message.timestamp.difference.max.ms", 1)],
     ),
     (
         "message.timestamp.type",
@@ -244,6 +241,8 @@ const TOPIC_SYNONYMS: &[(&str, &[(&str, i64)])] = &[
     ),
     ("min.insync.replicas", &[("min.insync.replicas", 1)]),
     ("preallocate", &[("log.preallocate", 1)]),
+    ("remote.copy.lag.bytes", &[("log.remote.copy.lag.bytes", 1)]),
+    ("remote.copy.lag.ms", &[("log.remote.copy.lag.ms", 1)]),
     ("retention.bytes", &[("log.retention.bytes", 1)]),
     (
         "retention.ms",

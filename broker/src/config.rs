@@ -291,6 +291,45 @@ pub struct Limits {
     /// gets GROUP_MAX_SIZE_REACHED.
     #[arg(long, env = "LOGBOOK_GROUP_MAX_SIZE", default_value_t = 10_000)]
     pub group_max_size: usize,
+    /// Most bytes one produced batch's records may inflate to when the broker decompresses
+    /// them to validate them; a batch beyond it is refused as CORRUPT_MESSAGE before the
+    /// rest is inflated, so a small "zip bomb" cannot exhaust memory. Kafka has no batch
+    /// bound (its `max.decompressed.message.bytes`, 4.4, caps each record and is unlimited by
+    /// default); 64 MiB is 64 times the default `message.max.bytes`, above any real ratio.
+    #[arg(
+        long,
+        env = "LOGBOOK_DECOMPRESSED_BATCH_BYTES_MAX",
+        default_value_t = 64 << 20
+    )]
+    pub decompressed_batch_bytes_max: usize,
+    /// Compressed produce payloads at least this large are validated under
+    /// `block_in_place` (decompressing costs about 1 ms per 100-300 KiB), so they do not
+    /// stall the other connections served by the same async worker. Kafka validates on
+    /// its request handler threads and has no such setting.
+    #[arg(
+        long,
+        env = "LOGBOOK_BLOCK_IN_PLACE_COMPRESSED_BYTES_MIN",
+        default_value_t = 64 << 10
+    )]
+    pub block_in_place_compressed_bytes_min: usize,
+    /// Uncompressed produce payloads are only walked (a few varints per record); past this
+    /// size they too are validated under `block_in_place`.
+    #[arg(
+        long,
+        env = "LOGBOOK_BLOCK_IN_PLACE_BYTES_MIN",
+        default_value_t = 1 << 20
+    )]
+    pub block_in_place_bytes_min: usize,
+}
+
+impl Limits {
+    /// Whether validating a produce payload of `payload_bytes` (compressed or not) is
+    /// heavy enough to leave the async worker (`block_in_place`).
+    #[must_use]
+    pub fn validates_off_worker(&self, payload_bytes: usize, compressed: bool) -> bool {
+        payload_bytes >= self.block_in_place_bytes_min
+            || (compressed && payload_bytes >= self.block_in_place_compressed_bytes_min)
+    }
 }
 
 impl Config {

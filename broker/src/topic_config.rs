@@ -39,7 +39,10 @@ struct Definition {
 
 const COMPRESSION: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
 
-/// Every topic config of Apache Kafka 4.x, with Kafka's defaults.
+/// Every topic config of Apache Kafka 4.4 (the reference broker of `scripts/kafka-tools-test`),
+/// with Kafka's defaults. The configs Kafka 4.0 removed (`message.format.version`,
+/// `message.downconversion.enable`, `message.timestamp.difference.max.ms`) are not here:
+/// Kafka 4.x refuses them as unknown and never lists them.
 const DEFINITIONS: &[Definition] = &[
     Definition {
         name: "cleanup.policy",
@@ -70,6 +73,11 @@ const DEFINITIONS: &[Definition] = &[
         name: "delete.retention.ms",
         kind: Kind::Long(0),
         default: "86400000",
+    },
+    Definition {
+        name: "errors.deadletterqueue.group.enable",
+        kind: Kind::Bool,
+        default: "false",
     },
     Definition {
         name: "file.delete.delay.ms",
@@ -117,32 +125,22 @@ const DEFINITIONS: &[Definition] = &[
         default: "9223372036854775807",
     },
     Definition {
+        name: "max.decompressed.message.bytes",
+        kind: Kind::Int(1),
+        default: "2147483639",
+    },
+    Definition {
         name: "max.message.bytes",
         kind: Kind::Int(0),
         default: "1048588",
     },
     Definition {
-        name: "message.downconversion.enable",
-        kind: Kind::Bool,
-        default: "true",
-    },
-    Definition {
-        name: "message.format.version",
-        kind: Kind::Any,
-        default: "3.0-IV1",
-    },
-    Definition {
         name: "message.timestamp.after.max.ms",
         kind: Kind::Long(0),
-        default: "9223372036854775807",
+        default: "3600000",
     },
     Definition {
         name: "message.timestamp.before.max.ms",
-        kind: Kind::Long(0),
-        default: "9223372036854775807",
-    },
-    Definition {
-        name: "message.timestamp.difference.max.ms",
         kind: Kind::Long(0),
         default: "9223372036854775807",
     },
@@ -170,6 +168,16 @@ const DEFINITIONS: &[Definition] = &[
         name: "preallocate",
         kind: Kind::Bool,
         default: "false",
+    },
+    Definition {
+        name: "remote.copy.lag.bytes",
+        kind: Kind::Long(-1),
+        default: "-1",
+    },
+    Definition {
+        name: "remote.copy.lag.ms",
+        kind: Kind::Long(-1),
+        default: "0",
     },
     Definition {
         name: "remote.log.copy.disable",

@@ -39,6 +39,31 @@ fn number<T: FromStr + PartialOrd + std::fmt::Display>(value: &str, min: T) -> R
     Ok(n)
 }
 
+/// A double as Java's `Double.toString` writes it, which is how Kafka reports DOUBLE configs:
+/// plain decimal with at least one fractional digit in [10^-3, 10^7), else `d.dddE<exp>`
+/// (`Double.MAX_VALUE`, the unlimited cleaner I/O rate, is `1.7976931348623157E308`).
+fn java_double(value: f64) -> String {
+    if value.is_nan() {
+        return "NaN".into();
+    }
+    if value.is_infinite() {
+        return if value > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    let magnitude = value.abs();
+    if magnitude != 0.0 && !(1e-3..1e7).contains(&magnitude) {
+        let scientific = format!("{value:e}");
+        let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+        let point = if mantissa.contains('.') { "" } else { ".0" };
+        return format!("{mantissa}{point}E{exponent}");
+    }
+    let plain = value.to_string();
+    if plain.contains('.') {
+        plain
+    } else {
+        format!("{plain}.0")
+    }
+}
+
 fn boolean(value: &str) -> Result<bool, String> {
     match value.trim().to_ascii_lowercase().as_str() {
         "true" => Ok(true),
@@ -206,7 +231,7 @@ pub static SETTINGS: &[Setting] = &[
             c.log_cleaner_io_max_bytes_per_second = rate;
             Ok(())
         },
-        read: |c| c.log_cleaner_io_max_bytes_per_second.to_string(),
+        read: |c| java_double(c.log_cleaner_io_max_bytes_per_second),
     },
     numeric!(
         "log.cleaner.threads",
@@ -506,6 +531,51 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+
+    // DOUBLE configs read as Java writes them, since tools show Kafka's text.
+    #[test]
+    fn doubles_as_java_writes_them() {
+        assert_eq!(java_double(f64::MAX), "1.7976931348623157E308");
+        assert_eq!(java_double(0.5), "0.5");
+        assert_eq!(java_double(1_048_576.0), "1048576.0");
+        assert_eq!(java_double(1e7), "1.0E7");
+        assert_eq!(java_double(12_345_678.0), "1.2345678E7");
+        assert_eq!(java_double(0.000_1), "1.0E-4");
+        assert_eq!(java_double(0.0), "0.0");
+        assert_eq!(java_double(f64::INFINITY), "Infinity");
+        let mut c = Config::parse_from(["logbook"]);
+        let setting = setting("log.cleaner.io.max.bytes.per.second").expect("a setting");
+        assert_eq!((setting.read)(&c), "1.7976931348623157E308");
+        (setting.apply)(&mut c, "1.7976931348623157E308").expect("Kafka's default parses");
+        assert_eq!(c.log_cleaner_io_max_bytes_per_second, f64::MAX);
+    }
+
+    // The produce-path bounds default to what produce.rs had as constants and follow
+    // their flags; validation leaves the async worker from the thresholds on.
+    #[test]
+    fn produce_validation_limits() {
+        let c = Config::parse_from(["logbook"]);
+        assert_eq!(c.limits.decompressed_batch_bytes_max, 64 << 20);
+        assert_eq!(c.limits.block_in_place_compressed_bytes_min, 64 << 10);
+        assert_eq!(c.limits.block_in_place_bytes_min, 1 << 20);
+        assert!(!c.limits.validates_off_worker((64 << 10) - 1, true));
+        assert!(c.limits.validates_off_worker(64 << 10, true));
+        assert!(!c.limits.validates_off_worker(64 << 10, false));
+        assert!(c.limits.validates_off_worker(1 << 20, false));
+        let c = Config::parse_from([
+            "logbook",
+            "--decompressed-batch-bytes-max",
+            "1000",
+            "--block-in-place-compressed-bytes-min",
+            "10",
+            "--block-in-place-bytes-min",
+            "20",
+        ]);
+        assert_eq!(c.limits.decompressed_batch_bytes_max, 1000);
+        assert!(c.limits.validates_off_worker(10, true));
+        assert!(!c.limits.validates_off_worker(19, false));
+        assert!(c.limits.validates_off_worker(20, false));
+    }
 
     // KAFKA_* variables map to Kafka names as the docker image maps them; JVM variables
     // are not settings.

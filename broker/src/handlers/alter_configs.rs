@@ -98,7 +98,11 @@ pub(crate) fn alter(
     validate_only: bool,
     change: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, ConfigError>,
 ) -> Result<(), Refusal> {
-    let refuse = |e: &TopicError, code: ResponseError| (code, e.to_string());
+    // Kafka's controller names a missing topic in its own words (`ConfigurationControlManager`).
+    let refuse = |e: &TopicError, code: ResponseError| match e {
+        TopicError::Unknown(name) => (code, format!("The topic '{name}' does not exist.")),
+        other => (code, other.to_string()),
+    };
     tokio::task::block_in_place(|| match target {
         Target::Topic(name) => broker
             .topics

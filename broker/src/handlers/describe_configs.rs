@@ -46,10 +46,12 @@ impl Entry {
 
 fn topic_configs(broker: &Broker, name: &str) -> Result<Vec<Entry>, (ResponseError, String)> {
     validate_topic_name(name).map_err(|e| (errors::topic_error(&e), e.to_string()))?;
-    let topic = broker.topics.get(name).ok_or((
-        ResponseError::UnknownTopicOrPartition,
-        format!("unknown topic '{name}'"),
-    ))?;
+    // Kafka answers a missing topic with an empty message (`ConfigHelper.describeConfigs`);
+    // `kafka-configs.sh` prints it as is.
+    let topic = broker
+        .topics
+        .get(name)
+        .ok_or((ResponseError::UnknownTopicOrPartition, String::new()))?;
     Ok(topic
         .config
         .describe_with_synonyms(broker.topics.defaults())

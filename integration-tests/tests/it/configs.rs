@@ -19,12 +19,13 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use rdkafka::admin::{AlterConfig, ResourceSpecifier};
+use rdkafka::admin::{AlterConfig, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Timestamp;
 
 use crate::common::{
-    admin, admin_options, block_on, consume, create_topic, produce_all, producer, Record,
+    admin, admin_options, block_on, consume, create_topic, create_topics, produce_all, producer,
+    Record,
 };
 
 const TOPIC: i8 = 2;
@@ -254,7 +255,10 @@ fn incremental_alter_operations_and_errors() {
                 INVALID_CONFIG,
                 Some("Unknown topic config name: no.such.config".into())
             ),
-            (UNKNOWN_TOPIC, Some("unknown topic 'no-such-topic'".into())),
+            (
+                UNKNOWN_TOPIC,
+                Some("The topic 'no-such-topic' does not exist.".into())
+            ),
             (
                 INVALID_REQUEST,
                 Some("Unexpected broker id, expected 1, but received 7".into())
@@ -399,6 +403,116 @@ fn changes_apply_to_the_live_log() {
             Timestamp::LogAppendTime(ts) => assert!(ts >= before_ms, "{ts} < {before_ms}"),
             other => panic!("offset {}: {other:?}, expected LogAppendTime", c.offset),
         }
+    }
+}
+
+/// The topic configs Kafka 4.4 lists for a topic (`kafka-configs.sh --describe --all`), sorted.
+const KAFKA_TOPIC_CONFIGS: &[&str] = &[
+    "cleanup.policy",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.type",
+    "compression.zstd.level",
+    "delete.retention.ms",
+    "errors.deadletterqueue.group.enable",
+    "file.delete.delay.ms",
+    "flush.messages",
+    "flush.ms",
+    "follower.replication.throttled.replicas",
+    "index.interval.bytes",
+    "leader.replication.throttled.replicas",
+    "local.retention.bytes",
+    "local.retention.ms",
+    "max.compaction.lag.ms",
+    "max.decompressed.message.bytes",
+    "max.message.bytes",
+    "message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms",
+    "message.timestamp.type",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "min.insync.replicas",
+    "preallocate",
+    "remote.copy.lag.bytes",
+    "remote.copy.lag.ms",
+    "remote.log.copy.disable",
+    "remote.log.delete.on.disable",
+    "remote.storage.enable",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.index.bytes",
+    "segment.jitter.ms",
+    "segment.ms",
+    "unclean.leader.election.enable",
+];
+
+// The configs are Kafka 4's, name for name: the three Kafka 4.0 removed are refused as
+// unknown by CreateTopics and IncrementalAlterConfigs (INVALID_CONFIG, "Unknown topic config
+// name: …") and listed neither for a topic nor for the broker; message.timestamp.after.max.ms
+// has Kafka 4's default of one hour, reported with its broker synonym.
+#[test]
+fn configs_are_kafka_4s() {
+    let broker = Broker::start();
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "kafka4", 1, &[]);
+    for removed in [
+        "message.format.version",
+        "message.downconversion.enable",
+        "message.timestamp.difference.max.ms",
+    ] {
+        let topic =
+            NewTopic::new("kafka4-removed", 1, TopicReplication::Fixed(1)).set(removed, "true");
+        assert_eq!(
+            create_topics(&bootstrap, &[topic], &admin_options()),
+            vec![Err((
+                "kafka4-removed".to_owned(),
+                RDKafkaErrorCode::InvalidConfig
+            ))],
+            "CreateTopics with {removed}"
+        );
+        let refused = incremental(
+            &broker,
+            vec![resource(TOPIC, "kafka4", &[(removed, SET, Some("true"))])],
+            true,
+        );
+        assert_eq!(
+            refused,
+            vec![(
+                INVALID_CONFIG,
+                Some(format!("Unknown topic config name: {removed}"))
+            )]
+        );
+    }
+    let configs = describe(&broker, TOPIC, "kafka4");
+    let mut names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, KAFKA_TOPIC_CONFIGS);
+    assert_eq!(
+        entry(&configs, "message.timestamp.after.max.ms"),
+        (Some("3600000".into()), 5)
+    );
+    assert_eq!(
+        synonyms(&configs, "message.timestamp.after.max.ms"),
+        vec![(
+            "log.message.timestamp.after.max.ms".into(),
+            "3600000".into(),
+            5
+        )]
+    );
+    let node = describe(&broker, BROKER, "1");
+    assert_eq!(
+        entry(&node, "log.message.timestamp.after.max.ms"),
+        (Some("3600000".into()), 5)
+    );
+    for removed in [
+        "log.message.downconversion.enable",
+        "log.message.timestamp.difference.max.ms",
+    ] {
+        assert!(
+            node.iter().all(|c| c.name.as_str() != removed),
+            "{removed} listed for the broker"
+        );
     }
 }
 
