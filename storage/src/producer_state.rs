@@ -44,6 +44,9 @@ use crate::record_batch::RecordBatchHeader;
 /// `max.in.flight.requests.per.connection` for idempotent producers.
 pub const CACHED_BATCHES_PER_PRODUCER: usize = 5;
 
+/// Kafka's `RecordBatch.NO_SEQUENCE`: the base sequence of a batch written without one.
+const NO_SEQUENCE: i32 = -1;
+
 /// Kafka's `producer.id.expiration.ms` default: a producer silent for a day is forgotten.
 pub const PRODUCER_ID_EXPIRATION_MS_DEFAULT: i64 = 86_400_000;
 
@@ -349,6 +352,14 @@ impl ProducerStateManager {
         }
         if entry.current_txn_first_offset.is_some() && !header.is_transactional() {
             return SequenceCheck::InvalidTxnState;
+        }
+        if header.base_sequence == NO_SEQUENCE {
+            // Only a coordinator of this broker writes a producer's batch without a
+            // sequence (the group coordinator's transactional offset commits; the produce
+            // door refuses it from clients): Kafka checks sequences for client appends
+            // only, so each such batch appends — the same producer id and epoch writes one
+            // per transaction, and none of them is a retry of the one before.
+            return SequenceCheck::Append;
         }
         if header.producer_epoch > entry.epoch {
             return if header.base_sequence == 0 {

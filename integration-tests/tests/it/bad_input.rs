@@ -300,41 +300,18 @@ fn pipelined_requests_answered_in_order() {
     assert_round_trip(&broker.bootstrap(), "after-pipelining");
 }
 
-/// Builds one uncompressed v2 batch of `count` keyed (or key-less) records.
+/// One uncompressed v2 batch of `count` records `v0..`, keyed `k0..` (or key-less),
+/// timestamps from 1000.
 pub(crate) fn record_batch(count: i64, keyed: bool) -> bytes::Bytes {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i,
-            // One batch: kafka-protocol's encoder starts a new batch wherever `offset -
-            // sequence` changes (base sequence stays -1).
-            sequence: i32::try_from(i).expect("small") - 1,
-            timestamp: 1_000 + i,
-            key: keyed.then(|| bytes::Bytes::from(format!("k{i}"))),
-            value: Some(bytes::Bytes::from(format!("v{i}"))),
-            headers: Default::default(),
+    let records: Vec<_> = (0..count)
+        .map(|i| {
+            (
+                keyed.then(|| bytes::Bytes::from(format!("k{i}"))),
+                Some(bytes::Bytes::from(format!("v{i}"))),
+            )
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encode batch");
-    buf.freeze()
+    wire::record_batch(&records, 1_000)
 }
 
 /// Sends one Produce v9 (acks=-1) of `records` to `topic`-0 and returns the partition's

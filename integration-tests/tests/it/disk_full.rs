@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use integration_tests::Broker;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{MetadataRequest, ProduceRequest, TopicName};
@@ -54,38 +54,13 @@ fn is_root() -> bool {
 
 /// One record of `value_bytes` bytes, value byte `i` = `(seed + i) % 251`.
 fn batch(seed: u8, value_bytes: usize) -> Bytes {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
     let value: Vec<u8> = (0..value_bytes)
         .map(|i| u8::try_from((usize::from(seed) + i) % 251).expect("below 251"))
         .collect();
-    let record = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: 0,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 1_000,
-        key: Some(Bytes::from(vec![seed])),
-        value: Some(Bytes::from(value)),
-        headers: Default::default(),
-    };
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &[record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
+    crate::wire::record_batch(
+        &[(Some(Bytes::from(vec![seed])), Some(Bytes::from(value)))],
+        1_000,
     )
-    .expect("encode batch");
-    buf.freeze()
 }
 
 /// Produce v9 acks=-1 of one batch to `topic`-0: (error code, base offset, message).

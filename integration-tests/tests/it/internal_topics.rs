@@ -117,35 +117,13 @@ fn fetch_committed(stream: &mut std::net::TcpStream, group: &str, topic: &str) -
 
 /// A one-record v2 batch.
 fn one_record_batch() -> bytes::Bytes {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-    let record = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: 0,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 1_700_000_000_000,
-        key: Some(bytes::Bytes::from_static(b"k")),
-        value: Some(bytes::Bytes::from_static(b"v")),
-        headers: Default::default(),
-    };
-    let mut buf = bytes::BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &[record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
+    crate::wire::record_batch(
+        &[(
+            Some(bytes::Bytes::from_static(b"k")),
+            Some(bytes::Bytes::from_static(b"v")),
+        )],
+        1_700_000_000_000,
     )
-    .expect("encode batch");
-    buf.freeze()
 }
 
 /// Produces one record to `topic`/0 (v9, acks=-1); returns the partition's error code.

@@ -26,5 +26,6 @@ mod poison_batches;
 mod produce_consume;
 mod python_client;
 mod retention;
+mod streams;
 mod topic_limits;
 mod transactions;

@@ -159,3 +159,44 @@ fn is_reset(e: &std::io::Error) -> bool {
 fn is_timeout(e: &std::io::Error) -> bool {
     matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)
 }
+
+/// One uncompressed v2 batch of plain (non-idempotent) records, as `(key, value)` pairs,
+/// timestamps `first_timestamp`, `first_timestamp + 1`, …: what a raw-socket test produces
+/// when it needs well-formed records rather than hand-made bytes.
+pub fn record_batch(records: &[(Option<Bytes>, Option<Bytes>)], first_timestamp: i64) -> Bytes {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let records: Vec<Record> = records
+        .iter()
+        .zip(0_i32..)
+        .map(|((key, value), delta)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i64::from(delta),
+            // One batch: kafka-protocol's encoder starts a new batch wherever `offset -
+            // sequence` changes, so sequences count up from -1 (the base sequence stays -1).
+            sequence: delta - 1,
+            timestamp: first_timestamp + i64::from(delta),
+            key: key.clone(),
+            value: value.clone(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("encode batch");
+    buf.freeze()
+}

@@ -621,3 +621,85 @@ proptest! {
         check(&log)?;
     }
 }
+
+/// [`keyed_batch`] as part of `producer`'s transaction (epoch 0, sequence `seq`).
+fn txn_keyed_batch(records: &[(Vec<u8>, Option<Vec<u8>>)], producer: i64, seq: i32) -> Vec<u8> {
+    let mut out = keyed_batch(records, CODEC_NONE, Some((producer, 0, seq)), 1_000);
+    out[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
+// Compaction never cleans at or above the first unstable offset (an open transaction's
+// first offset): every record from there on survives a pass, while below it only the
+// latest value per key stays; the aborted transaction's index entry survives the swap
+// (merged into the cleaned segment's `.txnindex`) and a reopen.
+#[test]
+fn never_cleans_at_or_above_the_first_unstable_offset() {
+    use crate::end_transaction_marker::{EndTransactionMarker, TxnResult};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = Log::open(dir.path(), compacted_config(300)).expect("open");
+    let plain = |log: &mut Log, i: usize| {
+        log.append(
+            &keyed_batch(&[kv("k", Some(&i.to_string()))], CODEC_NONE, None, 1_000),
+            0,
+        )
+        .expect("append");
+    };
+    for i in 0..4 {
+        plain(&mut log, i); // 0..4
+    }
+    log.append(&txn_keyed_batch(&[kv("t", Some("x"))], 9, 0), 0)
+        .expect("append"); // 4
+    let abort = EndTransactionMarker {
+        result: TxnResult::Abort,
+        coordinator_epoch: 0,
+    };
+    log.append_txn_marker(9, 0, abort, 0).expect("abort"); // 5
+    for i in 6..10 {
+        plain(&mut log, i); // 6..10
+    }
+    log.append(&txn_keyed_batch(&[kv("o", Some("open"))], 10, 0), 0)
+        .expect("append"); // 10: stays open
+    for i in 11..20 {
+        plain(&mut log, i); // 11..20
+    }
+    sync(&mut log);
+    let end = log.log_end_offset();
+    assert!(log.segment_count() > 4, "{} segments", log.segment_count());
+    let aborted = log.collect_aborted_transactions(Offset(0), end);
+    assert_eq!(aborted.len(), 1);
+    assert_eq!((aborted[0].first_offset, aborted[0].last_offset), (4, 5));
+
+    // Markers carry the wall clock: clean as of later than that.
+    let now_ms = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("ms fit i64")
+        + 10_000;
+    run_pass(&mut log, &mut cleaner(), now_ms, false).expect("due");
+    let (rows, _) = records(&log);
+    let at_or_above: Vec<i64> = rows.iter().map(|r| r.0).filter(|&o| o >= 10).collect();
+    assert_eq!(
+        at_or_above,
+        (10..20).collect::<Vec<i64>>(),
+        "nothing cleaned from 10 on"
+    );
+    let below_k = rows
+        .iter()
+        .filter(|r| r.0 < 10 && r.1.as_deref() == Some(b"k".as_slice()))
+        .count();
+    assert!(
+        (1..8).contains(&below_k),
+        "below 10 the superseded `k`s went, the latest there stays: {rows:?}"
+    );
+    assert_eq!(log.collect_aborted_transactions(Offset(0), end), aborted);
+    log.close().expect("close");
+    let mut log = Log::open(dir.path(), compacted_config(300)).expect("reopen");
+    assert_eq!(log.collect_aborted_transactions(Offset(0), end), aborted);
+    assert_eq!(log.first_unstable_offset(end), Some(Offset(10)));
+}

@@ -154,3 +154,71 @@ fn expiry_and_log_start() {
         })
     );
 }
+
+// A version-1 snapshot (before transactions) still loads: its producers have no open
+// transaction and no coordinator epoch. A version-2 snapshot keeps an open transaction.
+#[test]
+fn snapshot_version_1_is_read_and_version_2_keeps_transactions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut body = Vec::new();
+    body.extend(1u32.to_be_bytes()); // one producer
+    body.extend(7i64.to_be_bytes());
+    body.extend(2i16.to_be_bytes()); // epoch
+    body.extend(1_500i64.to_be_bytes()); // last timestamp
+    body.push(1); // one batch
+    body.extend(0i32.to_be_bytes());
+    body.extend(2i32.to_be_bytes());
+    body.extend(10i64.to_be_bytes());
+    body.extend(12i64.to_be_bytes());
+    body.extend(1_500i64.to_be_bytes());
+    let mut v1 = Vec::new();
+    v1.extend(SNAPSHOT_MAGIC);
+    v1.extend(1u16.to_be_bytes());
+    v1.extend(crc32c::crc32c(&body).to_be_bytes());
+    v1.extend(body);
+    fs::write(snapshot_path(dir.path(), 13), v1).expect("write v1");
+    let mut loaded = manager(dir.path());
+    assert_eq!(loaded.load(13).expect("load"), Some(13));
+    assert_eq!(
+        loaded.active_producers(),
+        vec![ActiveProducer {
+            producer_id: 7,
+            producer_epoch: 2,
+            last_sequence: 2,
+            last_timestamp: 1_500,
+            coordinator_epoch: -1,
+            current_txn_start_offset: -1,
+        }]
+    );
+    assert_eq!(loaded.first_unstable_offset(), None);
+
+    let mut txn = header(8, 0, 0, 2, 13);
+    txn.attributes = 0x10;
+    loaded.update(&txn);
+    loaded.take_snapshot(15).write().expect("write v2");
+    let mut reloaded = manager(dir.path());
+    assert_eq!(reloaded.load(15).expect("load"), Some(15));
+    assert_eq!(reloaded.first_unstable_offset(), Some(13));
+    assert_eq!(reloaded.active_producers(), loaded.active_producers());
+}
+
+// A coordinator's batches carry the producer's id and epoch but no sequence (the group
+// coordinator's transactional offset commits, one per transaction): each appends, none is
+// taken for a retry of the one before, also under a new epoch; a stale epoch is still
+// refused.
+#[test]
+fn batches_without_a_sequence_always_append() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut state = manager(dir.path());
+    let first = header(7, 0, -1, 1, 10);
+    assert_eq!(state.check(&first), SequenceCheck::Append);
+    state.update(&first);
+    assert_eq!(state.check(&header(7, 0, -1, 1, -1)), SequenceCheck::Append);
+    state.update(&header(7, 0, -1, 1, 11));
+    assert_eq!(state.check(&header(7, 1, -1, 1, -1)), SequenceCheck::Append);
+    state.update(&header(7, 1, -1, 1, 12));
+    assert_eq!(
+        state.check(&header(7, 0, -1, 1, -1)),
+        SequenceCheck::StaleEpoch { current: 1, got: 0 }
+    );
+}

@@ -199,3 +199,53 @@ async fn read_committed_stops_at_the_lso_and_lists_aborts() {
         (3, -1)
     );
 }
+
+// A read_committed long poll waiting for min_bytes while a transaction is open wakes when
+// the commit marker becomes durable (the LSO moves with the high watermark), well before
+// its max wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_committed_long_poll_wakes_on_the_marker() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = broker(dir.path());
+    broker.topics.get_or_create("t", true, 1).expect("topic");
+    let partition = broker
+        .replicas
+        .get_partition_or_error(
+            &TopicPartition {
+                topic: "t".into(),
+                partition: 0,
+            },
+            -1,
+        )
+        .expect("partition");
+    partition.append(&txn_batch(2, 0)).expect("append"); // 0..2
+    partition
+        .wait_durable(Offset(2), Duration::from_secs(5))
+        .await
+        .expect("durable");
+    let RequestKind::Fetch(request) = fetch_request(1) else {
+        unreachable!("a fetch request")
+    };
+    let request = RequestKind::Fetch(request.with_min_bytes(1).with_max_wait_ms(10_000));
+    let started = std::time::Instant::now();
+    let waiting = tokio::spawn({
+        let broker = Arc::clone(&broker);
+        async move { call(&broker, ApiKey::Fetch, 12, request).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "nothing is stable yet");
+    partition
+        .write_txn_marker(PRODUCER, 0, 0, TxnResult::Commit)
+        .expect("marker");
+    let response = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("woken before the max wait")
+        .expect("task");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let ResponseKind::Fetch(body) = response.body else {
+        panic!("not a fetch response")
+    };
+    let p = &body.responses[0].partitions[0];
+    assert_eq!((p.high_watermark, p.last_stable_offset), (3, 3));
+    assert!(p.records.as_ref().is_some_and(|r| !r.is_empty()));
+}

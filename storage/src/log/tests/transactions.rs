@@ -228,3 +228,33 @@ fn recovery_rebuilds_transactions() {
         vec![]
     );
 }
+
+// Truncating below an abort marker removes its transaction index entry (and the file)
+// and reopens the transaction it ended; truncating below the transaction's first batch
+// forgets it.
+#[test]
+fn truncation_removes_index_entries_and_reopens_transactions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open(dir.path(), LogConfig::default());
+    append_txn(&mut log, 2, 4, 0, 0); // 0..2
+    log.append_txn_marker(4, 0, marker(TxnResult::Abort, 0), 0)
+        .expect("abort"); // 2
+    append(&mut log, 1, 8, 1_000); // 3
+    assert_eq!(
+        log.collect_aborted_transactions(Offset(0), Offset(4)),
+        vec![aborted(4, 0, 2, 3)]
+    );
+    let txn_index = dir
+        .path()
+        .join(crate::log_segment::file_name(0, "txnindex"));
+    assert!(txn_index.exists());
+    log.truncate_to(Offset(2)).expect("truncate");
+    assert_eq!(
+        log.collect_aborted_transactions(Offset(0), Offset(2)),
+        vec![]
+    );
+    assert!(!txn_index.exists());
+    assert_eq!(log.first_unstable_offset(Offset(2)), Some(Offset(0)));
+    log.truncate_to(Offset(0)).expect("truncate");
+    assert_eq!(log.first_unstable_offset(Offset(0)), None);
+}
