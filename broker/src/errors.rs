@@ -184,6 +184,30 @@ pub fn txn_error(
     }
 }
 
+/// The code of a transactional produce the coordinator could not verify (KIP-890 part 1),
+/// as Kafka's `ReplicaManager` translates it: a partition not in the transaction is
+/// INVALID_TXN_STATE; retriable coordinator errors become NOT_ENOUGH_REPLICAS (older
+/// clients retry it without a metadata refresh); a fenced epoch is INVALID_PRODUCER_EPOCH.
+#[must_use]
+pub fn produce_verification_error(e: &crate::coordinator::transaction::TxnError) -> ResponseError {
+    use crate::coordinator::transaction::TxnError;
+    match e {
+        TxnError::ConcurrentTransactions
+        | TxnError::CoordinatorLoadInProgress
+        | TxnError::CoordinatorNotAvailable
+        | TxnError::NotCoordinator => ResponseError::NotEnoughReplicas,
+        TxnError::ProducerFenced => ResponseError::InvalidProducerEpoch,
+        other @ (TxnError::InvalidRequest
+        | TxnError::InvalidTransactionTimeout
+        | TxnError::InvalidProducerIdMapping
+        | TxnError::InvalidTxnState
+        | TxnError::TransactionalIdNotFound
+        | TxnError::UnknownTopicOrPartition
+        | TxnError::OperationNotAttempted
+        | TxnError::Storage) => txn_error(other, false),
+    }
+}
+
 /// The code for a group coordinator failure.
 #[must_use]
 pub fn group_error(e: &crate::coordinator::group::GroupError) -> ResponseError {

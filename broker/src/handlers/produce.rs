@@ -2,6 +2,12 @@
 //! `log_validator` walks every record, as Kafka's LogValidator does), append it (offsets
 //! assigned by rewriting batch headers), and answer per `acks`:
 //! 0 → no response, 1 → after the append, -1 → once the data is durable.
+//!
+//! Transactional batches (KIP-890 part 1, Kafka's `transaction.partition.verification.enable`,
+//! on by default): before the append, the transaction coordinator must hold the partition in
+//! the producer's ongoing transaction, else INVALID_TXN_STATE, so a hanging transaction
+//! cannot start from a late write. The check is one branch on the first batch's
+//! transactional bit, so plain produce is unchanged.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,6 +138,7 @@ fn append_partition(
     broker: &Broker,
     topic: &Topic,
     data: &PartitionProduceData,
+    transactional_id: Option<&str>,
 ) -> (PartitionProduceResponse, Option<(Arc<Partition>, Offset)>) {
     let index = data.index;
     let topic_partition = logbook_replication::TopicPartition {
@@ -165,6 +172,33 @@ fn append_partition(
             return (validation_failure(index, &e), None);
         }
     };
+    if let Some(first) = validated
+        .batches()
+        .first()
+        .filter(|b| b.header.is_transactional())
+    {
+        if let Some(transactional_id) = transactional_id {
+            let verified = broker.transactions.verify_partition(
+                transactional_id,
+                first.header.producer_id,
+                first.header.producer_epoch,
+                &(topic.name.clone(), index),
+            );
+            if let Err(e) = verified {
+                tracing::debug!(partition = %partition.topic_partition(), transactional_id, error = %e, "transactional produce not verified");
+                return (
+                    partition_error(
+                        index,
+                        errors::produce_verification_error(&e),
+                        Some(format!(
+                            "Partition was not verified in the transaction: {e}"
+                        )),
+                    ),
+                    None,
+                );
+            }
+        }
+    }
     // The bytes are those received, except where the validator rewrote a batch's
     // timestamp fields as Kafka does (LogAppendTime, or a maxTimestamp that disagreed
     // with the records).
@@ -262,7 +296,12 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
                 .iter()
                 .enumerate()
                 .map(|(partition_index, p)| {
-                    let (response, durable) = append_partition(broker, &topic, p);
+                    let (response, durable) = append_partition(
+                        broker,
+                        &topic,
+                        p,
+                        request.transactional_id.as_ref().map(|t| t.0.as_str()),
+                    );
                     if let Some((partition, end_offset)) = durable {
                         waits.push(DurableWait {
                             topic_index,

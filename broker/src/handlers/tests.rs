@@ -241,7 +241,11 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                 ]),
         ),
         ApiKey::InitProducerId => RequestKind::InitProducerId(
-            InitProducerIdRequest::default().with_transaction_timeout_ms(60_000),
+            InitProducerIdRequest::default()
+                .with_transactional_id(
+                    (version % 2 == 1).then(|| TransactionalId(StrBytes::from_static_str("txn"))),
+                )
+                .with_transaction_timeout_ms(60_000),
         ),
         ApiKey::FindCoordinator => RequestKind::FindCoordinator(if version >= 4 {
             FindCoordinatorRequest::default()
@@ -424,6 +428,66 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                     .to_vec(),
             ),
         ),
+        ApiKey::AddPartitionsToTxn if version < 4 => RequestKind::AddPartitionsToTxn(
+            AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(
+                    "txn",
+                )))
+                .with_v3_and_below_producer_id(ProducerId(0))
+                .with_v3_and_below_topics(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                        .with_name(name("t"))
+                        .with_partitions(vec![0, 9]),
+                ]),
+        ),
+        ApiKey::AddPartitionsToTxn => RequestKind::AddPartitionsToTxn(
+            AddPartitionsToTxnRequest::default().with_transactions(vec![
+                add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                    .with_transactional_id(TransactionalId(StrBytes::from_static_str("txn")))
+                    .with_verify_only(true)
+                    .with_topics(vec![
+                        add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                            .with_name(name("t"))
+                            .with_partitions(vec![0]),
+                    ]),
+            ]),
+        ),
+        ApiKey::AddOffsetsToTxn => RequestKind::AddOffsetsToTxn(
+            AddOffsetsToTxnRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("txn")))
+                .with_group_id(GroupId(StrBytes::from_static_str("g"))),
+        ),
+        ApiKey::EndTxn => RequestKind::EndTxn(
+            EndTxnRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("txn")))
+                .with_committed(true),
+        ),
+        ApiKey::TxnOffsetCommit => RequestKind::TxnOffsetCommit(
+            TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_static_str("txn")))
+                .with_group_id(GroupId(StrBytes::from_static_str("g")))
+                .with_generation_id(-1)
+                .with_topics(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                        .with_name(name("t"))
+                        .with_partitions(vec![
+                            txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(1),
+                        ]),
+                ]),
+        ),
+        ApiKey::DescribeTransactions => RequestKind::DescribeTransactions(
+            DescribeTransactionsRequest::default().with_transactional_ids(vec![
+                TransactionalId(StrBytes::from_static_str("txn")),
+                TransactionalId(StrBytes::from_static_str("unknown")),
+            ]),
+        ),
+        ApiKey::ListTransactions => RequestKind::ListTransactions(
+            ListTransactionsRequest::default()
+                .with_state_filters(vec![StrBytes::from_static_str("Bogus")])
+                .with_duration_filter(-1),
+        ),
         _ => return None,
     })
 }
@@ -468,4 +532,5 @@ async fn every_advertised_version_encodes() {
     );
 }
 
+mod produce_verification;
 mod transactions;

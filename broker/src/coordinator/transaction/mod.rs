@@ -593,10 +593,12 @@ impl TransactionCoordinator {
         let entry = self.entry(transactional_id)?;
         let e = entry.lock();
         e.meta.check_producer(producer_id, producer_epoch)?;
-        if e.meta.state == TransactionState::Ongoing && e.meta.partitions.contains(partition) {
-            Ok(())
-        } else {
-            Err(TxnError::InvalidTxnState)
+        match e.meta.state {
+            TransactionState::PrepareCommit | TransactionState::PrepareAbort => {
+                Err(TxnError::ConcurrentTransactions)
+            }
+            TransactionState::Ongoing if e.meta.partitions.contains(partition) => Ok(()),
+            _ => Err(TxnError::InvalidTxnState),
         }
     }
 
