@@ -35,20 +35,6 @@ pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
 /// First version that names topics by id (KIP-516).
 const TOPIC_ID_VERSION: i16 = 13;
 
-/// Bound on one batch's decompressed records: a batch that inflates beyond it is refused
-/// as corrupt instead of exhausting memory (Kafka has no such bound; 64x the default
-/// `max.message.bytes` leaves room for any real compression ratio).
-const DECOMPRESSED_BATCH_BYTES_MAX: usize = 64 << 20;
-
-/// Payloads at least this large are validated under `block_in_place` when compressed
-/// (decompression costs roughly 1 ms per 100-300 KiB), so they do not stall the other
-/// connections served by this async worker.
-const BLOCK_IN_PLACE_COMPRESSED_BYTES_MIN: usize = 64 << 10;
-
-/// Uncompressed payloads are only walked (a few varints per record); past this size they
-/// too move off the async worker's critical path.
-const BLOCK_IN_PLACE_BYTES_MIN: usize = 1 << 20;
-
 /// A partition's append that must become durable before acks=all is answered.
 struct DurableWait {
     topic_index: usize,
@@ -112,7 +98,7 @@ fn validator_config(broker: &Broker, topic: &Topic) -> ValidatorConfig {
         timestamp_before_max_ms: long("message.timestamp.before.max.ms"),
         timestamp_after_max_ms: long("message.timestamp.after.max.ms"),
         now_ms: now_ms(),
-        decompressed_bytes_max: DECOMPRESSED_BATCH_BYTES_MAX,
+        decompressed_bytes_max: broker.config.limits.decompressed_batch_bytes_max,
     }
 }
 
@@ -121,10 +107,10 @@ fn validator_config(broker: &Broker, topic: &Topic) -> ValidatorConfig {
 fn validate(
     records: &bytes::Bytes,
     config: &ValidatorConfig,
+    limits: &crate::config::Limits,
 ) -> Result<ValidatedBatches, ValidationError> {
     let compressed = RecordBatchHeader::parse(records).is_ok_and(|h| h.compression_codec() != 0);
-    let heavy = records.len() >= BLOCK_IN_PLACE_BYTES_MIN
-        || (compressed && records.len() >= BLOCK_IN_PLACE_COMPRESSED_BYTES_MIN);
+    let heavy = limits.validates_off_worker(records.len(), compressed);
     if heavy {
         tokio::task::block_in_place(|| log_validator::validate(records.clone(), config))
     } else {
@@ -165,7 +151,11 @@ fn append_partition(
             None,
         );
     };
-    let validated = match validate(records, &validator_config(broker, topic)) {
+    let validated = match validate(
+        records,
+        &validator_config(broker, topic),
+        &broker.config.limits,
+    ) {
         Ok(validated) => validated,
         Err(e) => {
             tracing::debug!(partition = %partition.topic_partition(), error = %e, "produce rejected");

@@ -550,3 +550,60 @@ fn overlong_group_strings_are_refused() {
     assert!(broker.is_running(), "broker died:\n{}", broker.log_tail());
     assert_round_trip(&broker.bootstrap(), "after-long-strings");
 }
+
+// `--decompressed-batch-bytes-max` bounds what one produced batch may inflate to: a gzip
+// batch of 64 KiB of zeros (a few hundred bytes on the wire) is refused as CORRUPT_MESSAGE
+// (2) with the bound at 4096 and nothing is appended; the same batch is accepted by a broker
+// with the default bound.
+#[test]
+fn decompression_bound_is_a_flag() {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let records: Vec<Record> = (0..16)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i,
+            sequence: i32::try_from(i).expect("small") - 1,
+            timestamp: 1_000 + i,
+            key: Some(bytes::Bytes::from(format!("k{i}"))),
+            value: Some(bytes::Bytes::from(vec![0u8; 4096])),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::Gzip,
+        },
+    )
+    .expect("encode batch");
+    let bomb = buf.freeze();
+    assert!(bomb.len() < 4096, "compressed: {} bytes", bomb.len());
+
+    let bounded = Broker::start_with(&["--decompressed-batch-bytes-max", "4096"]);
+    let mut stream = connect(bounded.addr());
+    assert_eq!(
+        produce_raw(&mut stream, "inflating", bomb.clone()).0,
+        2,
+        "a batch inflating past the bound"
+    );
+    assert_eq!(
+        produce_raw(&mut stream, "inflating", record_batch(1, true)),
+        (0, 0),
+        "nothing was appended"
+    );
+
+    let default = Broker::start();
+    let mut stream = connect(default.addr());
+    assert_eq!(produce_raw(&mut stream, "inflating", bomb), (0, 0));
+}
