@@ -357,7 +357,30 @@ impl Config {
             })?;
             settings::apply(self, key.trim(), value)?;
         }
+        self.mark_flags_explicit();
         Ok(())
+    }
+
+    /// Adds to `explicit` every Kafka-named setting whose value differs from what a start
+    /// with no flags and no environment gives: a value set by a flag (`--listen`,
+    /// `--data-dir`, …) or its `LOGBOOK_*` variable is a static broker config, as Kafka
+    /// reports what server.properties sets. (A flag set to its default value is reported
+    /// as DEFAULT_CONFIG: the two cannot be told apart here, and the value is the same.)
+    fn mark_flags_explicit(&mut self) {
+        use clap::{CommandFactory, FromArgMatches};
+        let command = Config::command().mut_args(|arg| arg.env(None::<&str>));
+        let Ok(defaults) = command
+            .try_get_matches_from(["logbook"])
+            .map_err(|e| e.to_string())
+            .and_then(|m| Config::from_arg_matches(&m).map_err(|e| e.to_string()))
+        else {
+            return;
+        };
+        for setting in settings::SETTINGS {
+            if (setting.read)(self) != (setting.read)(&defaults) {
+                self.explicit.insert(setting.name.to_string());
+            }
+        }
     }
 
     /// Host and port advertised to clients.

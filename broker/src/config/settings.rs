@@ -608,6 +608,10 @@ mod tests {
         assert_eq!(c.num_partitions, 5);
         assert_eq!(c.log_retention_ms, 7_200_000);
         assert!(c.explicit.contains("num.partitions"));
+        assert!(
+            !c.explicit.contains("log.dirs"),
+            "a setting left at its default is not static"
+        );
         let mut c = Config::parse_from(["logbook", "--override", "max.connections.per.ip=-1"]);
         let e = c
             .apply_kafka_settings([])
@@ -616,5 +620,15 @@ mod tests {
             e.contains("'-1'") && e.contains("max.connections.per.ip") && e.contains("allowed"),
             "{e}"
         );
+    }
+
+    // A value given by a flag (or its LOGBOOK_* variable) is a static broker config, as Kafka
+    // reports what server.properties sets; the rest stay defaults.
+    #[test]
+    fn flags_are_static_configs() {
+        let mut c = Config::parse_from(["logbook", "--listen", "127.0.0.1:19092"]);
+        c.apply_kafka_settings(Vec::new()).expect("apply");
+        assert!(c.explicit.contains("listeners"), "{:?}", c.explicit);
+        assert!(!c.explicit.contains("num.partitions"), "{:?}", c.explicit);
     }
 }
