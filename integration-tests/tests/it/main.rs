@@ -8,6 +8,7 @@ mod wire;
 mod admin_apis;
 mod admin_topics;
 mod bad_input;
+mod clients;
 mod compaction;
 mod compression;
 mod configs;
