@@ -58,6 +58,7 @@ pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 /// The principal every connection has until authentication exists (Kafka's
 /// `KafkaPrincipal.ANONYMOUS`).
@@ -221,6 +222,7 @@ pub static APIS: &[Api] = &[
     api!(AddOffsetsToTxn, add_offsets_to_txn, later),
     api!(EndTxn, end_txn, later),
     api!(TxnOffsetCommit, txn_offset_commit, later),
+    api!(WriteTxnMarkers, write_txn_markers, later),
     api!(DescribeTransactions, describe_transactions, now),
     api!(ListTransactions, list_transactions, now),
     api!(DescribeConfigs, describe_configs, now),

@@ -20,6 +20,7 @@ mod disk_full;
 mod durability;
 mod groups;
 mod internal_topics;
+mod kafka_tools;
 mod large_messages;
 mod list_offsets;
 mod metadata;
