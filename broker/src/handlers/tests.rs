@@ -488,6 +488,21 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                 .with_state_filters(vec![StrBytes::from_static_str("Bogus")])
                 .with_duration_filter(-1),
         ),
+        ApiKey::WriteTxnMarkers => {
+            RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default().with_markers(vec![
+                write_txn_markers_request::WritableTxnMarker::default()
+                    .with_producer_id(ProducerId(7))
+                    .with_transaction_result(false)
+                    .with_topics(vec![
+                        write_txn_markers_request::WritableTxnMarkerTopic::default()
+                            .with_name(name("t"))
+                            .with_partition_indexes(vec![0, 9]),
+                        write_txn_markers_request::WritableTxnMarkerTopic::default()
+                            .with_name(name("missing"))
+                            .with_partition_indexes(vec![0]),
+                    ]),
+            ]))
+        }
         _ => return None,
     })
 }
