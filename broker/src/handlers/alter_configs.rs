@@ -62,12 +62,47 @@ pub(crate) fn target(broker: &Broker, resource_type: i8, name: &str) -> Result<T
 }
 
 /// Indexes of resources named more than once; Kafka refuses each of them.
-pub(crate) fn duplicated<'a>(ids: impl Iterator<Item = (i8, &'a str)> + Clone) -> HashSet<usize> {
+fn duplicated<'a>(ids: impl Iterator<Item = (i8, &'a str)> + Clone) -> HashSet<usize> {
     let mut seen = HashSet::new();
     let repeated: HashSet<(i8, &str)> = ids.clone().filter(|id| !seen.insert(*id)).collect();
     ids.enumerate()
         .filter(|(_, id)| repeated.contains(id))
         .map(|(i, _)| i)
+        .collect()
+}
+
+/// Decides each resource of an AlterConfigs or IncrementalAlterConfigs request, in order,
+/// as Kafka's `ConfigAdminManager` does: every copy of a resource named more than once is
+/// refused with INVALID_REQUEST, the others go to `decide`. Refusals are logged under the
+/// `api`'s name. Returns each resource's error code and message, for the API's own
+/// response type.
+pub(crate) fn decide_each<'a, R>(
+    api: &str,
+    resources: &'a [R],
+    id: impl Fn(&'a R) -> (i8, &'a str),
+    mut decide: impl FnMut(&'a R) -> Result<(), Refusal>,
+) -> Vec<(i16, Option<StrBytes>)> {
+    let repeated = duplicated(resources.iter().map(&id));
+    resources
+        .iter()
+        .enumerate()
+        .map(|(i, resource)| {
+            let outcome = if repeated.contains(&i) {
+                Err((
+                    ResponseError::InvalidRequest,
+                    "Each resource must appear at most once.".to_string(),
+                ))
+            } else {
+                decide(resource)
+            };
+            match outcome {
+                Ok(()) => (0, None),
+                Err((code, message)) => {
+                    tracing::info!(api, resource = id(resource).1, %message, "config change refused");
+                    (code.code(), Some(StrBytes::from_string(message)))
+                }
+            }
+        })
         .collect()
 }
 
@@ -118,54 +153,40 @@ pub(crate) fn alter(
 /// Answers an AlterConfigs request.
 pub fn handle(ctx: &super::RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse {
     let broker = &ctx.broker;
-    let repeated = duplicated(
-        request
-            .resources
-            .iter()
-            .map(|r| (r.resource_type, r.resource_name.as_str())),
+    let outcomes = decide_each(
+        "AlterConfigs",
+        &request.resources,
+        |r| (r.resource_type, r.resource_name.as_str()),
+        |resource| {
+            let entries = resource
+                .configs
+                .iter()
+                .map(|c| (c.name.as_str(), c.value.is_none()));
+            check_entries(entries)
+                .map_err(|e| (errors::config_error(&e), e.to_string()))
+                .and_then(|()| target(broker, resource.resource_type, &resource.resource_name))
+                .and_then(|target| {
+                    let replacement: BTreeMap<String, String> = resource
+                        .configs
+                        .iter()
+                        .map(|c| {
+                            let value = c.value.as_ref().map_or("", |v| v.as_str());
+                            (c.name.to_string(), value.to_string())
+                        })
+                        .collect();
+                    alter(broker, target, request.validate_only, |_| Ok(replacement))
+                })
+        },
     );
-    let responses = request
-        .resources
-        .iter()
-        .enumerate()
-        .map(|(i, resource)| {
-            let outcome = if repeated.contains(&i) {
-                Err((
-                    ResponseError::InvalidRequest,
-                    "Each resource must appear at most once.".to_string(),
-                ))
-            } else {
-                let entries = resource
-                    .configs
-                    .iter()
-                    .map(|c| (c.name.as_str(), c.value.is_none()));
-                check_entries(entries)
-                    .map_err(|e| (errors::config_error(&e), e.to_string()))
-                    .and_then(|()| target(broker, resource.resource_type, &resource.resource_name))
-                    .and_then(|target| {
-                        let replacement: BTreeMap<String, String> = resource
-                            .configs
-                            .iter()
-                            .map(|c| {
-                                let value = c.value.as_ref().map_or("", |v| v.as_str());
-                                (c.name.to_string(), value.to_string())
-                            })
-                            .collect();
-                        alter(broker, target, request.validate_only, |_| Ok(replacement))
-                    })
-            };
-            let response = AlterConfigsResourceResponse::default()
+    let responses = outcomes
+        .into_iter()
+        .zip(&request.resources)
+        .map(|((code, message), resource)| {
+            AlterConfigsResourceResponse::default()
                 .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            match outcome {
-                Ok(()) => response.with_error_message(None),
-                Err((code, message)) => {
-                    tracing::info!(resource = %resource.resource_name.as_str(), %message, "alter configs refused");
-                    response
-                        .with_error_code(code.code())
-                        .with_error_message(Some(StrBytes::from_string(message)))
-                }
-            }
+                .with_resource_name(resource.resource_name.clone())
+                .with_error_code(code)
+                .with_error_message(message)
         })
         .collect();
     AlterConfigsResponse::default().with_responses(responses)
