@@ -202,6 +202,11 @@ pub struct Config {
         default_value_t = 1_800_000
     )]
     pub group_max_session_timeout_ms: i32,
+    /// Test-only fault injection: abort the process right after its N-th transaction
+    /// marker is appended (see `logbook_replication::failpoint`). Hidden; never set in
+    /// production.
+    #[arg(long, hide = true, value_name = "N")]
+    pub failpoint_abort_after_txn_markers: Option<u64>,
     /// Limits on what clients may ask of the broker.
     #[command(flatten)]
     pub limits: Limits,

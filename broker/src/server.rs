@@ -27,6 +27,13 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// Startup failures: the data directory cannot be opened, or the address cannot be bound.
 pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let started = std::time::Instant::now();
+    if let Some(count) = config.failpoint_abort_after_txn_markers {
+        tracing::warn!(
+            count,
+            "test failpoint armed: aborting after {count} transaction markers"
+        );
+        logbook_replication::failpoint::abort_after_txn_markers(count);
+    }
     let policy = match config.flush_policy {
         FlushPolicyArg::EveryWrite => FlushPolicy::EveryWrite,
         FlushPolicyArg::Os => FlushPolicy::Os,

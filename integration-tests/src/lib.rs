@@ -161,6 +161,12 @@ impl Broker {
         }
     }
 
+    /// Replaces the flags the broker is started with from its next `restart` on (e.g. a
+    /// test disarming a failpoint flag before restarting a broker the failpoint stopped).
+    pub fn set_extra_args(&mut self, extra_args: &[&str]) {
+        self.extra_args = extra_args.iter().map(|s| (*s).to_owned()).collect();
+    }
+
     /// Starts the broker again on the same port, data directory and flags.
     /// Kills it first if it is still running.
     pub fn restart(&mut self) {

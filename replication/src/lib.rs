@@ -6,6 +6,7 @@
 //! replica fetchers here; the broker reaches partition data only through this crate so the
 //! high-watermark rules cannot be bypassed.
 
+pub mod failpoint;
 mod flusher;
 mod log_cleaner;
 mod partition;

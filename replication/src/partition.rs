@@ -292,7 +292,10 @@ impl Partition {
                 .map(AppendOutcome::Appended)
         })?;
         match outcome {
-            AppendOutcome::Appended(info) => Ok(info.first_offset),
+            AppendOutcome::Appended(info) => {
+                crate::failpoint::txn_marker_appended();
+                Ok(info.first_offset)
+            }
             AppendOutcome::Duplicate(_) => unreachable!("append_txn_marker never deduplicates"),
         }
     }

@@ -3,7 +3,18 @@
 //! TxnOffsetCommit, EndTxn): what read_committed and read_uncommitted consumers see after a
 //! commit and an abort, fencing by a second producer with the same transactional.id,
 //! offsets committed in a transaction, the coordinator's timeout abort, and recovery after
-//! a SIGKILL.
+//! a SIGKILL. Submodules: a SIGKILL between markers, ListTransactions filters and
+//! transactional id expiry.
+//!
+//! Each test starts its own broker. With Kafka's 50 partitions for each of
+//! `__transaction_state` and `__consumer_offsets` the two internal topics take most of a
+//! test's time to create, so the tests use `SMALL_INTERNAL_TOPICS`, except
+//! `committed_transaction_is_read_once_with_its_marker`, which keeps Kafka's layout covered.
+
+mod list_transactions;
+mod marker_recovery;
+mod transactional_id_expiry;
+mod txn_requests;
 
 use std::time::{Duration, Instant};
 
@@ -16,6 +27,15 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use crate::common::{
     consume, consumer, create_topic, produce_all, producer, Record, TestProducer, CLIENT_TIMEOUT,
 };
+
+/// Broker flags for 3 partitions each of `__transaction_state` and `__consumer_offsets`
+/// (Kafka: 50 each): enough for ids and groups to land on different partitions.
+const SMALL_INTERNAL_TOPICS: &[&str] = &[
+    "--override",
+    "transaction.state.log.num.partitions=3",
+    "--override",
+    "offsets.topic.num.partitions=3",
+];
 
 /// A transactional producer for `transactional_id`, initialised.
 fn transactional(bootstrap: &str, transactional_id: &str, timeout_ms: &str) -> TestProducer {
@@ -147,6 +167,7 @@ fn committed_transaction_is_read_once_with_its_marker() {
     // Proves: a committed transaction across two partitions is read by a read_committed
     // consumer exactly (offsets 0..4 on each), and each partition holds one commit marker
     // after the data (high watermark 5 for 4 records).
+    // Kafka's default layout: 50 partitions of each internal topic.
     let broker = Broker::start();
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "txn-commit", 2, &[]);
@@ -171,7 +192,7 @@ fn aborted_transaction_is_hidden_from_read_committed() {
     // Proves: records of an aborted transaction are skipped by read_committed (which
     // reads the next committed transaction after the abort marker) and returned by
     // read_uncommitted.
-    let broker = Broker::start();
+    let broker = Broker::start_with(SMALL_INTERNAL_TOPICS);
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "txn-abort", 1, &[]);
     let p = transactional(&bootstrap, "txn-abort-id", "60000");
@@ -208,7 +229,7 @@ fn second_producer_fences_the_first_and_aborts_its_transaction() {
     // Proves: InitProducerId from a second producer with the same transactional.id
     // aborts the first producer's open transaction (an abort marker, its records hidden
     // from read_committed) and fences it: its commit fails with a fatal fencing error.
-    let broker = Broker::start();
+    let broker = Broker::start_with(SMALL_INTERNAL_TOPICS);
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "txn-fence", 1, &[]);
     let first = transactional(&bootstrap, "txn-fence-id", "60000");
@@ -278,7 +299,7 @@ fn offsets_sent_to_a_transaction_are_committed_only_with_it() {
     // Proves: send_offsets_to_transaction (AddOffsetsToTxn + TxnOffsetCommit) makes the
     // group's offset visible to OffsetFetch only once the transaction commits; an aborted
     // transaction's offsets are never applied.
-    let broker = Broker::start();
+    let broker = Broker::start_with(SMALL_INTERNAL_TOPICS);
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "txn-input", 1, &[]);
     create_topic(&bootstrap, "txn-output", 1, &[]);
@@ -349,10 +370,16 @@ fn transaction_open_past_its_timeout_is_aborted_and_fenced() {
     // (an abort marker appears without any client action, and the last stable offset it
     // held back moves past it) and bumps the epoch, so the producer that left it open
     // cannot commit it.
-    let broker = Broker::start_with(&[
-        "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
-        "200",
-    ]);
+    let broker = Broker::start_with(
+        &[
+            SMALL_INTERNAL_TOPICS,
+            &[
+                "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
+                "200",
+            ],
+        ]
+        .concat(),
+    );
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "txn-timeout", 1, &[]);
     let p = transactional(&bootstrap, "txn-timeout-id", "2000");
@@ -385,10 +412,16 @@ fn sigkill_mid_transaction_leaves_no_hanging_transaction() {
     // Proves: after a SIGKILL with a transaction open, the restarted coordinator reloads
     // __transaction_state and aborts the transaction at its timeout (marker written), and
     // a new producer with the same transactional.id commits on top of it.
-    let mut broker = Broker::start_with(&[
-        "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
-        "200",
-    ]);
+    let mut broker = Broker::start_with(
+        &[
+            SMALL_INTERNAL_TOPICS,
+            &[
+                "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
+                "200",
+            ],
+        ]
+        .concat(),
+    );
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "txn-crash", 1, &[]);
     {

@@ -1,0 +1,113 @@
+//! ListTransactions filters (`kafka-transactions.sh list`): by state, by producer id, both
+//! at once, and state names the broker does not know, over transactions that librdkafka
+//! left in each state a transactional id can rest in.
+
+use integration_tests::Broker;
+use rdkafka::producer::Producer;
+
+use super::txn_requests::{describe, list, Listed, Listing};
+use super::{records, send_in_txn, transactional, SMALL_INTERNAL_TOPICS};
+use crate::common::{create_topic, CLIENT_TIMEOUT};
+
+/// `(id, producer id, state)` rows as `list` sorts them.
+fn rows(rows: &[(&str, i64, &str)]) -> Vec<Listed> {
+    let mut out: Vec<Listed> = rows
+        .iter()
+        .map(|(id, pid, state)| ((*id).to_owned(), *pid, (*state).to_owned()))
+        .collect();
+    out.sort();
+    out
+}
+
+fn listing(transactions: &[(&str, i64, &str)], unknown: &[&str]) -> Listing {
+    Listing {
+        transactions: rows(transactions),
+        unknown_state_filters: unknown.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+#[test]
+fn list_transactions_filters_by_state_and_producer_id() {
+    // Proves: ListTransactions lists every transactional id with its producer id and state
+    // (Ongoing, CompleteCommit, CompleteAbort, Empty); a state filter keeps the ids in one
+    // of the named states, a producer id filter the ids with one of those producer ids, both
+    // together only ids matching both; an unknown state name is reported back in
+    // unknown_state_filters and, alone, matches nothing.
+    let broker = Broker::start_with(SMALL_INTERNAL_TOPICS);
+    let bootstrap = broker.bootstrap();
+    let addr = broker.addr();
+    create_topic(&bootstrap, "txn-list", 1, &[]);
+    let ongoing = transactional(&bootstrap, "txn-list-ongoing", "60000");
+    ongoing.begin_transaction().expect("begin");
+    send_in_txn(&ongoing, "txn-list", &records(0, "ongoing", 1));
+    let committed = transactional(&bootstrap, "txn-list-committed", "60000");
+    committed.begin_transaction().expect("begin");
+    send_in_txn(&committed, "txn-list", &records(0, "committed", 1));
+    committed
+        .commit_transaction(CLIENT_TIMEOUT)
+        .expect("commit");
+    let aborted = transactional(&bootstrap, "txn-list-aborted", "60000");
+    aborted.begin_transaction().expect("begin");
+    send_in_txn(&aborted, "txn-list", &records(0, "aborted", 1));
+    aborted.abort_transaction(CLIENT_TIMEOUT).expect("abort");
+    let _empty = transactional(&bootstrap, "txn-list-empty", "60000");
+
+    let pid = |id: &str| {
+        let state = describe(addr, id);
+        assert_eq!(state.error_code, 0, "describe {id}");
+        state.producer_id.0
+    };
+    let (o, c, a, e) = (
+        pid("txn-list-ongoing"),
+        pid("txn-list-committed"),
+        pid("txn-list-aborted"),
+        pid("txn-list-empty"),
+    );
+    let all = [
+        ("txn-list-ongoing", o, "Ongoing"),
+        ("txn-list-committed", c, "CompleteCommit"),
+        ("txn-list-aborted", a, "CompleteAbort"),
+        ("txn-list-empty", e, "Empty"),
+    ];
+    assert_eq!(list(addr, &[], &[]), listing(&all, &[]), "no filter");
+    assert_eq!(
+        list(addr, &["Ongoing"], &[]),
+        listing(&[all[0]], &[]),
+        "state Ongoing"
+    );
+    assert_eq!(
+        list(addr, &["CompleteCommit", "CompleteAbort"], &[]),
+        listing(&[all[1], all[2]], &[]),
+        "states CompleteCommit, CompleteAbort"
+    );
+    assert_eq!(
+        list(addr, &[], &[c, e]),
+        listing(&[all[1], all[3]], &[]),
+        "producer ids of committed and empty"
+    );
+    assert_eq!(
+        list(addr, &["Empty"], &[c, e]),
+        listing(&[all[3]], &[]),
+        "state Empty and producer ids of committed and empty"
+    );
+    assert_eq!(
+        list(addr, &["Ongoing"], &[c]),
+        listing(&[], &[]),
+        "state Ongoing and the committed id's producer id"
+    );
+    assert_eq!(
+        list(addr, &[], &[i64::MAX]),
+        listing(&[], &[]),
+        "a producer id nobody has"
+    );
+    assert_eq!(
+        list(addr, &["Bogus", "Empty"], &[]),
+        listing(&[all[3]], &["Bogus"]),
+        "an unknown state beside a known one"
+    );
+    assert_eq!(
+        list(addr, &["Bogus"], &[]),
+        listing(&[], &["Bogus"]),
+        "only an unknown state"
+    );
+}
