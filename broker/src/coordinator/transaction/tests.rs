@@ -216,13 +216,8 @@ async fn replay_completes_prepared_transactions() {
     let s = open(dir.path());
     let m = s.txn.describe("t").expect("replayed");
     assert_eq!((m.producer_id, m.producer_epoch), (pid, epoch));
-    // The load spawned the completion: wait for it.
-    for _ in 0..100 {
-        if s.txn.describe("t").expect("describe").state == TransactionState::CompleteCommit {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    // The load spawned the completion: wait for it (the Complete record durable).
+    settle(&s, "t", TransactionState::CompleteCommit).await;
     assert_eq!(
         s.txn.describe("t").expect("describe").state,
         TransactionState::CompleteCommit
@@ -234,6 +229,22 @@ async fn replay_completes_prepared_transactions() {
         s.txn.init_producer_id("t", 1000, None).await,
         Ok((pid, epoch + 1))
     );
+}
+
+/// Waits (up to 2 s) until `id` is in `state` and its last record is durable (not pending),
+/// as a completion spawned by a load leaves it.
+async fn settle(s: &Setup, id: &str, state: TransactionState) {
+    for _ in 0..100 {
+        let entry = s.txn.entry(id).expect("entry");
+        let settled = {
+            let e = entry.lock();
+            e.meta.state == state && !e.pending
+        };
+        if settled {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 /// The epoch the partition's producer state holds for `pid` (set by its last marker).
@@ -431,12 +442,7 @@ async fn replay_v1_records_completes_v2_transaction() {
         "state {:?}",
         m.state
     );
-    for _ in 0..100 {
-        if s.txn.describe("t").expect("describe").state == TransactionState::CompleteCommit {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    settle(&s, "t", TransactionState::CompleteCommit).await;
     let m = s.txn.describe("t").expect("describe");
     assert_eq!(
         (
