@@ -188,6 +188,20 @@ pub struct Config {
         default_value_t = 3_600_000
     )]
     pub transaction_remove_expired_transaction_cleanup_interval_ms: u64,
+    /// The finalized level of the `transaction.version` feature (Kafka finalizes it with
+    /// `kafka-features.sh upgrade --feature transaction.version=N`, or at `kafka-storage.sh
+    /// format --feature`; 2 by default since Kafka 4.0). 2: transaction protocol v2 (KIP-890
+    /// part 2: EndTxn v5 bumps the epoch, Produce v12+ and TxnOffsetCommit v5 add their
+    /// partition to the transaction). 0 or 1: the v1 flow only; EndTxn and TxnOffsetCommit are
+    /// served up to v4, as a Kafka cluster below `transaction.version` 2 does. From 1 on,
+    /// `__transaction_state` values are written in the flexible version 1.
+    #[arg(
+        long,
+        env = "LOGBOOK_TRANSACTION_VERSION",
+        default_value_t = 2,
+        value_parser = clap::value_parser!(i16).range(0..=2)
+    )]
+    pub transaction_version: i16,
     /// Smallest session timeout a group member may ask for (`group.min.session.timeout.ms`).
     #[arg(
         long,

@@ -45,7 +45,11 @@ enum Pending {
         response: ResponseFuture,
     },
     /// ApiVersions asked at a version we do not know: answer in the v0 layout.
-    ApiVersionsFallback { correlation_id: i32 },
+    ApiVersionsFallback {
+        correlation_id: i32,
+        /// The broker's finalized `transaction.version`, which decides the versions listed.
+        transaction_version: i16,
+    },
 }
 
 /// What the idle check needs from both halves of a connection.
@@ -159,7 +163,9 @@ pub async fn serve_with<R, T>(
             }
         };
         let mut closing = false;
-        let pending = match decode_request(frame, &handlers::supported) {
+        let transaction_version = broker.config.transaction_version;
+        let supported = |key| handlers::supported_at(key, transaction_version);
+        let pending = match decode_request(frame, &supported) {
             Ok(request) => {
                 let ctx = RequestContext::new(
                     Arc::clone(&broker),
@@ -183,6 +189,7 @@ pub async fn serve_with<R, T>(
                 api_key: ApiKey::ApiVersions,
             }) => Pending::ApiVersionsFallback {
                 correlation_id: preamble.correlation_id,
+                transaction_version,
             },
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "closing connection: undecodable request");
@@ -229,9 +236,13 @@ async fn write_loop<T: Transport>(
                 ),
                 None => Ok(()),
             },
-            Pending::ApiVersionsFallback { correlation_id } => {
+            Pending::ApiVersionsFallback {
+                correlation_id,
+                transaction_version,
+            } => {
                 let body = handlers::api_versions::response(
                     kafka_protocol::ResponseError::UnsupportedVersion.code(),
+                    transaction_version,
                 );
                 encode_api_versions_fallback(buf.tail(), correlation_id, &body)
             }

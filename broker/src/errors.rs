@@ -157,6 +157,11 @@ pub fn txn_runtime_error(
     }
 }
 
+/// ListTransactions v2 with a `transactional_id_pattern` that does not compile (Kafka:
+/// INVALID_REGULAR_EXPRESSION for a `PatternSyntaxException`; here also for Java regex
+/// syntax outside the subset served, see `handlers::list_transactions`).
+pub const INVALID_TRANSACTIONAL_ID_PATTERN: ResponseError = ResponseError::InvalidRegularExpression;
+
 /// The code for a transaction coordinator failure. `fenced_as_epoch`: the request's
 /// version predates PRODUCER_FENCED (InitProducerId < 4, AddPartitionsToTxn / AddOffsetsToTxn
 /// / EndTxn / TxnOffsetCommit < 2), so, as Kafka's `KafkaApis`, INVALID_PRODUCER_EPOCH is sent.

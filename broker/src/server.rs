@@ -183,6 +183,7 @@ fn transaction_config(config: &Config) -> crate::coordinator::transaction::Trans
         remove_expired_interval_ms: config
             .transaction_remove_expired_transaction_cleanup_interval_ms,
         write_timeout_ms: config.limits.produce_timeout_ms_max,
+        transaction_version: config.transaction_version,
     }
 }
 

@@ -1,6 +1,8 @@
 //! AddOffsetsToTxn (API key 25): a transactional producer will commit a group's offsets in
 //! its transaction (`sendOffsetsToTransaction`), so the group's `__consumer_offsets`
-//! partition joins the transaction and gets its marker at EndTxn.
+//! partition joins the transaction and gets its marker at EndTxn. Clients of transaction
+//! protocol v2 do not send it (TxnOffsetCommit v5 adds the partition itself); Kafka still
+//! serves it to them, as a v1-flow addition, and so does Logbook.
 
 use std::sync::Arc;
 
@@ -27,6 +29,7 @@ pub fn handle(ctx: &super::RequestContext, request: AddOffsetsToTxnRequest) -> R
                 request.producer_id.0,
                 request.producer_epoch,
                 request.group_id.as_str(),
+                0,
             )
             .await;
         let code = result.err().map_or(errors::NONE, |e| {

@@ -119,7 +119,13 @@ async fn process(
     } else {
         let result = broker
             .transactions
-            .add_partitions(transactional_id, producer_id, producer_epoch, &partitions)
+            .add_partitions(
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                &partitions,
+                0,
+            )
             .await
             .err();
         partitions.into_iter().map(|tp| (tp, result)).collect()

@@ -256,6 +256,31 @@ pub fn supported(api_key: ApiKey) -> Option<VersionRange> {
     api(api_key).map(|api| api.versions)
 }
 
+/// The finalized `transaction.version` from which transaction protocol v2 is served.
+pub const TRANSACTION_VERSION_2: i16 = 2;
+
+/// Last EndTxn / TxnOffsetCommit version of transaction protocol v1 (Kafka's
+/// `LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2`); v5 of both belongs to protocol v2.
+pub const LAST_VERSION_BEFORE_TRANSACTION_V2: i16 = 4;
+
+/// The versions we serve of `api_key` when `transaction.version` is finalized at
+/// `transaction_version`: below 2, EndTxn and TxnOffsetCommit stop at v4 (their v5 is
+/// transaction protocol v2), so ApiVersions does not offer them and a request at v5 is
+/// refused as an unsupported version.
+#[must_use]
+pub fn supported_at(api_key: ApiKey, transaction_version: i16) -> Option<VersionRange> {
+    let range = supported(api_key)?;
+    Some(match api_key {
+        ApiKey::EndTxn | ApiKey::TxnOffsetCommit if transaction_version < TRANSACTION_VERSION_2 => {
+            VersionRange {
+                min: range.min,
+                max: range.max.min(LAST_VERSION_BEFORE_TRANSACTION_V2),
+            }
+        }
+        _ => range,
+    })
+}
+
 /// Runs the ordered part of a request and returns the future of its response.
 pub fn dispatch(ctx: &RequestContext, body: RequestKind) -> ResponseFuture {
     match api(ctx.api_key) {

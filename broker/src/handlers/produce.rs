@@ -8,6 +8,13 @@
 //! the producer's ongoing transaction, else INVALID_TXN_STATE, so a hanging transaction
 //! cannot start from a late write. The check is one branch on the first batch's
 //! transactional bit, so plain produce is unchanged.
+//!
+//! Transaction protocol v2 (KIP-890 part 2): a client that uses it sends Produce v12+ (Kafka's
+//! clients cap transactional produce at v11 in the v1 flow) and never sends
+//! AddPartitionsToTxn; its first batch for a partition adds the partition to its
+//! transaction (Kafka's leader sends AddPartitionsToTxn v5 to the coordinator; here a direct
+//! call, durable before the batch is appended). Below `transaction.version` 2, v12+
+//! transactional batches are only verified, as v11 ones are.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +41,11 @@ pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
 
 /// First version that names topics by id (KIP-516).
 const TOPIC_ID_VERSION: i16 = 13;
+
+/// First version a client of transaction protocol v2 sends (Kafka's
+/// `LAST_STABLE_VERSION_BEFORE_TRANSACTION_V2` is 11): its transactional batches add their
+/// partition to the transaction.
+const TRANSACTION_V2_VERSION: i16 = 12;
 
 /// A partition's append that must become durable before acks=all is answered.
 struct DurableWait {
@@ -125,6 +137,7 @@ fn append_partition(
     topic: &Topic,
     data: &PartitionProduceData,
     transactional_id: Option<&str>,
+    adds_partition: bool,
 ) -> (PartitionProduceResponse, Option<(Arc<Partition>, Offset)>) {
     let index = data.index;
     let topic_partition = logbook_replication::TopicPartition {
@@ -168,12 +181,24 @@ fn append_partition(
         .filter(|b| b.header.is_transactional())
     {
         if let Some(transactional_id) = transactional_id {
-            let verified = broker.transactions.verify_partition(
-                transactional_id,
-                first.header.producer_id,
-                first.header.producer_epoch,
-                &(topic.name.clone(), index),
-            );
+            let topic_partition = (topic.name.clone(), index);
+            let (producer_id, producer_epoch) =
+                (first.header.producer_id, first.header.producer_epoch);
+            let verified = if adds_partition {
+                broker.transactions.add_partition_for_produce(
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    &topic_partition,
+                )
+            } else {
+                broker.transactions.verify_partition(
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    &topic_partition,
+                )
+            };
             if let Err(e) = verified {
                 tracing::debug!(partition = %partition.topic_partition(), transactional_id, error = %e, "transactional produce not verified");
                 return (
@@ -274,6 +299,8 @@ fn resolve_any_topic(
 pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseFuture {
     let (broker, version) = (&ctx.broker, ctx.api_version);
     let acks = request.acks;
+    let adds_partition = version >= TRANSACTION_V2_VERSION
+        && broker.config.transaction_version >= super::TRANSACTION_VERSION_2;
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let mut waits = Vec::new();
     for (topic_index, data) in request.topic_data.iter().enumerate() {
@@ -291,6 +318,7 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
                         &topic,
                         p,
                         request.transactional_id.as_ref().map(|t| t.0.as_str()),
+                        adds_partition,
                     );
                     if let Some((partition, end_offset)) = durable {
                         waits.push(DurableWait {

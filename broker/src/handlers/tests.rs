@@ -547,5 +547,51 @@ async fn every_advertised_version_encodes() {
     );
 }
 
+// ApiVersions advertises the feature transaction.version (supported 0..2) and finalizes it
+// at the broker's level with an epoch >= 0 (Kafka clients ignore epoch -1); below level 2
+// EndTxn and TxnOffsetCommit stop at v4, and level 0 is not listed as finalized.
+#[test]
+fn api_versions_finalizes_transaction_version() {
+    let versions = |tv: i16, key: ApiKey| {
+        let r = super::api_versions::response(0, tv);
+        r.api_keys
+            .iter()
+            .find(|k| k.api_key == key as i16)
+            .map(|k| k.max_version)
+    };
+    for tv in 0..=2 {
+        let r = super::api_versions::response(0, tv);
+        assert_eq!(r.supported_features.len(), 1);
+        assert_eq!(r.supported_features[0].name.as_str(), "transaction.version");
+        assert_eq!(
+            (
+                r.supported_features[0].min_version,
+                r.supported_features[0].max_version
+            ),
+            (0, 2)
+        );
+        assert!(r.finalized_features_epoch >= 0);
+        let finalized: Vec<(String, i16, i16)> = r
+            .finalized_features
+            .iter()
+            .map(|f| (f.name.to_string(), f.min_version_level, f.max_version_level))
+            .collect();
+        if tv == 0 {
+            assert!(finalized.is_empty());
+        } else {
+            assert_eq!(finalized, vec![("transaction.version".to_string(), tv, tv)]);
+        }
+    }
+    assert_eq!(versions(2, ApiKey::EndTxn), Some(5));
+    assert_eq!(versions(2, ApiKey::TxnOffsetCommit), Some(5));
+    assert_eq!(versions(1, ApiKey::EndTxn), Some(4));
+    assert_eq!(versions(1, ApiKey::TxnOffsetCommit), Some(4));
+    assert_eq!(versions(1, ApiKey::Produce), versions(2, ApiKey::Produce));
+    assert_eq!(
+        super::supported_at(ApiKey::EndTxn, 1).map(|r| r.max),
+        Some(4)
+    );
+}
+
 mod produce_verification;
 mod transactions;

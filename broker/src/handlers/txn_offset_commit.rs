@@ -1,9 +1,14 @@
 //! TxnOffsetCommit (API key 28): a transactional producer commits a group's consumed
 //! offsets inside its transaction (`sendOffsetsToTransaction`). The group coordinator
 //! writes them as the producer's transactional batch and holds them pending until the
-//! transaction's marker; the answer waits until the batch is durable. v5 (transaction
-//! protocol v2, which adds the group implicitly) is not served.
+//! transaction's marker; the answer waits until the batch is durable.
+//!
+//! v5 is transaction protocol v2 (KIP-890 part 2), served when `transaction.version` is
+//! finalized at 2: its clients send no AddOffsetsToTxn, so the group's `__consumer_offsets`
+//! partition is first added to the transaction here (durably, as AddOffsetsToTxn would),
+//! then the offsets are written.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::txn_offset_commit_response::{
@@ -13,16 +18,67 @@ use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest, TxnOffsetCo
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
+use crate::broker::Broker;
 use crate::coordinator::group::CommitPartition;
 use crate::errors;
 use crate::handlers::ResponseFuture;
 
-/// Versions served.
-pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+/// Versions served (v5 only with `transaction.version` 2, see `handlers::supported_at`).
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
-/// Writes the pending offsets and returns the future of the answer.
+/// Adds the group to the transaction (v5), writes the pending offsets and returns the
+/// future of the answer.
 pub fn handle(ctx: &super::RequestContext, request: TxnOffsetCommitRequest) -> ResponseFuture {
-    let (broker, version) = (&ctx.broker, ctx.api_version);
+    let version = ctx.api_version;
+    if version <= super::LAST_VERSION_BEFORE_TRANSACTION_V2 {
+        return commit(&ctx.broker, version, &request);
+    }
+    let broker = Arc::clone(&ctx.broker);
+    Box::pin(async move {
+        let added = broker
+            .transactions
+            .add_offsets(
+                request.transactional_id.as_str(),
+                request.producer_id.0,
+                request.producer_epoch,
+                request.group_id.0.as_str(),
+                super::TRANSACTION_VERSION_2,
+            )
+            .await;
+        if let Err(e) = added {
+            tracing::debug!(group = %request.group_id.0, error = %e, "group not added to the transaction");
+            let code = errors::txn_error(&e, false).code();
+            let topics = request
+                .topics
+                .iter()
+                .map(|t| {
+                    TxnOffsetCommitResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    TxnOffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(code)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            return Some(
+                ResponseKind::TxnOffsetCommit(
+                    TxnOffsetCommitResponse::default().with_topics(topics),
+                )
+                .into(),
+            );
+        }
+        commit(&broker, version, &request).await
+    })
+}
+
+/// Writes the pending offsets (the v1 flow's TxnOffsetCommit).
+fn commit(broker: &Arc<Broker>, version: i16, request: &TxnOffsetCommitRequest) -> ResponseFuture {
     let mut decided: Vec<Vec<Option<ResponseError>>> = Vec::with_capacity(request.topics.len());
     let mut commits = Vec::new();
     for topic in &request.topics {

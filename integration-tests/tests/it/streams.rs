@@ -10,7 +10,10 @@
 //!   counting across the crash; the aborted output is visible only to read_uncommitted).
 //! - `scripts/txn-java-test` runs the Java transactions probe: commit/abort with exact
 //!   records and end offsets, the LSO of an open transaction, sendOffsetsToTransaction in a
-//!   group, fencing, the transaction timeout.
+//!   group, fencing, the transaction timeout; with the broker's default `transaction.version`
+//!   2 the client takes transaction protocol v2 (KIP-890 part 2: an epoch bump per EndTxn,
+//!   no AddPartitionsToTxn / AddOffsetsToTxn), and with `--transaction-version=1` the v1
+//!   flow; the probe checks which on the wire (the producer epoch after two transactions).
 //!
 //! Needs Java 17 and Maven, as CI has them; the scripts print each step and the
 //! application's errors on failure.
@@ -23,6 +26,11 @@ use integration_tests::broker_binary;
 /// Runs `scripts/<script> <args>` against the suite's broker binary and asserts its
 /// summary line.
 fn run_script(script: &str, args: &[&str], summary: &str) {
+    run_script_with(script, args, &[], summary);
+}
+
+/// [`run_script`] with extra environment variables.
+fn run_script_with(script: &str, args: &[&str], env: &[(&str, &str)], summary: &str) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("workspace root");
@@ -30,6 +38,7 @@ fn run_script(script: &str, args: &[&str], summary: &str) {
         .arg(root.join("scripts").join(script))
         .args(args)
         .env("LOGBOOK_BIN", broker_binary())
+        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("run scripts/{script}: {e}"));
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -59,7 +68,29 @@ fn streams_word_count_exactly_once_v2_counts_exactly_across_a_sigkill() {
     );
 }
 
+// The broker's default finalizes transaction.version 2: the Java client uses transaction
+// protocol v2 (the probe's `features` check, plus the epoch bumped by each EndTxn).
 #[test]
 fn java_transactional_producer_probe() {
-    run_script("txn-java-test", &[], "txn-probe: 5 passed, 0 failed");
+    run_script_with(
+        "txn-java-test",
+        &[],
+        &[("TXN_VERSION", "2")],
+        "txn-probe: 6 passed, 0 failed",
+    );
+}
+
+// With `--transaction-version=1` the broker finalizes level 1 and the same client falls back
+// to the v1 flow (AddPartitionsToTxn, AddOffsetsToTxn, the epoch kept across EndTxn).
+#[test]
+fn java_transactional_producer_probe_transaction_version_1() {
+    run_script_with(
+        "txn-java-test",
+        &[],
+        &[
+            ("TXN_VERSION", "1"),
+            ("LOGBOOK_ARGS", "--transaction-version=1"),
+        ],
+        "txn-probe: 6 passed, 0 failed",
+    );
 }

@@ -5,6 +5,13 @@
 //! Transitions are pure: each `prepare_*` returns the next metadata (or the error a client
 //! gets) without changing `self`; the coordinator writes the next metadata to
 //! `__transaction_state` and installs it, so the log order is the apply order.
+//!
+//! Transaction protocol v2 (KIP-890 part 2, `client_transaction_version` 2): every EndTxn
+//! bumps the epoch when it writes PrepareCommit/PrepareAbort (the markers carry the bumped
+//! epoch, so a late write of the finished transaction is fenced), and the client learns the
+//! new epoch from the EndTxn response. When the epoch before the bump is exhausted, the
+//! bump reaches `i16::MAX` and the Prepare record names a `next_producer_id`, which the
+//! Complete record installs at epoch 0 (Kafka's `prepareAbortOrCommit` / `prepareComplete`).
 
 use std::collections::BTreeSet;
 
@@ -96,6 +103,9 @@ pub struct TransactionMetadata {
     /// The producer id before the last rotation (an epoch-exhausted producer's retry is
     /// recognised by it).
     pub previous_producer_id: i64,
+    /// The producer id a protocol-v2 commit or abort of an epoch-exhausted producer moves to
+    /// when it completes; `NO_PRODUCER_ID` otherwise.
+    pub next_producer_id: i64,
     /// The current epoch (`NO_PRODUCER_EPOCH` until the first InitProducerId completes).
     pub producer_epoch: i16,
     /// The epoch before the last bump by the same producer (KIP-360 retries); in memory.
@@ -110,6 +120,22 @@ pub struct TransactionMetadata {
     pub start_ms: i64,
     /// When the metadata last changed.
     pub last_update_ms: i64,
+    /// The transaction protocol the client of the current transaction uses (Kafka's
+    /// `clientTransactionVersion`: 0 or 1 for the v1 flow, 2 for KIP-890 part 2).
+    pub client_transaction_version: i16,
+}
+
+/// `client_transaction_version` of transaction protocol v2 (Kafka's `TV_2`).
+pub const TRANSACTION_VERSION_2: i16 = 2;
+
+/// What an EndTxn of transaction protocol v2 leads to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndV2 {
+    /// Log this Prepare state (epoch bumped), write its markers, then complete.
+    Prepare(TransactionMetadata),
+    /// A retry of an EndTxn that already completed: answer NONE with the current producer
+    /// id and epoch.
+    Retry,
 }
 
 /// Kafka's `TransactionMetadata.isEpochExhausted`: the last epochs are kept for the fence
@@ -127,6 +153,7 @@ impl TransactionMetadata {
             transactional_id: transactional_id.to_string(),
             producer_id,
             previous_producer_id: NO_PRODUCER_ID,
+            next_producer_id: NO_PRODUCER_ID,
             producer_epoch: NO_PRODUCER_EPOCH,
             last_producer_epoch: NO_PRODUCER_EPOCH,
             timeout_ms,
@@ -134,6 +161,7 @@ impl TransactionMetadata {
             partitions: BTreeSet::new(),
             start_ms: -1,
             last_update_ms: now_ms,
+            client_transaction_version: 0,
         }
     }
 
@@ -196,6 +224,7 @@ impl TransactionMetadata {
         let mut next = self.to_state(TransactionState::Empty, now_ms);
         next.previous_producer_id = self.producer_id;
         next.producer_id = new_producer_id;
+        next.next_producer_id = NO_PRODUCER_ID;
         next.producer_epoch = 0;
         next.last_producer_epoch = if record_last_epoch {
             self.producer_epoch
@@ -210,7 +239,10 @@ impl TransactionMetadata {
 
     /// The abort that fences an ongoing transaction (InitProducerId from a new producer, or
     /// the transaction's timeout): the epoch is bumped so the old producer's next request
-    /// is refused, and the abort markers carry the bumped epoch.
+    /// is refused, and the abort markers carry the bumped epoch. Also for a transaction of
+    /// protocol v2 the bump is one: Kafka 4.1 answers the timed-out producer's late
+    /// EndTxn(commit) with the epoch before the bump INVALID_TXN_STATE (a retry of a
+    /// completed abort), not PRODUCER_FENCED.
     #[must_use]
     pub fn prepare_fence_and_abort(&self, now_ms: i64) -> Self {
         assert!(
@@ -222,6 +254,7 @@ impl TransactionMetadata {
         let mut next = self.to_state(TransactionState::PrepareAbort, now_ms);
         next.producer_epoch = self.producer_epoch + 1;
         next.last_producer_epoch = NO_PRODUCER_EPOCH;
+        next.next_producer_id = NO_PRODUCER_ID;
         next
     }
 
@@ -248,6 +281,7 @@ impl TransactionMetadata {
     pub fn prepare_add_partitions(
         &self,
         added: &[(String, i32)],
+        client_transaction_version: i16,
         now_ms: i64,
     ) -> Result<Option<Self>, TxnError> {
         match self.state {
@@ -268,6 +302,7 @@ impl TransactionMetadata {
                 if self.state != TransactionState::Ongoing {
                     next.start_ms = now_ms;
                 }
+                next.client_transaction_version = client_transaction_version;
                 next.partitions.extend(added.iter().cloned());
                 Ok(Some(next))
             }
@@ -298,7 +333,83 @@ impl TransactionMetadata {
         }
     }
 
-    /// The state after every marker of a Prepare state is written.
+    /// EndTxn of transaction protocol v2 (Kafka's `endTransaction` with an epoch-bumping
+    /// client): `producer_epoch` is either the current epoch (a new EndTxn) or the one before
+    /// the last bump (a retry of an EndTxn whose answer was lost). `new_producer_id` gives a
+    /// fresh producer id; it is called only when the bump exhausts the epoch.
+    ///
+    /// Kafka's table for the states without an open transaction (PF PRODUCER_FENCED, ITS
+    /// INVALID_TXN_STATE, EB epoch bump, NONE a retry answered with no change):
+    /// Empty: abort retry PF, abort EB, commit retry PF, commit ITS; CompleteAbort: abort
+    /// retry NONE, abort EB, commit ITS; CompleteCommit: abort retry ITS, abort EB, commit
+    /// retry NONE, commit ITS. An abort with no open transaction still bumps the epoch.
+    ///
+    /// # Errors
+    /// INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS (the same
+    /// outcome is being completed), INVALID_TXN_STATE, or the allocation's error.
+    pub fn prepare_end_v2(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        result: TransactionResult,
+        new_producer_id: impl FnOnce() -> Result<i64, TxnError>,
+        now_ms: i64,
+    ) -> Result<EndV2, TxnError> {
+        use TransactionResult::{Abort, Commit};
+        use TransactionState as S;
+        // A retry after the bump of an exhausted epoch moved the id to a new producer id.
+        let retry_on_overflow = self.previous_producer_id == producer_id
+            && producer_epoch == i16::MAX - 1
+            && self.producer_epoch == 0;
+        let retry_on_bump = i32::from(self.producer_epoch) == i32::from(producer_epoch) + 1;
+        let current = producer_epoch == self.producer_epoch;
+        let valid_epoch = match self.state {
+            S::Ongoing | S::Empty | S::Dead | S::PrepareEpochFence => current,
+            S::PrepareCommit | S::PrepareAbort => retry_on_bump,
+            S::CompleteCommit | S::CompleteAbort => current || retry_on_bump || retry_on_overflow,
+        };
+        let retry = retry_on_bump || retry_on_overflow;
+        if self.producer_id != producer_id && !retry_on_overflow {
+            return Err(TxnError::InvalidProducerIdMapping);
+        }
+        if !valid_epoch {
+            return Err(TxnError::ProducerFenced);
+        }
+        let prepare = |state: S, no_partition_added: bool, alloc: Option<i64>| {
+            let mut next = self.to_state(state, now_ms);
+            next.producer_epoch = self.producer_epoch + 1;
+            next.last_producer_epoch = self.producer_epoch;
+            next.next_producer_id = alloc.unwrap_or(NO_PRODUCER_ID);
+            next.client_transaction_version = TRANSACTION_VERSION_2;
+            if no_partition_added {
+                next.start_ms = now_ms;
+            }
+            EndV2::Prepare(next)
+        };
+        let (state, no_partition_added) = match (self.state, result) {
+            (S::Ongoing, Commit) => (S::PrepareCommit, false),
+            (S::Ongoing, Abort) => (S::PrepareAbort, false),
+            (S::CompleteCommit, Commit) | (S::CompleteAbort, Abort) if retry => {
+                return Ok(EndV2::Retry)
+            }
+            (S::CompleteCommit | S::CompleteAbort | S::Empty, Abort) if !retry => {
+                (S::PrepareAbort, true)
+            }
+            (S::PrepareCommit, Commit) | (S::PrepareAbort, Abort) => {
+                return Err(TxnError::ConcurrentTransactions)
+            }
+            _ => return Err(TxnError::InvalidTxnState),
+        };
+        let alloc = if is_epoch_exhausted(self.producer_epoch) {
+            Some(new_producer_id()?)
+        } else {
+            None
+        };
+        Ok(prepare(state, no_partition_added, alloc))
+    }
+
+    /// The state after every marker of a Prepare state is written. A protocol-v2 Prepare
+    /// that exhausted the epoch moves to its `next_producer_id` at epoch 0.
     #[must_use]
     pub fn prepare_complete(&self, now_ms: i64) -> Self {
         let state = match self.state {
@@ -312,6 +423,14 @@ impl TransactionMetadata {
         let mut next = self.to_state(state, now_ms);
         next.partitions.clear();
         next.start_ms = -1;
+        if self.client_transaction_version >= TRANSACTION_VERSION_2
+            && self.next_producer_id != NO_PRODUCER_ID
+        {
+            next.previous_producer_id = self.producer_id;
+            next.producer_id = self.next_producer_id;
+            next.producer_epoch = 0;
+        }
+        next.next_producer_id = NO_PRODUCER_ID;
         next
     }
 
@@ -334,7 +453,7 @@ mod tests {
         let m = TransactionMetadata::new("t", 7, 60_000, 0)
             .prepare_increment_epoch(60_000, None, 1)
             .expect("first epoch");
-        m.prepare_add_partitions(&[("a".into(), 0)], 2)
+        m.prepare_add_partitions(&[("a".into(), 0)], 0, 2)
             .expect("add")
             .expect("changed")
     }

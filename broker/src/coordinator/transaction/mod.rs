@@ -107,6 +107,9 @@ pub struct TransactionConfig {
     pub remove_expired_interval_ms: u64,
     /// How long a write to `__transaction_state` or a marker may take to become durable.
     pub write_timeout_ms: u64,
+    /// The finalized `transaction.version` feature level: 2 serves transaction protocol v2
+    /// (KIP-890 part 2); from 1 on, `__transaction_state` values are written flexible (v1).
+    pub transaction_version: i16,
 }
 
 impl Default for TransactionConfig {
@@ -120,6 +123,7 @@ impl Default for TransactionConfig {
             abort_timed_out_interval_ms: 10_000,
             remove_expired_interval_ms: 3_600_000,
             write_timeout_ms: 30_000,
+            transaction_version: 2,
         }
     }
 }
@@ -392,7 +396,9 @@ impl TransactionCoordinator {
             .replicas()
             .partition(&topic.name, self.partition_for(&id))
             .ok_or(TxnError::NotCoordinator)?;
-        let value = (next.state != TransactionState::Dead).then(|| transaction_log::value(&next));
+        let flexible = self.config.transaction_version >= 1;
+        let value =
+            (next.state != TransactionState::Dead).then(|| transaction_log::value(&next, flexible));
         let batch = encode_batch(&[(transaction_log::key(&id), value)], now_ms()).map_err(|e| {
             tracing::error!(transactional_id = id, error = %e, "cannot encode a transaction log batch");
             TxnError::Storage
@@ -521,6 +527,9 @@ impl TransactionCoordinator {
                             m.prepare_rotation(id, timeout_ms, expected.is_some(), now),
                             false,
                         )
+                    } else if is_epoch_exhausted(m.producer_epoch) {
+                        // An exhausted epoch that the request does not name: an older producer.
+                        return Err(TxnError::ProducerFenced);
                     } else {
                         (
                             m.prepare_increment_epoch(timeout_ms, expected.map(|(_, e)| e), now)?,
@@ -553,6 +562,8 @@ impl TransactionCoordinator {
 
     /// AddPartitionsToTxn (client form) and AddOffsetsToTxn: adds `partitions` to the
     /// producer's transaction (durably) and starts it if none is open.
+    /// `client_transaction_version` is 2 for the implicit adds of transaction protocol v2
+    /// (TxnOffsetCommit v5), else 0.
     ///
     /// # Errors
     /// See [`TxnError`].
@@ -562,20 +573,77 @@ impl TransactionCoordinator {
         producer_id: i64,
         producer_epoch: i16,
         partitions: &[(String, i32)],
+        client_transaction_version: i16,
     ) -> Result<(), TxnError> {
         let entry = self.entry(transactional_id)?;
-        let durable = {
-            let mut e = entry.lock();
-            e.meta.check_producer(producer_id, producer_epoch)?;
-            if e.pending {
-                return Err(TxnError::ConcurrentTransactions);
-            }
-            match e.meta.prepare_add_partitions(partitions, now_ms())? {
-                None => return Ok(()),
-                Some(next) => self.append(&mut e, next)?,
-            }
+        let Some(durable) = self.start_add(
+            &entry,
+            producer_id,
+            producer_epoch,
+            partitions,
+            client_transaction_version,
+        )?
+        else {
+            return Ok(());
         };
         self.durable(&entry, durable).await
+    }
+
+    /// Appends the addition of `partitions` (if any is new) under the entry's lock.
+    fn start_add(
+        &self,
+        entry: &Shared,
+        producer_id: i64,
+        producer_epoch: i16,
+        partitions: &[(String, i32)],
+        client_transaction_version: i16,
+    ) -> Result<Option<Durable>, TxnError> {
+        let mut e = entry.lock();
+        e.meta.check_producer(producer_id, producer_epoch)?;
+        if e.pending {
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        match e
+            .meta
+            .prepare_add_partitions(partitions, client_transaction_version, now_ms())?
+        {
+            None => Ok(None),
+            Some(next) => self.append(&mut e, next).map(Some),
+        }
+    }
+
+    /// Transaction protocol v2's implicit add (KIP-890 part 2; Kafka's leader sends
+    /// AddPartitionsToTxn v5 to the coordinator): the first transactional batch of a
+    /// Produce v12+ for `partition` adds it to the producer's transaction. Called from the
+    /// ordered part of Produce, so it blocks (`block_in_place`) until the addition is
+    /// durable: the batch must not be appended before the coordinator durably knows its
+    /// partition (else a crash could leave records no marker will ever end), and later
+    /// requests of the connection must not overtake it (Kafka mutes the connection
+    /// meanwhile). Only the first batch per partition and transaction waits.
+    ///
+    /// # Errors
+    /// See [`TxnError`].
+    pub fn add_partition_for_produce(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partition: &(String, i32),
+    ) -> Result<(), TxnError> {
+        let entry = self.entry(transactional_id)?;
+        let partitions = std::slice::from_ref(partition);
+        let Some(durable) = self.start_add(
+            &entry,
+            producer_id,
+            producer_epoch,
+            partitions,
+            metadata::TRANSACTION_VERSION_2,
+        )?
+        else {
+            return Ok(());
+        };
+        let handle = tokio::runtime::Handle::current();
+        blocking(|| handle.block_on(self.durable(&entry, durable)))
     }
 
     /// Whether `partition` is in the producer's ongoing transaction (AddPartitionsToTxn v4+
@@ -613,6 +681,7 @@ impl TransactionCoordinator {
         producer_id: i64,
         producer_epoch: i16,
         group_id: &str,
+        client_transaction_version: i16,
     ) -> Result<(), TxnError> {
         if group_id.is_empty() {
             return Err(TxnError::InvalidRequest);
@@ -624,12 +693,22 @@ impl TransactionCoordinator {
             super::GROUP_METADATA_TOPIC_NAME.to_string(),
             self.groups.partition_for(group_id),
         );
-        self.add_partitions(transactional_id, producer_id, producer_epoch, &[partition])
-            .await
+        self.add_partitions(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            &[partition],
+            client_transaction_version,
+        )
+        .await
     }
 
-    /// EndTxn (transaction protocol v1): commits or aborts the producer's transaction; answers
-    /// once every marker and the Complete record are durable.
+    /// EndTxn: commits or aborts the producer's transaction; answers once every marker and
+    /// the Complete record are durable. With transaction protocol v2
+    /// (`client_transaction_version` 2, EndTxn v5) the epoch is bumped (a new producer id on
+    /// exhaustion) and the producer id and epoch to use next are returned; a retry of a
+    /// completed EndTxn returns the current ones. The v1 flow returns
+    /// `(NO_PRODUCER_ID, NO_PRODUCER_EPOCH)`.
     ///
     /// # Errors
     /// See [`TxnError`].
@@ -639,21 +718,62 @@ impl TransactionCoordinator {
         producer_id: i64,
         producer_epoch: i16,
         result: TransactionResult,
-    ) -> Result<(), TxnError> {
+        client_transaction_version: i16,
+    ) -> Result<(i64, i16), TxnError> {
+        const NONE: (i64, i16) = (metadata::NO_PRODUCER_ID, metadata::NO_PRODUCER_EPOCH);
+        if transactional_id.is_empty() {
+            return Err(TxnError::InvalidRequest);
+        }
+        let v2 = client_transaction_version >= metadata::TRANSACTION_VERSION_2;
         let entry = self.entry(transactional_id)?;
         let durable = {
             let mut e = entry.lock();
-            e.meta.check_producer(producer_id, producer_epoch)?;
-            if e.pending {
-                return Err(TxnError::ConcurrentTransactions);
-            }
-            match e.meta.prepare_end(result, now_ms())? {
-                None => return Ok(()),
-                Some(next) => self.append(&mut e, next)?,
+            if v2 {
+                // Kafka checks the producer id and epoch before the pending transition.
+                let pending = e.pending;
+                let end = e.meta.prepare_end_v2(
+                    producer_id,
+                    producer_epoch,
+                    result,
+                    || {
+                        if pending {
+                            Err(TxnError::ConcurrentTransactions)
+                        } else {
+                            self.next_producer_id()
+                        }
+                    },
+                    now_ms(),
+                );
+                let end = match end {
+                    Ok(_) | Err(TxnError::InvalidTxnState) if pending => {
+                        return Err(TxnError::ConcurrentTransactions)
+                    }
+                    other => other?,
+                };
+                match end {
+                    metadata::EndV2::Retry => {
+                        return Ok((e.meta.producer_id, e.meta.producer_epoch));
+                    }
+                    metadata::EndV2::Prepare(next) => self.append(&mut e, next)?,
+                }
+            } else {
+                e.meta.check_producer(producer_id, producer_epoch)?;
+                if e.pending {
+                    return Err(TxnError::ConcurrentTransactions);
+                }
+                match e.meta.prepare_end(result, now_ms())? {
+                    None => return Ok(NONE),
+                    Some(next) => self.append(&mut e, next)?,
+                }
             }
         };
         self.durable(&entry, durable).await?;
-        self.complete(&entry).await
+        self.complete(&entry).await?;
+        if !v2 {
+            return Ok(NONE);
+        }
+        let e = entry.lock();
+        Ok((e.meta.producer_id, e.meta.producer_epoch))
     }
 
     /// Writes the markers of a Prepare state to every partition of the transaction, then the

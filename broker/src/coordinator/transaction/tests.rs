@@ -12,7 +12,12 @@ struct Setup {
     txn: Arc<TransactionCoordinator>,
 }
 
+/// The v1 flow's coordinator (`transaction.version` 1), as the tests written for it expect.
 fn open(path: &std::path::Path) -> Setup {
+    open_with(path, 1)
+}
+
+fn open_with(path: &std::path::Path, transaction_version: i16) -> Setup {
     let replicas = Arc::new(logbook_replication::ReplicaManager::new(
         path,
         logbook_replication::FlushPolicy::EveryWrite,
@@ -45,6 +50,7 @@ fn open(path: &std::path::Path) -> Setup {
         TransactionConfig {
             state_log_num_partitions: 3,
             max_timeout_ms: 60_000,
+            transaction_version,
             ..TransactionConfig::default()
         },
     )
@@ -91,12 +97,14 @@ async fn init_fences_previous_producer() {
     assert_eq!((pid2, epoch2), (pid, 1));
     create_topic(&s, "a");
     assert_eq!(
-        s.txn.add_partitions("t", pid, 0, &[("a".into(), 0)]).await,
+        s.txn
+            .add_partitions("t", pid, 0, &[("a".into(), 0)], 0)
+            .await,
         Err(TxnError::ProducerFenced)
     );
     assert_eq!(
         s.txn
-            .add_partitions("t", pid + 1, 1, &[("a".into(), 0)])
+            .add_partitions("t", pid + 1, 1, &[("a".into(), 0)], 0)
             .await,
         Err(TxnError::InvalidProducerIdMapping)
     );
@@ -119,7 +127,7 @@ async fn commit_writes_markers_and_fence_aborts() {
     create_topic(&s, "a");
     let (pid, epoch) = s.txn.init_producer_id("t", 1000, None).await.expect("init");
     s.txn
-        .add_partitions("t", pid, epoch, &[("a".into(), 0), ("a".into(), 1)])
+        .add_partitions("t", pid, epoch, &[("a".into(), 0), ("a".into(), 1)], 0)
         .await
         .expect("add");
     assert_eq!(
@@ -127,7 +135,7 @@ async fn commit_writes_markers_and_fence_aborts() {
         TransactionState::Ongoing
     );
     s.txn
-        .end_transaction("t", pid, epoch, TransactionResult::Commit)
+        .end_transaction("t", pid, epoch, TransactionResult::Commit, 0)
         .await
         .expect("commit");
     let m = s.txn.describe("t").expect("describe");
@@ -145,19 +153,19 @@ async fn commit_writes_markers_and_fence_aborts() {
     // A retried EndTxn(commit) is answered NONE; an abort now contradicts the state.
     assert_eq!(
         s.txn
-            .end_transaction("t", pid, epoch, TransactionResult::Commit)
+            .end_transaction("t", pid, epoch, TransactionResult::Commit, 0)
             .await,
-        Ok(())
+        Ok((-1, -1))
     );
     assert_eq!(
         s.txn
-            .end_transaction("t", pid, epoch, TransactionResult::Abort)
+            .end_transaction("t", pid, epoch, TransactionResult::Abort, 0)
             .await,
         Err(TxnError::InvalidTxnState)
     );
     // Fence an ongoing transaction.
     s.txn
-        .add_partitions("t", pid, epoch, &[("a".into(), 0)])
+        .add_partitions("t", pid, epoch, &[("a".into(), 0)], 0)
         .await
         .expect("add");
     assert_eq!(
@@ -186,7 +194,7 @@ async fn replay_completes_prepared_transactions() {
         create_topic(&s, "a");
         let (pid, epoch) = s.txn.init_producer_id("t", 1000, None).await.expect("init");
         s.txn
-            .add_partitions("t", pid, epoch, &[("a".into(), 1)])
+            .add_partitions("t", pid, epoch, &[("a".into(), 1)], 0)
             .await
             .expect("add");
         // Write PrepareCommit only, as if the broker died before the markers.
@@ -208,13 +216,8 @@ async fn replay_completes_prepared_transactions() {
     let s = open(dir.path());
     let m = s.txn.describe("t").expect("replayed");
     assert_eq!((m.producer_id, m.producer_epoch), (pid, epoch));
-    // The load spawned the completion: wait for it.
-    for _ in 0..100 {
-        if s.txn.describe("t").expect("describe").state == TransactionState::CompleteCommit {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    // The load spawned the completion: wait for it (the Complete record durable).
+    settle(&s, "t", TransactionState::CompleteCommit).await;
     assert_eq!(
         s.txn.describe("t").expect("describe").state,
         TransactionState::CompleteCommit
@@ -225,5 +228,238 @@ async fn replay_completes_prepared_transactions() {
     assert_eq!(
         s.txn.init_producer_id("t", 1000, None).await,
         Ok((pid, epoch + 1))
+    );
+}
+
+/// Waits (up to 2 s) until `id` is in `state` and its last record is durable (not pending),
+/// as a completion spawned by a load leaves it.
+async fn settle(s: &Setup, id: &str, state: TransactionState) {
+    for _ in 0..100 {
+        let entry = s.txn.entry(id).expect("entry");
+        let settled = {
+            let e = entry.lock();
+            e.meta.state == state && !e.pending
+        };
+        if settled {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// The epoch the partition's producer state holds for `pid` (set by its last marker).
+fn marker_epoch(s: &Setup, topic: &str, index: i32, pid: i64) -> i16 {
+    s.topics
+        .replicas()
+        .partition(topic, index)
+        .expect("partition")
+        .active_producers()
+        .expect("producers")
+        .into_iter()
+        .find(|p| p.producer_id == pid)
+        .expect("producer known to the partition")
+        .producer_epoch
+}
+
+// Transaction protocol v2 (KIP-890 part 2): Produce adds its partition itself; every EndTxn
+// bumps the epoch and returns it, the markers carry the bumped epoch (so the old epoch is
+// fenced), a retry with the epoch before the bump gets the same answer, and an abort with
+// no open transaction still bumps the epoch (Kafka's table in `endTransaction`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_txn_v2_bumps_epoch_per_transaction() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open_with(dir.path(), 2);
+    create_topic(&s, "a");
+    let (pid, epoch) = s.txn.init_producer_id("t", 1000, None).await.expect("init");
+    assert_eq!(epoch, 0);
+    let a0 = ("a".to_string(), 0);
+    s.txn
+        .add_partition_for_produce("t", pid, 0, &a0)
+        .expect("implicit add");
+    let m = s.txn.describe("t").expect("describe");
+    assert_eq!(m.state, TransactionState::Ongoing);
+    assert_eq!(m.client_transaction_version, 2);
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, 0, TransactionResult::Commit, 2)
+            .await,
+        Ok((pid, 1))
+    );
+    assert_eq!(marker_epoch(&s, "a", 0, pid), 1);
+    let m = s.txn.describe("t").expect("describe");
+    assert_eq!(
+        (m.state, m.producer_epoch, m.last_producer_epoch),
+        (TransactionState::CompleteCommit, 1, 0)
+    );
+    // The old epoch is fenced from the next transaction.
+    assert_eq!(
+        s.txn.add_partition_for_produce("t", pid, 0, &a0),
+        Err(TxnError::ProducerFenced)
+    );
+    // A retried EndTxn(commit) with the epoch before the bump: same answer, nothing written.
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, 0, TransactionResult::Commit, 2)
+            .await,
+        Ok((pid, 1))
+    );
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, 0, TransactionResult::Abort, 2)
+            .await,
+        Err(TxnError::InvalidTxnState)
+    );
+    // Commit with the current epoch and no open transaction contradicts the state.
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, 1, TransactionResult::Commit, 2)
+            .await,
+        Err(TxnError::InvalidTxnState)
+    );
+    // The next transaction, aborted: epoch 2, an abort marker at epoch 2.
+    s.txn
+        .add_partition_for_produce("t", pid, 1, &a0)
+        .expect("implicit add");
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, 1, TransactionResult::Abort, 2)
+            .await,
+        Ok((pid, 2))
+    );
+    assert_eq!(marker_epoch(&s, "a", 0, pid), 2);
+    let p = s.topics.replicas().partition("a", 0).expect("partition");
+    assert_eq!(p.offsets().expect("offsets").high_watermark.get(), 2);
+    // An abort with nothing open bumps the epoch and writes no marker.
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, 2, TransactionResult::Abort, 2)
+            .await,
+        Ok((pid, 3))
+    );
+    assert_eq!(p.offsets().expect("offsets").high_watermark.get(), 2);
+    // A stale epoch is fenced.
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, 1, TransactionResult::Abort, 2)
+            .await,
+        Err(TxnError::ProducerFenced)
+    );
+}
+
+// Epoch exhaustion under transaction protocol v2: the EndTxn of a producer at epoch
+// i16::MAX - 1 writes its markers at i16::MAX and moves the id to a new producer id at
+// epoch 0, which the response returns (prev/next producer id, as Kafka's
+// `TransactionMetadata`); a retry with the old producer id and epoch gets the same answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_txn_v2_epoch_exhaustion_rotates_producer_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open_with(dir.path(), 2);
+    create_topic(&s, "a");
+    let (pid, _) = s.txn.init_producer_id("t", 1000, None).await.expect("init");
+    let last = i16::MAX - 1;
+    s.txn.entry("t").expect("entry").lock().meta.producer_epoch = last;
+    s.txn
+        .add_partition_for_produce("t", pid, last, &("a".to_string(), 1))
+        .expect("implicit add");
+    let (next_pid, next_epoch) = s
+        .txn
+        .end_transaction("t", pid, last, TransactionResult::Commit, 2)
+        .await
+        .expect("commit");
+    assert_ne!(next_pid, pid);
+    assert_eq!(next_epoch, 0);
+    assert_eq!(marker_epoch(&s, "a", 1, pid), i16::MAX);
+    let m = s.txn.describe("t").expect("describe");
+    assert_eq!(
+        (
+            m.producer_id,
+            m.previous_producer_id,
+            m.next_producer_id,
+            m.producer_epoch
+        ),
+        (next_pid, pid, metadata::NO_PRODUCER_ID, 0)
+    );
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, last, TransactionResult::Commit, 2)
+            .await,
+        Ok((next_pid, 0))
+    );
+    // The new producer id works for the next transaction.
+    s.txn
+        .add_partition_for_produce("t", next_pid, 0, &("a".to_string(), 1))
+        .expect("implicit add");
+}
+
+// Restart with transaction protocol v2: the Prepare record (value version 1, with
+// NextProducerId and ClientTransactionVersion in tagged fields) is replayed, its markers
+// are written at the bumped epoch and the Complete record moves to the next producer id.
+// Before version 1 values were read, replay skipped them and lost the transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_v1_records_completes_v2_transaction() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let last = i16::MAX - 1;
+    let (pid, prepared) = {
+        let s = open_with(dir.path(), 2);
+        create_topic(&s, "a");
+        let (pid, _) = s.txn.init_producer_id("t", 1000, None).await.expect("init");
+        s.txn.entry("t").expect("entry").lock().meta.producer_epoch = last;
+        s.txn
+            .add_partition_for_produce("t", pid, last, &("a".to_string(), 0))
+            .expect("implicit add");
+        // Write PrepareCommit only, as if the broker died before the markers.
+        let entry = s.txn.entry("t").expect("entry");
+        let (durable, prepared) = {
+            let mut e = entry.lock();
+            let metadata::EndV2::Prepare(next) = e
+                .meta
+                .prepare_end_v2(
+                    pid,
+                    last,
+                    TransactionResult::Commit,
+                    || Ok(pid + 1000),
+                    now_ms(),
+                )
+                .expect("end")
+            else {
+                panic!("not a retry");
+            };
+            (s.txn.append(&mut e, next.clone()).expect("append"), next)
+        };
+        s.txn.durable(&entry, durable).await.expect("durable");
+        s.txn.shutdown();
+        tokio::task::block_in_place(|| s.topics.replicas().shutdown());
+        (pid, prepared)
+    };
+    assert_eq!(
+        (prepared.producer_epoch, prepared.next_producer_id),
+        (i16::MAX, pid + 1000)
+    );
+    let s = open_with(dir.path(), 2);
+    let m = s.txn.describe("t").expect("replayed");
+    assert!(
+        m.state == TransactionState::PrepareCommit || m.state == TransactionState::CompleteCommit,
+        "state {:?}",
+        m.state
+    );
+    settle(&s, "t", TransactionState::CompleteCommit).await;
+    let m = s.txn.describe("t").expect("describe");
+    assert_eq!(
+        (
+            m.state,
+            m.producer_id,
+            m.previous_producer_id,
+            m.producer_epoch,
+            m.client_transaction_version
+        ),
+        (TransactionState::CompleteCommit, pid + 1000, pid, 0, 2)
+    );
+    assert_eq!(marker_epoch(&s, "a", 0, pid), i16::MAX);
+    // A retry of the lost EndTxn answer gets the new producer id.
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, last, TransactionResult::Commit, 2)
+            .await,
+        Ok((pid + 1000, 0))
     );
 }

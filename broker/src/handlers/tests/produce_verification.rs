@@ -38,6 +38,10 @@ fn txn_batch(producer: i64, epoch: i16, count: i64) -> Bytes {
 }
 
 async fn produce(broker: &Arc<Broker>, batch: Bytes) -> (i16, i64) {
+    produce_at(broker, batch, 9).await
+}
+
+async fn produce_at(broker: &Arc<Broker>, batch: Bytes, version: i16) -> (i16, i64) {
     let body = RequestKind::Produce(
         ProduceRequest::default()
             .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("tx"))))
@@ -53,7 +57,7 @@ async fn produce(broker: &Arc<Broker>, batch: Bytes) -> (i16, i64) {
         Arc::clone(broker),
         "127.0.0.1:1".parse().expect("address"),
         ApiKey::Produce,
-        9,
+        version,
         1,
         None,
     );
@@ -83,7 +87,7 @@ async fn transactional_produce_needs_the_partition_in_the_transaction() {
     );
     broker
         .transactions
-        .add_partitions("tx", pid, epoch, &[("t".into(), 0)])
+        .add_partitions("tx", pid, epoch, &[("t".into(), 0)], 0)
         .await
         .expect("add");
     assert_eq!(produce(&broker, txn_batch(pid, epoch, 2)).await, (0, 0));
@@ -98,4 +102,34 @@ async fn transactional_produce_needs_the_partition_in_the_transaction() {
         produce(&broker, txn_batch(pid, epoch, 1)).await.0,
         kafka_protocol::ResponseError::InvalidProducerEpoch.code()
     );
+}
+
+// Transaction protocol v2 (KIP-890 part 2): a transactional Produce v12 adds its partition
+// to the transaction itself (no AddPartitionsToTxn), and the batch is appended; at v11 (the
+// highest version a v1-flow Kafka client sends) the partition is only verified.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_v12_adds_the_partition_to_the_transaction() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = broker(dir.path());
+    broker.topics.get_or_create("t", true, 1).expect("topic");
+    let (pid, epoch) = broker
+        .transactions
+        .init_producer_id("tx", 60_000, None)
+        .await
+        .expect("init");
+    assert_eq!(
+        produce_at(&broker, txn_batch(pid, epoch, 2), 11).await,
+        (kafka_protocol::ResponseError::InvalidTxnState.code(), -1)
+    );
+    assert_eq!(
+        produce_at(&broker, txn_batch(pid, epoch, 2), 12).await,
+        (0, 0)
+    );
+    let m = broker.transactions.describe("tx").expect("describe");
+    assert_eq!(
+        m.state,
+        crate::coordinator::transaction::TransactionState::Ongoing
+    );
+    assert!(m.partitions.contains(&("t".to_string(), 0)));
+    assert_eq!(m.client_transaction_version, 2);
 }

@@ -44,6 +44,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       last stable offset moves on (a later non-transactional record becomes readable), and the late commit
  *       fails as Kafka's does (ProducerFencedException with protocol v1, InvalidTxnStateException with v2).</li>
  * </ol>
+ * Which protocol the client used is checked on the wire: after commit-abort's two transactions,
+ * DescribeTransactions reports producer epoch 2 with protocol v2 (every EndTxn bumps it) and 0 with v1. With the
+ * environment variable TXN_VERSION=N the probe also fails unless the broker finalizes transaction.version N.
  * Usage: TxnProbe BOOTSTRAP [check-name ...]
  */
 public final class TxnProbe {
@@ -52,6 +55,8 @@ public final class TxnProbe {
     private final Admin admin;
     /** The finalized transaction.version, 0 when the broker finalizes none: it decides the client's protocol. */
     private short transactionVersion;
+    /** TXN_VERSION: the transaction.version the broker must finalize, or null for whatever it finalizes. */
+    private final String expectedVersion = System.getenv("TXN_VERSION");
     private int passed;
     private int failed;
 
@@ -118,6 +123,16 @@ public final class TxnProbe {
         } catch (Exception e) {
             System.out.println("INFO DescribeFeatures failed: " + e);
         }
+        if (expectedVersion != null && !expectedVersion.isEmpty()) {
+            if (Short.parseShort(expectedVersion.trim()) == transactionVersion) {
+                System.out.println("PASS features  finalized transaction.version " + transactionVersion + " as TXN_VERSION asks");
+                passed++;
+            } else {
+                System.out.println("FAIL features  finalized transaction.version " + transactionVersion
+                        + ", TXN_VERSION expects " + expectedVersion);
+                failed++;
+            }
+        }
     }
 
     // --- checks ---
@@ -154,7 +169,13 @@ public final class TxnProbe {
         Map<Integer, Long> endAll = endOffsets(topic, "read_uncommitted");
         expect(endCommitted.equals(Map.of(0, 11L, 1, 10L)), "read_committed end offsets " + endCommitted + ", expected {0=11, 1=10}");
         expect(endAll.equals(Map.of(0, 11L, 1, 10L)), "read_uncommitted end offsets " + endAll + ", expected {0=11, 1=10}");
-        return "read_committed 10, read_uncommitted 17, end offsets " + endAll;
+        // The protocol on the wire: v2 bumps the epoch at each EndTxn (0 -> 1 -> 2), v1 keeps it.
+        String id = "probe-commit-abort-" + suffix;
+        int epoch = admin.describeTransactions(List.of(id)).description(id).get().producerEpoch();
+        int expectedEpoch = transactionVersion >= 2 ? 2 : 0;
+        expect(epoch == expectedEpoch, "producer epoch after two transactions " + epoch + ", expected " + expectedEpoch
+                + " (transaction protocol v" + (transactionVersion >= 2 ? 2 : 1) + ")");
+        return "read_committed 10, read_uncommitted 17, end offsets " + endAll + ", producer epoch " + epoch;
     }
 
     private String openTransactionLso() throws Exception {
