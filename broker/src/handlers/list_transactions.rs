@@ -3,11 +3,11 @@
 //! (`kafka-transactions.sh list`, `find-hanging`) and (v2+) a transactional id pattern.
 //!
 //! The pattern is a Java regular expression in Kafka (`Pattern.matcher(id).matches()`, so it
-//! must match the whole id). No regex crate is a dependency, so a subset is served: literal
-//! characters, `.` (any character), `\` escaping the next character, and the quantifiers
-//! `*`, `+`, `?` after a character or `.` — enough for `payments-.*` or `app\.tx-.+`. A pattern
-//! using other syntax (classes `[..]`, groups, alternation, anchors, `{n}`) is answered
-//! INVALID_REGULAR_EXPRESSION rather than matched wrongly. An empty pattern lists all.
+//! must match the whole id). It is compiled with the `regex` crate, whose syntax is Java's for
+//! what ids need (literals, `.`, classes, groups, alternation, quantifiers); Java-only
+//! constructs (look-around, back-references) and patterns past
+//! [`PATTERN_SIZE_MAX`] are answered INVALID_REGULAR_EXPRESSION. Matching is linear in the id,
+//! whatever the pattern. An empty or null pattern lists all.
 
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId};
@@ -28,100 +28,29 @@ const STATES: [&str; 8] = [
     "PrepareEpochFence",
 ];
 
-/// One element of a compiled pattern: what character it accepts and how often.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Token {
-    /// `None` is `.`: any character.
-    accepts: Option<char>,
-    /// `*` (or the repeated half of `+`): zero or more.
-    repeated: bool,
-    /// `?`: zero or one.
-    optional: bool,
-}
+/// Bound on a compiled pattern's size (the `regex` crate's `size_limit`), so a client's
+/// pattern cannot make the broker build a huge automaton.
+pub const PATTERN_SIZE_MAX: usize = 1 << 20;
 
-/// A compiled transactional id pattern (see the module docs for the subset served).
+/// A compiled transactional id pattern, anchored at both ends.
 #[derive(Debug)]
-pub struct IdPattern(Vec<Token>);
+pub struct IdPattern(regex::Regex);
 
 impl IdPattern {
-    /// Compiles `pattern`; `None` when it uses syntax outside the subset.
+    /// Compiles `pattern`; `None` when it is not a valid pattern or too large.
     #[must_use]
     pub fn compile(pattern: &str) -> Option<Self> {
-        let mut tokens: Vec<Token> = Vec::new();
-        let mut chars = pattern.chars();
-        while let Some(c) = chars.next() {
-            let accepts = match c {
-                '.' => None,
-                '\\' => {
-                    let escaped = chars.next()?;
-                    if escaped.is_ascii_alphanumeric() {
-                        // `\d`, `\w`, `\Q` … are classes or modes in Java.
-                        return None;
-                    }
-                    Some(escaped)
-                }
-                '*' | '+' | '?' => {
-                    let last = tokens.last_mut()?;
-                    if last.repeated || last.optional {
-                        return None;
-                    }
-                    match c {
-                        '*' => last.repeated = true,
-                        '?' => last.optional = true,
-                        _ => {
-                            let mut more = *last;
-                            more.repeated = true;
-                            tokens.push(more);
-                        }
-                    }
-                    continue;
-                }
-                '[' | ']' | '(' | ')' | '{' | '}' | '|' | '^' | '$' => return None,
-                other => Some(other),
-            };
-            tokens.push(Token {
-                accepts,
-                repeated: false,
-                optional: false,
-            });
-        }
-        Some(IdPattern(tokens))
+        regex::RegexBuilder::new(&format!("^(?:{pattern})$"))
+            .size_limit(PATTERN_SIZE_MAX)
+            .build()
+            .ok()
+            .map(IdPattern)
     }
 
-    /// Whether the whole of `id` matches (an NFA walk: linear in `id` times the pattern).
+    /// Whether the whole of `id` matches.
     #[must_use]
     pub fn matches(&self, id: &str) -> bool {
-        let tokens = &self.0;
-        let mut live = vec![false; tokens.len() + 1];
-        live[0] = true;
-        Self::close(tokens, &mut live);
-        for c in id.chars() {
-            let mut next = vec![false; tokens.len() + 1];
-            for (i, token) in tokens.iter().enumerate() {
-                if live[i] && token.accepts.is_none_or(|a| a == c) {
-                    if token.repeated {
-                        next[i] = true;
-                    } else {
-                        next[i + 1] = true;
-                    }
-                }
-            }
-            Self::close(tokens, &mut next);
-            if !next.contains(&true) {
-                return false;
-            }
-            live = next;
-        }
-        live[tokens.len()]
-    }
-
-    /// Adds the states reachable by skipping optional and repeated tokens.
-    fn close(tokens: &[Token], live: &mut [bool]) {
-        for (i, token) in tokens.iter().enumerate() {
-            if live[i] && (token.repeated || token.optional) {
-                live[i + 1] = true;
-            }
-        }
+        self.0.is_match(id)
     }
 }
 

@@ -5,7 +5,7 @@
 use integration_tests::Broker;
 use rdkafka::producer::Producer;
 
-use super::txn_requests::{describe, list, Listed, Listing};
+use super::txn_requests::{describe, list, list_at, Listed, Listing};
 use super::{records, send_in_txn, transactional, SMALL_INTERNAL_TOPICS};
 use crate::common::{create_topic, CLIENT_TIMEOUT};
 
@@ -109,5 +109,66 @@ fn list_transactions_filters_by_state_and_producer_id() {
         list(addr, &["Bogus"], &[]),
         listing(&[], &["Bogus"]),
         "only an unknown state"
+    );
+}
+
+#[test]
+fn list_transactions_filters_by_transactional_id_pattern() {
+    // Proves: ListTransactions v2 keeps only the ids its transactional_id_pattern (a Java
+    // regular expression) matches, together with the state filter; an empty or null
+    // pattern filters nothing.
+    let broker = Broker::start_with(SMALL_INTERNAL_TOPICS);
+    let bootstrap = broker.bootstrap();
+    let addr = broker.addr();
+    create_topic(&bootstrap, "txn-pattern", 1, &[]);
+    let ongoing = transactional(&bootstrap, "txn-pattern-ongoing", "60000");
+    ongoing.begin_transaction().expect("begin");
+    send_in_txn(&ongoing, "txn-pattern", &records(0, "ongoing", 1));
+    let committed = transactional(&bootstrap, "txn-pattern-committed", "60000");
+    committed.begin_transaction().expect("begin");
+    send_in_txn(&committed, "txn-pattern", &records(0, "committed", 1));
+    committed
+        .commit_transaction(CLIENT_TIMEOUT)
+        .expect("commit");
+    let _other = transactional(&bootstrap, "other-app-empty", "60000");
+    let pid = |id: &str| describe(addr, id).producer_id.0;
+    let all = [
+        ("txn-pattern-ongoing", pid("txn-pattern-ongoing"), "Ongoing"),
+        (
+            "txn-pattern-committed",
+            pid("txn-pattern-committed"),
+            "CompleteCommit",
+        ),
+        ("other-app-empty", pid("other-app-empty"), "Empty"),
+    ];
+    assert_eq!(
+        list_at(addr, 2, &[], &[], Some("^txn-pattern-.*$")),
+        listing(&all[..2], &[]),
+        "ids of one application"
+    );
+    assert_eq!(
+        list_at(addr, 2, &[], &[], Some("^txn-pattern-(ongoing|committed)$")),
+        listing(&all[..2], &[]),
+        "an alternation"
+    );
+    assert_eq!(
+        list_at(addr, 2, &["Ongoing"], &[], Some("^txn-pattern-.*$")),
+        listing(&all[..1], &[]),
+        "pattern and state filter together"
+    );
+    assert_eq!(
+        list_at(addr, 2, &[], &[], Some("^nothing-matches$")),
+        listing(&[], &[]),
+        "a pattern nothing matches"
+    );
+    assert_eq!(
+        list_at(addr, 2, &[], &[], Some("")),
+        listing(&all, &[]),
+        "an empty pattern filters nothing"
+    );
+    assert_eq!(
+        list_at(addr, 2, &[], &[], None),
+        listing(&all, &[]),
+        "a null pattern filters nothing"
     );
 }
