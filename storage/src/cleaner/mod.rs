@@ -20,9 +20,19 @@
 //! tombstone (null value) is dropped once its segment's largest timestamp is older than
 //! `delete.retention.ms`; a record without a key is dropped (a compacted topic refuses
 //! them at produce; they can only come from before the policy changed). A batch left
-//! without records is dropped, except the last batch of an idempotent producer, which
-//! stays as an empty batch so the producer's next sequence number is still known after a
-//! restart. Control and transactional batches are kept whole (no transactions yet).
+//! without records is dropped, except a producer's last batch (Kafka's
+//! `isBatchLastRecordOfProducer`), which stays as an empty batch so the producer's next
+//! sequence number is still known after a restart.
+//!
+//! Transactions (Kafka's `CleanedTransactionMetadata`, KIP-98 and KIP-534; see
+//! [`cleaned_transaction_metadata`]): the records of aborted transactions (named by the
+//! `.txnindex` entries) are removed and never enter the map; committed transactional
+//! batches are compacted like plain ones. A commit or abort marker stays while its
+//! transaction still has a batch in the log; after that, a pass gives it a delete horizon
+//! (now + `delete.retention.ms`, see [`delete_horizon`]) and the first pass past the
+//! horizon removes it. A fenced producer's newest-epoch marker, when no data batch of
+//! that epoch follows, is its last record and stays whole. The cleaned segment's
+//! `.txnindex` holds only the entries of the ABORT markers it keeps.
 //! Compressed batches are decompressed and the kept records recompressed with the same
 //! codec; CRCs are recomputed.
 //!
