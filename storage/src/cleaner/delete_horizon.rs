@@ -30,7 +30,6 @@ fn put_varint(out: &mut Vec<u8>, value: i64) {
     )]
     let mut raw = ((value << 1) ^ (value >> 63)) as u64;
     loop {
-        #[expect(clippy::cast_possible_truncation, reason = "seven bits at a time")]
         let byte = (raw & 0x7f) as u8;
         raw >>= 7;
         if raw == 0 {
