@@ -612,6 +612,7 @@ impl Cleaner {
                             header,
                             read.discardable && !last_of_producer,
                             pass,
+                            scratch,
                             stats,
                         )
                         .map_err(|reason| corrupt(segment, header, reason))?;
@@ -727,6 +728,7 @@ fn filter_marker(
     header: &RecordBatchHeader,
     discardable: bool,
     pass: &Pass<'_>,
+    scratch: &mut Vec<u8>,
     stats: &mut CleanStats,
 ) -> Result<(Filtered, Option<i64>), String> {
     let count = u64::try_from(header.records_count).unwrap_or(0);
@@ -747,10 +749,7 @@ fn filter_marker(
         None => {
             stats.records_retained += count;
             let horizon = pass.now_ms.saturating_add(pass.job.delete_retention_ms);
-            let records = batch.get(BATCH_HEADER_BYTES..).unwrap_or_default();
-            if header.compression_codec() != CODEC_NONE {
-                return Err("compressed control batch".to_string());
-            }
+            let records = records_of(batch, header, scratch)?;
             let rebased =
                 delete_horizon::rebase_timestamps(records, header.base_timestamp, horizon)?;
             let rebuilt =
