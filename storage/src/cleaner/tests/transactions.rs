@@ -487,3 +487,97 @@ proptest! {
         }
     }
 }
+
+// The cleaned segment's `.txnindex` follows the swap's commit point: a crash after it
+// (every `.swap` name in place) is completed at open with the cleaned segment's own
+// entries (the aborted transaction whose marker stays), and the aborted records are
+// gone; a crash before it (only the `.txnindex` renamed) leaves the old segments with
+// their entries and no leftover file. Either way read_committed never sees the aborted
+// record.
+#[test]
+fn interrupted_swap_keeps_the_cleaned_transaction_index() {
+    for after_commit in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = Log::open(dir.path(), compacted_config(300)).expect("open");
+        append(
+            &mut log,
+            &keyed_batch(&[kv("b", Some("b0"))], CODEC_NONE, None, 1_000),
+        ); // 0
+        append(&mut log, &txn_batch(&[kv("b", Some("aborted"))], 10, 0, 0)); // 1
+        assert_eq!(end_txn(&mut log, 10, 0, TxnResult::Abort), 2);
+        for i in 0..10 {
+            append(
+                &mut log,
+                &keyed_batch(&[kv(&format!("k{i}"), Some("v"))], CODEC_NONE, None, 1_000),
+            );
+        }
+        settle(&mut log);
+        let end = log.log_end_offset();
+        let aborted = log.collect_aborted_transactions(Offset(0), end);
+        assert_eq!(aborted.len(), 1);
+        let before = read_committed(&mut log);
+        log.set_config(compacted_config(100_000));
+        let now = wall_clock_ms() + 10_000;
+        let job = log.cleaning_job(now, Offset::MAX, -1, false).expect("due");
+        let mut result = cleaner().clean(&job, now).expect("clean");
+        write_checkpoint(dir.path(), result.cleaned_to).expect("checkpoint");
+        let cleaned = result.segments.remove(0);
+        for rest in result.segments {
+            rest.discard();
+        }
+        log.close().expect("close");
+        let base = cleaned.base_offset;
+        let swap_txn_index = CleanedSegment::txn_index_path(dir.path(), base, SWAP_SUFFIX);
+        assert!(CleanedSegment::txn_index_path(dir.path(), base, CLEANED_SUFFIX).exists());
+        checkpoint::write(
+            dir.path(),
+            &file_name(base, SWAP_END_EXTENSION),
+            &[cleaned.end_offset()],
+        )
+        .expect("marker");
+        std::fs::rename(
+            CleanedSegment::txn_index_path(dir.path(), base, CLEANED_SUFFIX),
+            &swap_txn_index,
+        )
+        .expect("rename");
+        if after_commit {
+            for (from, to) in CleanedSegment::paths(dir.path(), base, CLEANED_SUFFIX)
+                .into_iter()
+                .zip(CleanedSegment::paths(dir.path(), base, SWAP_SUFFIX))
+            {
+                std::fs::rename(from, to).expect("rename");
+            }
+        }
+        let mut log = Log::open(dir.path(), compacted_config(100_000)).expect("reopen");
+        assert_eq!(
+            log.collect_aborted_transactions(Offset(0), end),
+            aborted,
+            "after commit: {after_commit}"
+        );
+        assert_eq!(
+            read_committed(&mut log),
+            before,
+            "after commit: {after_commit}"
+        );
+        let aborted_rows = stored(&log)
+            .iter()
+            .filter(|b| b.header.producer_id == 10 && !b.header.is_control())
+            .map(|b| b.rows.len())
+            .sum::<usize>();
+        assert_eq!(
+            aborted_rows,
+            usize::from(!after_commit),
+            "after commit: {after_commit}"
+        );
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n.ends_with(SWAP_SUFFIX)
+                || n.ends_with(CLEANED_SUFFIX)
+                || n.ends_with(SWAP_END_EXTENSION)),
+            "{names:?}"
+        );
+    }
+}
