@@ -226,6 +226,34 @@ fn remove_if_exists(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Writes `entries` to `path` durably (temp, fsync, rename, fsync dir); none removes it.
+pub(crate) fn write_entries(path: &Path, entries: &[AbortedTxn]) -> io::Result<()> {
+    if entries.is_empty() {
+        return remove_if_exists(path);
+    }
+    let tmp = path.with_extension(format!("txnindex{}", crate::checkpoint::TMP_SUFFIX));
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)?;
+    for entry in entries {
+        file.write_all(&entry.encode())?;
+    }
+    file.sync_all()?;
+    drop(file);
+    fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        crate::checkpoint::sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Reads the entries of the index file at `path` (none if it does not exist).
+pub(crate) fn read_entries(dir: &Path, base_offset: i64) -> io::Result<Vec<AbortedTxn>> {
+    Ok(TransactionIndex::open(dir, base_offset)?.entries)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

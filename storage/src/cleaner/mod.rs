@@ -683,11 +683,26 @@ impl Cleaner {
             )?;
         }
         let index = cleaned.txn_index_mut();
+        let kept_none = kept_aborted.is_empty();
         for entry in kept_aborted {
             index.append(entry)?;
         }
         if let Some(path) = index.take_unsynced() {
             transaction_index::sync_path(&path)?;
+        }
+        let (start, end) = (
+            group.first().map_or(0, |s| s.base_offset),
+            group.last().map_or(0, |s| s.next_offset),
+        );
+        let had_entries = job
+            .aborted_transactions
+            .iter()
+            .any(|t| start <= t.last_offset && t.last_offset < end);
+        if kept_none && had_entries {
+            // An empty `.txnindex.cleaned` says "the replaced entries are gone", which an
+            // interrupted swap must tell apart from an older version's swap (no file).
+            let path = CleanedSegment::txn_index_path(&job.dir, start, CLEANED_SUFFIX);
+            File::create(&path)?.sync_all()?;
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ use crate::cleaner::{
 use crate::error::Error;
 use crate::log_segment::{file_name, LogSegment};
 use crate::offset::Offset;
+use crate::transaction_index;
 
 /// Kafka's topic configs for compaction.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -64,6 +65,36 @@ fn base_of(name: &str, suffix: &str) -> Option<i64> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// Writes the aborted transactions of the segments at `bases` as the transaction index
+/// of the segment at `target` (durably). Only for a swap begun by a version whose cleaner
+/// kept transactional batches whole and wrote no `.txnindex.swap`: every old entry stays.
+/// Idempotent: a crash and a second run give the same file.
+fn merge_txn_indexes(dir: &Path, bases: &[i64], target: i64) -> io::Result<()> {
+    let mut merged = Vec::new();
+    for &base in bases {
+        merged.extend(transaction_index::read_entries(dir, base)?);
+    }
+    if merged.is_empty() {
+        return Ok(());
+    }
+    merged.sort_unstable_by_key(|e| e.last_offset);
+    merged.dedup_by_key(|e| e.last_offset);
+    transaction_index::write_entries(&dir.join(file_name(target, "txnindex")), &merged)
+}
+
+/// Puts the cleaned segment's `<base>.txnindex.swap` in place as `<base>.txnindex`; an
+/// empty one (the pass kept none of the replaced segments' entries) is removed instead,
+/// as a segment's `.txnindex` exists only with an entry.
+fn install_txn_index(dir: &Path, base: i64) -> io::Result<()> {
+    let swap = CleanedSegment::txn_index_path(dir, base, SWAP_SUFFIX);
+    match fs::metadata(&swap) {
+        Ok(m) if m.len() == 0 => fs::remove_file(&swap),
+        Ok(_) => fs::rename(&swap, CleanedSegment::txn_index_path(dir, base, "")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Renames `from` to `to`; a missing `from` (a cleaned segment without a `.txnindex`)
@@ -124,16 +155,22 @@ pub(super) fn complete_interrupted_swaps(dir: &Path) -> io::Result<()> {
             .copied()
             .filter(|&b| base <= b && b < end)
             .collect();
+        // The cleaner writes a `.txnindex.cleaned` (empty if it keeps no entry) whenever
+        // the replaced segments have entries; without one the swap is an older
+        // version's, whose cleaned segment still holds every aborted batch.
+        let from_cleaner = CleanedSegment::txn_index_path(dir, base, SWAP_SUFFIX).exists();
+        if !from_cleaner {
+            merge_txn_indexes(dir, &olds, base)?;
+        }
         for &old in &olds {
             for path in CleanedSegment::paths(dir, old, "") {
                 remove_if_exists(&path)?;
             }
-            remove_if_exists(&CleanedSegment::txn_index_path(dir, old, ""))?;
+            if from_cleaner || old != base {
+                remove_if_exists(&CleanedSegment::txn_index_path(dir, old, ""))?;
+            }
         }
-        rename_if_exists(
-            &CleanedSegment::txn_index_path(dir, base, SWAP_SUFFIX),
-            &CleanedSegment::txn_index_path(dir, base, ""),
-        )?;
+        install_txn_index(dir, base)?;
         for (swap, final_path) in CleanedSegment::paths(dir, base, SWAP_SUFFIX)
             .into_iter()
             .zip(CleanedSegment::paths(dir, base, ""))
@@ -328,12 +365,8 @@ impl Log {
         }
         // The cleaned segment's `.txnindex` (if it keeps any entry) replaces the first
         // old segment's, whose entries may name markers the pass removed.
-        let txn_index = CleanedSegment::txn_index_path(&dir, base, "");
-        remove_if_exists(&txn_index)?;
-        rename_if_exists(
-            &CleanedSegment::txn_index_path(&dir, base, SWAP_SUFFIX),
-            &txn_index,
-        )?;
+        remove_if_exists(&CleanedSegment::txn_index_path(&dir, base, ""))?;
+        install_txn_index(&dir, base)?;
         for (swap, final_path) in CleanedSegment::paths(&dir, base, SWAP_SUFFIX)
             .into_iter()
             .zip(CleanedSegment::paths(&dir, base, ""))

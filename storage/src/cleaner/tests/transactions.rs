@@ -492,11 +492,11 @@ proptest! {
 // (every `.swap` name in place) is completed at open with the cleaned segment's own
 // entries (the aborted transaction whose marker stays), and the aborted records are
 // gone; a crash before it (only the `.txnindex` renamed) leaves the old segments with
-// their entries and no leftover file. Either way read_committed never sees the aborted
-// record.
+// their entries and no leftover file; a swap an older version began (no `.txnindex.swap`
+// at all) keeps every old entry. Each way read_committed never sees the aborted record.
 #[test]
 fn interrupted_swap_keeps_the_cleaned_transaction_index() {
-    for after_commit in [false, true] {
+    for (after_commit, older_version) in [(false, false), (true, false), (true, true)] {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut log = Log::open(dir.path(), compacted_config(300)).expect("open");
         append(
@@ -535,11 +535,12 @@ fn interrupted_swap_keeps_the_cleaned_transaction_index() {
             &[cleaned.end_offset()],
         )
         .expect("marker");
-        std::fs::rename(
-            CleanedSegment::txn_index_path(dir.path(), base, CLEANED_SUFFIX),
-            &swap_txn_index,
-        )
-        .expect("rename");
+        let cleaned_txn_index = CleanedSegment::txn_index_path(dir.path(), base, CLEANED_SUFFIX);
+        if older_version {
+            std::fs::remove_file(cleaned_txn_index).expect("remove");
+        } else {
+            std::fs::rename(cleaned_txn_index, &swap_txn_index).expect("rename");
+        }
         if after_commit {
             for (from, to) in CleanedSegment::paths(dir.path(), base, CLEANED_SUFFIX)
                 .into_iter()
