@@ -100,6 +100,16 @@ impl ProducerEntry {
     }
 }
 
+/// A producer's newest record in the log (Kafka's `LastRecord`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LastRecord {
+    /// Last offset of its newest data batch of the current epoch; `None` when a marker of
+    /// a newer epoch (a fencing abort) came after its last data batch.
+    pub(crate) last_data_offset: Option<i64>,
+    /// Its current epoch.
+    pub(crate) producer_epoch: i16,
+}
+
 /// A transaction a marker ended (Kafka's `CompletedTxn`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CompletedTxn {
@@ -309,12 +319,19 @@ impl ProducerStateManager {
         self.producers.len()
     }
 
-    /// Last offset of each producer's newest batch: log compaction keeps those batches
-    /// (empty if need be) so the producers' sequence state survives a reload.
-    pub(crate) fn last_offsets(&self) -> HashMap<i64, i64> {
+    /// Each producer's newest record (Kafka's `lastRecordsOfActiveProducers`): log
+    /// compaction keeps that batch (empty if need be) so the producer's sequence and epoch
+    /// survive a reload from the log.
+    pub(crate) fn last_records(&self) -> HashMap<i64, LastRecord> {
         self.producers
             .iter()
-            .filter_map(|(&id, entry)| entry.batches.back().map(|b| (id, b.last_offset.get())))
+            .map(|(&id, entry)| {
+                let last = LastRecord {
+                    last_data_offset: entry.batches.back().map(|b| b.last_offset.get()),
+                    producer_epoch: entry.epoch,
+                };
+                (id, last)
+            })
             .collect()
     }
 

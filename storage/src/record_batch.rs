@@ -46,6 +46,9 @@ const CODEC_MAX: u8 = 4;
 pub(crate) const ATTR_TIMESTAMP_TYPE: i16 = 0x08;
 pub(crate) const ATTR_TRANSACTIONAL: i16 = 0x10;
 pub(crate) const ATTR_CONTROL: i16 = 0x20;
+/// Attribute bit 6 (KIP-534): the base timestamp holds the batch's delete horizon, set by
+/// log compaction on a batch it keeps only until then.
+pub(crate) const ATTR_DELETE_HORIZON: i16 = 0x40;
 
 /// A decoded copy of a v2 batch header. `Copy`, 64 bytes: cheap to pass around.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -229,6 +232,12 @@ impl RecordBatchHeader {
     /// Attribute bit 5: a control batch (commit/abort marker).
     pub fn is_control(&self) -> bool {
         self.attributes & ATTR_CONTROL != 0
+    }
+
+    /// Kafka's `deleteHorizonMs`: when attribute bit 6 is set, the time (in the base
+    /// timestamp field) after which log compaction removes the batch's markers.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes & ATTR_DELETE_HORIZON != 0).then_some(self.base_timestamp)
     }
 }
 

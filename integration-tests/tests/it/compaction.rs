@@ -1,7 +1,9 @@
 //! Log compaction seen by real clients: a compacted topic ends with the latest value per
 //! key at its original offset and without expired tombstones; an idempotent producer
 //! keeps producing across a clean and a restart; a SIGKILL in the middle of a clean
-//! leaves a complete log; `__consumer_offsets` shrinks and its offsets survive.
+//! leaves a complete log; `__consumer_offsets` shrinks and its offsets survive; a
+//! transactional producer's aborted records leave the log, its committed ones are
+//! compacted, and its markers go once their transactions have no data left.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -9,11 +11,13 @@ use std::time::{Duration, Instant};
 
 use integration_tests::Broker;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
+use rdkafka::producer::Producer;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::common::{
-    consumer, create_topic, produce_all, produce_ok, producer, Record, CLIENT_TIMEOUT,
+    consumer, create_topic, produce_all, produce_ok, producer, Record, TestProducer, CLIENT_TIMEOUT,
 };
 
 /// How long a test waits for the cleaner to get somewhere.
@@ -366,5 +370,223 @@ fn consumer_offsets_shrinks_after_compaction_and_offsets_survive_restart() {
         log_bytes(&dir) < before / 5,
         "{} bytes after restart",
         log_bytes(&dir)
+    );
+}
+
+/// (offset, key, value) of every record of `topic`/0 a consumer with `isolation.level`
+/// `isolation` reads from the log start until it reports the end of the partition (the
+/// high watermark, or the last stable offset under read_committed).
+fn read_isolated(
+    bootstrap: &str,
+    topic: &str,
+    isolation: &str,
+) -> Vec<(i64, Vec<u8>, Option<Vec<u8>>)> {
+    let consumer = consumer(
+        bootstrap,
+        &[
+            ("isolation.level", isolation),
+            ("enable.partition.eof", "true"),
+        ],
+    );
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(topic, 0, Offset::Beginning)
+        .expect("assignment");
+    consumer.assign(&assignment).expect("assign");
+    let mut out = Vec::new();
+    let deadline = Instant::now() + CLIENT_TIMEOUT;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no end of {topic} after {} records",
+            out.len()
+        );
+        match consumer.poll(Duration::from_millis(100)) {
+            None => {}
+            Some(Err(KafkaError::PartitionEOF(_))) => return out,
+            Some(Err(e)) => panic!("consume {topic}: {e}"),
+            Some(Ok(m)) => out.push((
+                m.offset(),
+                m.key().map(<[u8]>::to_vec).unwrap_or_default(),
+                m.payload().map(<[u8]>::to_vec),
+            )),
+        }
+    }
+}
+
+/// Base offsets of the control batches (transaction markers) in the partition's `.log`
+/// files, read from the batch headers on disk (clients never see markers).
+fn marker_offsets(dir: &Path) -> Vec<i64> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("list partition dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap_or_default();
+        let mut at = 0;
+        while at + 61 <= bytes.len() {
+            let base = i64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+            let length = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().expect("4 bytes"));
+            let attributes =
+                i16::from_be_bytes(bytes[at + 21..at + 23].try_into().expect("2 bytes"));
+            if length < 49 {
+                break;
+            }
+            if attributes & 0x20 != 0 {
+                out.push(base);
+            }
+            at += 12 + usize::try_from(length).expect("positive");
+        }
+    }
+    out
+}
+
+/// A transactional producer (`transactional.id` = `id`), initialised.
+fn transactional_producer(bootstrap: &str, id: &str) -> TestProducer {
+    let p = producer(
+        bootstrap,
+        &[
+            ("transactional.id", id),
+            ("enable.idempotence", "true"),
+            ("linger.ms", "0"),
+            ("batch.num.messages", "5"),
+        ],
+    );
+    p.init_transactions(CLIENT_TIMEOUT)
+        .expect("init_transactions");
+    p
+}
+
+/// Runs one transaction of `records` on `topic`/0, committed or aborted; returns the
+/// acknowledged offsets.
+fn transaction(p: &TestProducer, topic: &str, records: &[Record], commit: bool) -> Vec<i64> {
+    p.begin_transaction().expect("begin");
+    let offsets = produce_all(p, topic, records)
+        .into_iter()
+        .map(|d| {
+            d.result
+                .unwrap_or_else(|e| panic!("record {}: {e:?}", d.index))
+                .1
+        })
+        .collect();
+    if commit {
+        p.commit_transaction(CLIENT_TIMEOUT).expect("commit");
+    } else {
+        p.abort_transaction(CLIENT_TIMEOUT).expect("abort");
+    }
+    offsets
+}
+
+#[test]
+fn transactional_compacted_topic_keeps_latest_committed_values_and_drops_aborted() {
+    // Proves: on a compacted topic written by a transactional producer (committed and
+    // aborted transactions over the same keys, aborted ones also with keys of their
+    // own), the cleaner leaves exactly the latest committed value of each key at its
+    // acknowledged offset, for read_committed and read_uncommitted consumers alike: the
+    // aborted values are gone from the log, and an aborted value never hides an older
+    // committed one. The markers of transactions left without data go after
+    // delete.retention.ms; the two whose transactions still have records stay. The
+    // producer commits again afterwards, also after a broker restart.
+    let mut broker = Broker::start_with(&["--log-cleaner-backoff-ms", "100"]);
+    let bootstrap = broker.bootstrap();
+    let topic = "txn-compacted";
+    create_topic(
+        &bootstrap,
+        topic,
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", "1024"),
+            ("delete.retention.ms", "1000"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    );
+    let p = transactional_producer(&bootstrap, "txn-compacted-producer");
+    let mut latest: BTreeMap<Vec<u8>, (i64, Vec<u8>)> = BTreeMap::new();
+    let mut commit_ends = Vec::new();
+    for round in 0..6 {
+        let commit = round % 2 == 0;
+        let mut records: Vec<Record> = (0..10)
+            .map(|k| Record::new(0, format!("key-{k:02}"), format!("r{round}-k{k}-{commit}")))
+            .collect();
+        if !commit {
+            // Keys only an aborted transaction ever wrote.
+            records.extend((0..3).map(|i| Record::new(0, format!("ghost-{round}-{i}"), "ghost")));
+        }
+        let offsets = transaction(&p, topic, &records, commit);
+        if commit {
+            for (record, offset) in records.iter().zip(&offsets) {
+                latest.insert(
+                    record.key.clone().expect("keyed"),
+                    (*offset, record.value.clone().expect("value")),
+                );
+            }
+            commit_ends.push(*offsets.last().expect("offsets") + 1);
+        }
+    }
+    // Unique committed keys push every round out of the (never cleaned) active segment.
+    let filler: Vec<Record> = (0..60)
+        .map(|i| Record::new(0, format!("filler-{i:02}"), "f".repeat(40)))
+        .collect();
+    let offsets = transaction(&p, topic, &filler, true);
+    for (record, offset) in filler.iter().zip(&offsets) {
+        latest.insert(
+            record.key.clone().expect("keyed"),
+            (*offset, record.value.clone().expect("value")),
+        );
+    }
+    let filler_marker = offsets.last().expect("offsets") + 1;
+    let mut expected: Vec<(i64, Vec<u8>, Option<Vec<u8>>)> = latest
+        .into_iter()
+        .map(|(key, (offset, value))| (offset, key, Some(value)))
+        .collect();
+    expected.sort();
+    assert_eq!(expected.len(), 10 + 60);
+    let dir = broker.data_dir().join(format!("{topic}-0"));
+    assert_eq!(
+        marker_offsets(&dir).len(),
+        7,
+        "a marker per transaction before cleaning"
+    );
+
+    let mut last = Vec::new();
+    wait_until("compaction of the transactional topic", || {
+        last = read_isolated(&bootstrap, topic, "read_uncommitted");
+        last == expected
+    });
+    assert_eq!(read_isolated(&bootstrap, topic, "read_committed"), expected);
+    // Round 4's records are the latest of their keys: its marker stays, as does the
+    // filler's; the other five transactions have no record left, so their markers go
+    // once delete.retention.ms has passed.
+    let round4_marker = commit_ends[2];
+    wait_until("markers of emptied transactions removed", || {
+        marker_offsets(&dir) == vec![round4_marker, filler_marker]
+    });
+    assert_eq!(read_isolated(&bootstrap, topic, "read_committed"), expected);
+
+    // The producer's state survived compaction: it commits again, before and after a
+    // restart of the broker.
+    let more = [Record::new(0, "key-00", "after-clean")];
+    let at = transaction(&p, topic, &more, true)[0];
+    broker.restart();
+    assert_eq!(
+        read_isolated(&bootstrap, topic, "read_uncommitted").len(),
+        expected.len() + 1
+    );
+    let again = [Record::new(0, "key-01", "after-restart")];
+    let at2 = transaction(&p, topic, &again, true)[0];
+    assert!(at < at2, "offsets {at} then {at2}");
+    let read = read_isolated(&bootstrap, topic, "read_committed");
+    assert_eq!(
+        read.iter()
+            .rev()
+            .take(2)
+            .map(|(o, k, _)| (*o, k.clone()))
+            .collect::<Vec<_>>(),
+        vec![(at2, b"key-01".to_vec()), (at, b"key-00".to_vec())]
     );
 }

@@ -20,15 +20,27 @@
 //! tombstone (null value) is dropped once its segment's largest timestamp is older than
 //! `delete.retention.ms`; a record without a key is dropped (a compacted topic refuses
 //! them at produce; they can only come from before the policy changed). A batch left
-//! without records is dropped, except the last batch of an idempotent producer, which
-//! stays as an empty batch so the producer's next sequence number is still known after a
-//! restart. Control and transactional batches are kept whole (no transactions yet).
+//! without records is dropped, except a producer's last batch (Kafka's
+//! `isBatchLastRecordOfProducer`), which stays as an empty batch so the producer's next
+//! sequence number is still known after a restart.
+//!
+//! Transactions (Kafka's `CleanedTransactionMetadata`, KIP-98 and KIP-534; see
+//! [`cleaned_transaction_metadata`]): the records of aborted transactions (named by the
+//! `.txnindex` entries) are removed and never enter the map; committed transactional
+//! batches are compacted like plain ones. A commit or abort marker stays while its
+//! transaction still has a batch in the log; after that, a pass gives it a delete horizon
+//! (now + `delete.retention.ms`, see [`delete_horizon`]) and the first pass past the
+//! horizon removes it. A fenced producer's newest-epoch marker, when no data batch of
+//! that epoch follows, is its last record and stays whole. The cleaned segment's
+//! `.txnindex` holds only the entries of the ABORT markers it keeps.
 //! Compressed batches are decompressed and the kept records recompressed with the same
 //! codec; CRCs are recomputed.
 //!
 //! Memory is bounded by the map (`log.cleaner.dedupe.buffer.size`) and one batch at a
 //! time; I/O is throttled to `log.cleaner.io.max.bytes.per.second`.
 
+mod cleaned_transaction_metadata;
+mod delete_horizon;
 mod offset_map;
 
 use std::collections::HashMap;
@@ -38,16 +50,21 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cleaned_transaction_metadata::CleanedTransactionMetadata;
 pub use offset_map::OffsetMap;
 
 use crate::checkpoint;
 use crate::compression::{self, CODEC_NONE};
+use crate::end_transaction_marker::parse_marker;
 use crate::error::Error;
 use crate::log_segment::{file_name, ChunkReader, LogSegment};
+use crate::producer_state::LastRecord;
 use crate::record::RecordIter;
 use crate::record_batch::{
-    compute_crc, RecordBatchHeader, BATCH_HEADER_BYTES, BATCH_LENGTH_MIN, LOG_OVERHEAD_BYTES,
+    compute_crc, RecordBatchHeader, ATTR_DELETE_HORIZON, BATCH_HEADER_BYTES, BATCH_LENGTH_MIN,
+    LOG_OVERHEAD_BYTES,
 };
+use crate::transaction_index::{self, AbortedTxn};
 
 /// Per-partition checkpoint of the offset compaction has cleaned up to (Kafka keeps one
 /// `cleaner-offset-checkpoint` per log dir; one per partition directory is deleted with
@@ -105,8 +122,11 @@ pub struct CleaningJob {
     pub(crate) segment_bytes: u64,
     pub(crate) index_interval_bytes: u32,
     pub(crate) delete_retention_ms: i64,
-    /// Last offset of each idempotent producer's newest batch.
-    pub(crate) producer_last_offsets: HashMap<i64, i64>,
+    /// Each producer's newest record, kept so its state survives a reload.
+    pub(crate) producer_last_records: HashMap<i64, LastRecord>,
+    /// The aborted transactions whose marker is at or after the first segment's base
+    /// offset and whose first offset is below `first_uncleanable_offset`.
+    pub(crate) aborted_transactions: Vec<AbortedTxn>,
     /// Dirty bytes / all bytes below `first_uncleanable_offset`.
     pub dirty_ratio: f64,
 }
@@ -143,9 +163,20 @@ impl CleanedSegment {
             .map(|extension| dir.join(format!("{}{suffix}", file_name(base_offset, extension))))
     }
 
+    /// The `.txnindex` with `suffix`: it exists only when the cleaned segment keeps an
+    /// aborted transaction's marker, and a swap renames it before the three others (the
+    /// `.log`'s `.swap` name is the commit point, and then it must be in place).
+    pub(crate) fn txn_index_path(dir: &Path, base_offset: i64, suffix: &str) -> PathBuf {
+        dir.join(format!("{}{suffix}", file_name(base_offset, "txnindex")))
+    }
+
     /// Deletes the `.cleaned` files (a swap that will not happen).
     pub fn discard(self) {
-        for path in Self::paths(&self.dir, self.base_offset, CLEANED_SUFFIX) {
+        let txn_index = Self::txn_index_path(&self.dir, self.base_offset, CLEANED_SUFFIX);
+        for path in Self::paths(&self.dir, self.base_offset, CLEANED_SUFFIX)
+            .into_iter()
+            .chain([txn_index])
+        {
             if let Err(e) = std::fs::remove_file(&path) {
                 if e.kind() != io::ErrorKind::NotFound {
                     tracing::warn!(path = %path.display(), error = %e, "cannot remove a cleaned segment");
@@ -172,7 +203,10 @@ pub struct CleanStats {
     pub segments_after: usize,
     /// Keys put in the map.
     pub map_entries: usize,
-    /// Earliest time a kept tombstone becomes removable (`None`: no tombstone kept).
+    /// Earliest time a kept tombstone or transaction marker becomes removable (`None`:
+    /// none kept): the caller runs a pass then even if nothing else is dirty. A marker
+    /// whose transaction's last batches this pass removed makes it the pass's time (the
+    /// next pass gives the marker its delete horizon).
     pub tombstone_due_ms: Option<i64>,
 }
 
@@ -293,15 +327,21 @@ impl Retention<'_> {
 
 /// Builds the v2 batch `header` describes with `records` (uncompressed, back to back,
 /// `count` of them) as its records, compressed with the header's codec; base offset,
-/// last offset delta, timestamps and producer fields unchanged; CRC recomputed.
+/// last offset delta, timestamps and producer fields unchanged; CRC recomputed. With a
+/// `delete_horizon_ms`, that is the base timestamp and attribute bit 6 is set (the
+/// records' timestamp deltas must already be relative to it).
 fn rebuild_batch(
     original: &[u8],
     header: &RecordBatchHeader,
     records: &[u8],
     count: i32,
+    delete_horizon_ms: Option<i64>,
 ) -> io::Result<Vec<u8>> {
     let codec = header.compression_codec();
     let mut attributes = header.attributes;
+    if delete_horizon_ms.is_some() {
+        attributes |= ATTR_DELETE_HORIZON;
+    }
     let body = if count == 0 {
         // An empty batch carries no records to compress (Kafka's `writeEmptyHeader`).
         attributes &= !0x7;
@@ -328,6 +368,9 @@ fn rebuild_batch(
     }
     if let Some(field) = out.get_mut(57..61) {
         field.copy_from_slice(&count.to_be_bytes());
+    }
+    if let (Some(horizon), Some(field)) = (delete_horizon_ms, out.get_mut(27..35)) {
+        field.copy_from_slice(&horizon.to_be_bytes());
     }
     let crc = compute_crc(&out);
     if let Some(field) = out.get_mut(17..21) {
@@ -397,11 +440,19 @@ impl Cleaner {
             .filter(|s| s.base_offset < map_end)
             .collect();
         let mut segments = Vec::new();
+        // One walk over the transactions of every group, in offset order: a marker in a
+        // later group knows whether an earlier group held its transaction's batches.
+        let mut txns = CleanedTransactionMetadata::new(&job.aborted_transactions);
         let mut i = 0;
         while i < rewrite.len() {
             let group = group_by_size(rewrite.get(i..).unwrap_or_default(), job.segment_bytes);
+            let pass = Pass {
+                job,
+                map_end,
+                now_ms,
+            };
             let cleaned =
-                match self.clean_group(job, group, map_end, now_ms, &mut throttler, &mut stats) {
+                match self.clean_group(&pass, group, &mut txns, &mut throttler, &mut stats) {
                     Ok(cleaned) => cleaned,
                     Err(e) => {
                         for done in segments {
@@ -432,6 +483,13 @@ impl Cleaner {
         stats: &mut CleanStats,
     ) -> Result<i64, Error> {
         self.map.clear();
+        let aborted: Vec<AbortedTxn> = job
+            .aborted_transactions
+            .iter()
+            .copied()
+            .filter(|t| t.last_offset >= job.first_dirty_offset)
+            .collect();
+        let mut txns = CleanedTransactionMetadata::new(&aborted);
         let mut end = job.first_dirty_offset;
         for segment in &job.segments {
             if segment.next_offset <= job.first_dirty_offset {
@@ -443,6 +501,15 @@ impl Cleaner {
                     return Ok(true);
                 }
                 if header.is_control() {
+                    let marker = parse_marker(header, batch)
+                        .map_err(|reason| corrupt(segment, header, reason))?;
+                    txns.on_control_batch_read(header, marker);
+                    end = header.last_offset() + 1;
+                    return Ok(true);
+                }
+                if txns.on_batch_read(header) {
+                    // An aborted transaction's records never enter the map: they must not
+                    // hide an older committed record of their key.
                     end = header.last_offset() + 1;
                     return Ok(true);
                 }
@@ -477,17 +544,17 @@ impl Cleaner {
     /// Rewrites one group of adjacent segments into `<first base>.log.cleaned`.
     fn clean_group(
         &mut self,
-        job: &CleaningJob,
+        pass: &Pass<'_>,
         group: &[&SegmentView],
-        map_end: i64,
-        now_ms: i64,
+        txns: &mut CleanedTransactionMetadata,
         throttler: &mut Throttler,
         stats: &mut CleanStats,
     ) -> Result<CleanedSegment, Error> {
+        let job = pass.job;
         let first = group.first().expect("a group has a segment");
         let mut cleaned =
             LogSegment::create_with_suffix(&job.dir, first.base_offset, CLEANED_SUFFIX)?;
-        let result = self.write_group(job, group, map_end, now_ms, throttler, stats, &mut cleaned);
+        let result = self.write_group(pass, group, txns, throttler, stats, &mut cleaned);
         let done = CleanedSegment {
             dir: job.dir.clone(),
             base_offset: first.base_offset,
@@ -503,20 +570,23 @@ impl Cleaner {
         }
     }
 
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one pass's state, passed down once"
-    )]
+    /// Writes the kept batches of `group` into `cleaned`, and the aborted transactions
+    /// whose markers it keeps into its `.txnindex` (durably).
     fn write_group(
         &mut self,
-        job: &CleaningJob,
+        pass: &Pass<'_>,
         group: &[&SegmentView],
-        map_end: i64,
-        now_ms: i64,
+        txns: &mut CleanedTransactionMetadata,
         throttler: &mut Throttler,
         stats: &mut CleanStats,
         cleaned: &mut LogSegment,
     ) -> Result<(), Error> {
+        let Pass {
+            job,
+            map_end,
+            now_ms,
+        } = *pass;
+        let mut kept_aborted = Vec::new();
         for segment in group {
             let discard_tombstones =
                 segment.largest_timestamp < now_ms.saturating_sub(job.delete_retention_ms);
@@ -531,24 +601,67 @@ impl Cleaner {
                 throttler,
                 stats,
                 |batch, header, throttler, stats| {
-                    let keep_if_empty = header.producer_id >= 0
-                        && job.producer_last_offsets.get(&header.producer_id)
-                            == Some(&header.last_offset());
-                    let filtered =
-                        filter_batch(batch, header, &retention, keep_if_empty, scratch, stats)
+                    let last_of_producer = is_last_of_producer(job, header);
+                    let filtered = if header.is_control() {
+                        let marker = parse_marker(header, batch)
                             .map_err(|reason| corrupt(segment, header, reason))?;
-                    if !discard_tombstones && header.last_offset() < map_end {
-                        // A kept tombstone becomes removable at this time; the caller runs a
-                        // pass then even if nothing else is dirty.
-                        let due = segment
-                            .largest_timestamp
-                            .saturating_add(job.delete_retention_ms);
-                        if stats.tombstone_due_ms.is_none_or(|d| due < d)
-                            && has_tombstone(batch, header, scratch)
-                        {
-                            stats.tombstone_due_ms = Some(due);
+                        let read = txns.on_control_batch_read(header, marker);
+                        kept_aborted.extend(read.index_entry);
+                        let (filtered, due) = filter_marker(
+                            batch,
+                            header,
+                            read.discardable && !last_of_producer,
+                            pass,
+                            scratch,
+                            stats,
+                        )
+                        .map_err(|reason| corrupt(segment, header, reason))?;
+                        let due = if read.emptied_now { Some(now_ms) } else { due };
+                        if let Some(due) = due {
+                            stats.tombstone_due_ms =
+                                Some(stats.tombstone_due_ms.map_or(due, |d| d.min(due)));
                         }
-                    }
+                        filtered
+                    } else {
+                        let filtered = if txns.on_batch_read(header) {
+                            // An aborted transaction's batch: its records go; the batch
+                            // stays empty if it is its producer's last.
+                            stats.records_read += u64::try_from(header.records_count).unwrap_or(0);
+                            if last_of_producer {
+                                rebuild_batch(batch, header, &[], 0, None)
+                                    .map(Filtered::Rebuilt)
+                                    .map_err(|e| corrupt(segment, header, e.to_string()))?
+                            } else {
+                                Filtered::Dropped
+                            }
+                        } else {
+                            filter_batch(
+                                batch,
+                                header,
+                                &retention,
+                                last_of_producer,
+                                scratch,
+                                stats,
+                            )
+                            .map_err(|reason| corrupt(segment, header, reason))?
+                        };
+                        if !matches!(filtered, Filtered::Dropped) {
+                            txns.on_batch_retained(header);
+                        }
+                        if !discard_tombstones && header.last_offset() < map_end {
+                            // A kept tombstone becomes removable at this time; the caller
+                            // runs a pass then even if nothing else is dirty.
+                            let due = segment
+                                .largest_timestamp
+                                .saturating_add(job.delete_retention_ms);
+                            if stats.tombstone_due_ms.is_none_or(|d| due < d)
+                                && has_tombstone(batch, header, scratch)
+                            {
+                                stats.tombstone_due_ms = Some(due);
+                            }
+                        }
+                        filtered
+                    };
                     let interval = job.index_interval_bytes;
                     match filtered {
                         Filtered::Whole => {
@@ -569,7 +682,96 @@ impl Cleaner {
                 },
             )?;
         }
+        let index = cleaned.txn_index_mut();
+        let kept_none = kept_aborted.is_empty();
+        for entry in kept_aborted {
+            index.append(entry)?;
+        }
+        if let Some(path) = index.take_unsynced() {
+            transaction_index::sync_path(&path)?;
+        }
+        let (start, end) = (
+            group.first().map_or(0, |s| s.base_offset),
+            group.last().map_or(0, |s| s.next_offset),
+        );
+        let had_entries = job
+            .aborted_transactions
+            .iter()
+            .any(|t| start <= t.last_offset && t.last_offset < end);
+        if kept_none && had_entries {
+            // An empty `.txnindex.cleaned` says "the replaced entries are gone", which an
+            // interrupted swap must tell apart from an older version's swap (no file).
+            let path = CleanedSegment::txn_index_path(&job.dir, start, CLEANED_SUFFIX);
+            File::create(&path)?.sync_all()?;
+        }
         Ok(())
+    }
+}
+
+/// A pass's fixed inputs, passed down to each group.
+#[derive(Clone, Copy)]
+struct Pass<'a> {
+    job: &'a CleaningJob,
+    /// Offsets at or above are outside the map.
+    map_end: i64,
+    now_ms: i64,
+}
+
+/// Kafka's `isBatchLastRecordOfProducer`: the batch holding the producer's last data
+/// offset, or, when a marker of a newer epoch came after its last data batch (it was
+/// fenced), that epoch's marker. Such a batch stays so a reload from the log restores the
+/// producer's last sequence and epoch.
+fn is_last_of_producer(job: &CleaningJob, header: &RecordBatchHeader) -> bool {
+    if header.producer_id < 0 {
+        return false;
+    }
+    job.producer_last_records
+        .get(&header.producer_id)
+        .is_some_and(|last| match last.last_data_offset {
+            Some(offset) => !header.is_control() && header.last_offset() == offset,
+            None => header.is_control() && header.producer_epoch == last.producer_epoch,
+        })
+}
+
+/// A marker's fate (Kafka's `checkBatchRetention` for control batches, KIP-534): kept as
+/// it is while its transaction has data (`discardable` false); once discardable, given a
+/// delete horizon (`now + delete.retention.ms`, in its base timestamp, attribute bit 6)
+/// on the first pass and removed by the first pass after that horizon. An emptied control
+/// batch goes at once. Returns the time a later pass should remove it, if kept for that.
+fn filter_marker(
+    batch: &[u8],
+    header: &RecordBatchHeader,
+    discardable: bool,
+    pass: &Pass<'_>,
+    scratch: &mut Vec<u8>,
+    stats: &mut CleanStats,
+) -> Result<(Filtered, Option<i64>), String> {
+    let count = u64::try_from(header.records_count).unwrap_or(0);
+    stats.records_read += count;
+    if !discardable {
+        stats.records_retained += count;
+        return Ok((Filtered::Whole, None));
+    }
+    if header.records_count == 0 {
+        return Ok((Filtered::Dropped, None));
+    }
+    match header.delete_horizon_ms() {
+        Some(horizon) if horizon <= pass.now_ms => Ok((Filtered::Dropped, None)),
+        Some(horizon) => {
+            stats.records_retained += count;
+            Ok((Filtered::Whole, Some(horizon)))
+        }
+        None => {
+            stats.records_retained += count;
+            let horizon = pass.now_ms.saturating_add(pass.job.delete_retention_ms);
+            let records = records_of(batch, header, scratch)?;
+            let rebased =
+                delete_horizon::rebase_timestamps(records, header.base_timestamp, horizon)?;
+            let rebuilt =
+                rebuild_batch(batch, header, &rebased, header.records_count, Some(horizon))
+                    .map_err(|e| e.to_string())?;
+            Ok((Filtered::Rebuilt(rebuilt), Some(horizon)))
+        }
     }
 }
 
@@ -591,9 +793,10 @@ fn filter_batch(
     scratch: &mut Vec<u8>,
     stats: &mut CleanStats,
 ) -> Result<Filtered, String> {
-    if header.is_control() || header.is_transactional() {
-        return Ok(Filtered::Whole);
-    }
+    assert!(
+        !header.is_control(),
+        "control batches go through filter_marker"
+    );
     let records = records_of(batch, header, scratch)?;
     let mut kept = Vec::new();
     let mut kept_count = 0_i32;
@@ -623,7 +826,7 @@ fn filter_batch(
     if kept_count == 0 && !keep_if_empty {
         return Ok(Filtered::Dropped);
     }
-    rebuild_batch(batch, header, &kept, kept_count)
+    rebuild_batch(batch, header, &kept, kept_count, None)
         .map(Filtered::Rebuilt)
         .map_err(|e| e.to_string())
 }

@@ -703,3 +703,5 @@ fn never_cleans_at_or_above_the_first_unstable_offset() {
     assert_eq!(log.collect_aborted_transactions(Offset(0), end), aborted);
     assert_eq!(log.first_unstable_offset(end), Some(Offset(10)));
 }
+
+mod transactions;

@@ -68,8 +68,9 @@ fn base_of(name: &str, suffix: &str) -> Option<i64> {
 }
 
 /// Writes the aborted transactions of the segments at `bases` as the transaction index
-/// of the segment at `target` (durably), so the entries survive the swap that replaces
-/// those segments by one. Idempotent: a crash and a second run give the same file.
+/// of the segment at `target` (durably). Only for a swap begun by a version whose cleaner
+/// kept transactional batches whole and wrote no `.txnindex.swap`: every old entry stays.
+/// Idempotent: a crash and a second run give the same file.
 fn merge_txn_indexes(dir: &Path, bases: &[i64], target: i64) -> io::Result<()> {
     let mut merged = Vec::new();
     for &base in bases {
@@ -83,13 +84,38 @@ fn merge_txn_indexes(dir: &Path, bases: &[i64], target: i64) -> io::Result<()> {
     transaction_index::write_entries(&dir.join(file_name(target, "txnindex")), &merged)
 }
 
+/// Puts the cleaned segment's `<base>.txnindex.swap` in place as `<base>.txnindex`; an
+/// empty one (the pass kept none of the replaced segments' entries) is removed instead,
+/// as a segment's `.txnindex` exists only with an entry.
+fn install_txn_index(dir: &Path, base: i64) -> io::Result<()> {
+    let swap = CleanedSegment::txn_index_path(dir, base, SWAP_SUFFIX);
+    match fs::metadata(&swap) {
+        Ok(m) if m.len() == 0 => fs::remove_file(&swap),
+        Ok(_) => fs::rename(&swap, CleanedSegment::txn_index_path(dir, base, "")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Renames `from` to `to`; a missing `from` (a cleaned segment without a `.txnindex`)
+/// is no error.
+fn rename_if_exists(from: &Path, to: &Path) -> io::Result<()> {
+    match fs::rename(from, to) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// At open, before segments are listed: deletes `.cleaned` files (a pass that did not
 /// reach its commit point) and completes every `.swap` (a pass past it): the segments in
-/// the range its `.swapend` marker names are deleted and the `.swap` files take the
-/// final names. A `.swap` without a marker cannot happen (the marker is durable first);
-/// it is deleted, keeping the old segments.
+/// the range its `.swapend` marker names are deleted (their `.txnindex` files too: the
+/// cleaned segment's own, `.txnindex.swap`, holds the entries it keeps) and the `.swap`
+/// files take the final names. A `.swap` without a marker cannot happen (the marker is
+/// durable first); it is deleted, keeping the old segments. A `.txnindex.swap` without
+/// its `.log.swap` is from before the commit point and is deleted.
 pub(super) fn complete_interrupted_swaps(dir: &Path) -> io::Result<()> {
     let mut swaps = Vec::new();
+    let mut txn_index_swaps = Vec::new();
     let mut markers = Vec::new();
     let mut segment_bases = Vec::new();
     for entry in fs::read_dir(dir)? {
@@ -100,10 +126,17 @@ pub(super) fn complete_interrupted_swaps(dir: &Path) -> io::Result<()> {
             fs::remove_file(entry.path())?;
         } else if let Some(base) = base_of(&name, &format!(".log{SWAP_SUFFIX}")) {
             swaps.push(base);
+        } else if let Some(base) = base_of(&name, &format!(".txnindex{SWAP_SUFFIX}")) {
+            txn_index_swaps.push(base);
         } else if let Some(base) = base_of(&name, &format!(".{SWAP_END_EXTENSION}")) {
             markers.push(base);
         } else if let Some(base) = base_of(&name, ".log") {
             segment_bases.push(base);
+        }
+    }
+    for base in txn_index_swaps {
+        if !swaps.contains(&base) {
+            remove_if_exists(&CleanedSegment::txn_index_path(dir, base, SWAP_SUFFIX))?;
         }
     }
     let changed = !swaps.is_empty() || !markers.is_empty();
@@ -114,6 +147,7 @@ pub(super) fn complete_interrupted_swaps(dir: &Path) -> io::Result<()> {
             for path in CleanedSegment::paths(dir, base, SWAP_SUFFIX) {
                 remove_if_exists(&path)?;
             }
+            remove_if_exists(&CleanedSegment::txn_index_path(dir, base, SWAP_SUFFIX))?;
             continue;
         };
         let olds: Vec<i64> = segment_bases
@@ -121,23 +155,27 @@ pub(super) fn complete_interrupted_swaps(dir: &Path) -> io::Result<()> {
             .copied()
             .filter(|&b| base <= b && b < end)
             .collect();
-        merge_txn_indexes(dir, &olds, base)?;
+        // The cleaner writes a `.txnindex.cleaned` (empty if it keeps no entry) whenever
+        // the replaced segments have entries; without one the swap is an older
+        // version's, whose cleaned segment still holds every aborted batch.
+        let from_cleaner = CleanedSegment::txn_index_path(dir, base, SWAP_SUFFIX).exists();
+        if !from_cleaner {
+            merge_txn_indexes(dir, &olds, base)?;
+        }
         for &old in &olds {
             for path in CleanedSegment::paths(dir, old, "") {
                 remove_if_exists(&path)?;
             }
-            if old != base {
-                remove_if_exists(&dir.join(file_name(old, "txnindex")))?;
+            if from_cleaner || old != base {
+                remove_if_exists(&CleanedSegment::txn_index_path(dir, old, ""))?;
             }
         }
+        install_txn_index(dir, base)?;
         for (swap, final_path) in CleanedSegment::paths(dir, base, SWAP_SUFFIX)
             .into_iter()
             .zip(CleanedSegment::paths(dir, base, ""))
         {
-            match fs::rename(&swap, &final_path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
+            rename_if_exists(&swap, &final_path)?;
         }
         tracing::info!(dir = %dir.display(), base, end, "completed an interrupted compaction swap");
     }
@@ -226,7 +264,15 @@ impl Log {
             segment_bytes: self.config.segment_bytes,
             index_interval_bytes: self.config.index_interval_bytes,
             delete_retention_ms: config.delete_retention_ms,
-            producer_last_offsets: self.producer_state.last_offsets(),
+            producer_last_records: self.producer_state.last_records(),
+            aborted_transactions: self.collect_aborted_transactions(
+                Offset(
+                    segments
+                        .first()
+                        .map_or(first_dirty, LogSegment::base_offset),
+                ),
+                Offset(first_uncleanable),
+            ),
             dirty_ratio,
         })
     }
@@ -271,10 +317,16 @@ impl Log {
         let base = cleaned.base_offset;
         let end = cleaned.end_offset();
         checkpoint::write(&dir, &swap_end_name(base), &[end])?;
-        let renamed: io::Result<()> = CleanedSegment::paths(&dir, base, CLEANED_SUFFIX)
-            .into_iter()
-            .zip(CleanedSegment::paths(&dir, base, SWAP_SUFFIX))
-            .try_for_each(|(from, to)| fs::rename(from, to));
+        let renamed: io::Result<()> = rename_if_exists(
+            &CleanedSegment::txn_index_path(&dir, base, CLEANED_SUFFIX),
+            &CleanedSegment::txn_index_path(&dir, base, SWAP_SUFFIX),
+        )
+        .and_then(|()| {
+            CleanedSegment::paths(&dir, base, CLEANED_SUFFIX)
+                .into_iter()
+                .zip(CleanedSegment::paths(&dir, base, SWAP_SUFFIX))
+                .try_for_each(|(from, to)| fs::rename(from, to))
+        });
         if let Err(e) = renamed.and_then(|()| checkpoint::sync_dir(&dir)) {
             // Before the commit point is durable either outcome is safe; the next open
             // decides from what is on disk.
@@ -302,14 +354,6 @@ impl Log {
     fn finish_swap(&mut self, at: usize, cleaned: &CleanedSegment, end: i64) -> io::Result<()> {
         let dir = self.dir.clone();
         let base = cleaned.base_offset;
-        let bases: Vec<i64> = self
-            .segments
-            .get(at..at + cleaned.replaces.len())
-            .unwrap_or_default()
-            .iter()
-            .map(LogSegment::base_offset)
-            .collect();
-        merge_txn_indexes(&dir, &bases, base)?;
         let replaced: Vec<LogSegment> = self
             .segments
             .splice(at..at + cleaned.replaces.len(), std::iter::empty())
@@ -319,6 +363,10 @@ impl Log {
                 segment.delete_files()?;
             }
         }
+        // The cleaned segment's `.txnindex` (if it keeps any entry) replaces the first
+        // old segment's, whose entries may name markers the pass removed.
+        remove_if_exists(&CleanedSegment::txn_index_path(&dir, base, ""))?;
+        install_txn_index(&dir, base)?;
         for (swap, final_path) in CleanedSegment::paths(&dir, base, SWAP_SUFFIX)
             .into_iter()
             .zip(CleanedSegment::paths(&dir, base, ""))
