@@ -6,16 +6,18 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::{RDKafka, RDKafkaRespErr};
 use rdkafka::util::Timeout;
 
 use crate::Res;
@@ -102,7 +104,19 @@ struct Deliveries {
 /// Counts delivery reports.
 struct CountingContext(Arc<Deliveries>);
 
-impl ClientContext for CountingContext {}
+impl ClientContext for CountingContext {
+    /// librdkafka's debug lines (only logged when `--producer-arg debug=eos,…` asks) go
+    /// to stderr with a wall-clock time, to see where a producer waits; the rest is
+    /// dropped as before (no `log` backend).
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        if matches!(level, RDKafkaLogLevel::Debug) {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            eprintln!("{now:.6} rdkafka {fac} {log_message}");
+        }
+    }
+}
 
 impl ProducerContext for CountingContext {
     type DeliveryOpaque = ();
@@ -197,7 +211,10 @@ impl ProducerSettings {
             config.set("enable.idempotence", "true");
         }
         if self.transactions.is_some() {
-            config.set("transactional.id", transactional_id);
+            // librdkafka wants message.timeout.ms <= transaction.timeout.ms (default 60 s).
+            config
+                .set("transactional.id", transactional_id)
+                .set("message.timeout.ms", "60000");
         }
         apply(&mut config, true);
         config
@@ -208,9 +225,7 @@ impl ProducerSettings {
 const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A producer's transactions: begun before the first record of each group, committed
-/// when its `Transactions` policy says, each commit timed (from the call until the
-/// client has every record of the transaction acknowledged and the coordinator's
-/// EndTxn answer).
+/// when its `Transactions` policy says, each commit timed (see `CommitTimes`).
 struct TransactionLoop<'p, C: ProducerContext + 'static> {
     producer: &'p BaseProducer<C>,
     policy: Transactions,
@@ -219,7 +234,36 @@ struct TransactionLoop<'p, C: ProducerContext + 'static> {
     records: u64,
     /// `Every`: the scheduled time at which the open transaction commits.
     window_end: Duration,
-    commit_micros: Vec<u64>,
+    commits: CommitTimes,
+}
+
+/// How long a producer's commits took, microseconds, each list sorted once complete.
+#[derive(Clone, Debug, Default)]
+pub struct CommitTimes {
+    /// The whole commit: waiting for the transaction's records to be acknowledged
+    /// (AddPartitionsToTxn and Produce), then EndTxn.
+    pub total_micros: Vec<u64>,
+    /// EndTxn alone (`commit_transaction` once every record is acknowledged).
+    pub end_txn_micros: Vec<u64>,
+}
+
+impl CommitTimes {
+    fn extend(&mut self, other: CommitTimes) {
+        self.total_micros.extend(other.total_micros);
+        self.end_txn_micros.extend(other.end_txn_micros);
+    }
+
+    fn sort(&mut self) {
+        self.total_micros.sort_unstable();
+        self.end_txn_micros.sort_unstable();
+    }
+
+    /// Commits per `seconds`.
+    pub fn per_second(&self, seconds: f64) -> f64 {
+        #[expect(clippy::cast_precision_loss, reason = "counts are small")]
+        let count = self.total_micros.len() as f64;
+        count / seconds
+    }
 }
 
 impl<'p, C: ProducerContext + 'static> TransactionLoop<'p, C> {
@@ -236,7 +280,7 @@ impl<'p, C: ProducerContext + 'static> TransactionLoop<'p, C> {
             open: false,
             records: 0,
             window_end: Duration::ZERO,
-            commit_micros: Vec::new(),
+            commits: CommitTimes::default(),
         }))
     }
 
@@ -276,11 +320,61 @@ impl<'p, C: ProducerContext + 'static> TransactionLoop<'p, C> {
 
     fn commit(&mut self) -> Res<()> {
         let started = Instant::now();
+        flush_now(self.producer)?;
+        let flushed = Instant::now();
         self.producer.commit_transaction(TRANSACTION_TIMEOUT)?;
-        self.commit_micros
-            .push(u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX));
+        let micros =
+            |since: Instant| u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.commits.total_micros.push(micros(started));
+        self.commits.end_txn_micros.push(micros(flushed));
         self.open = false;
         Ok(())
+    }
+}
+
+/// A producer's librdkafka handle, moved to the thread that flushes it.
+struct NativeProducer(*mut RDKafka);
+
+#[expect(unsafe_code, reason = "a raw pointer is not Send by default")]
+// SAFETY: librdkafka handles are thread-safe (its documentation: every public function
+// may be called from any thread), and `flush_now` joins the thread before it returns,
+// so the handle outlives every use.
+unsafe impl Send for NativeProducer {}
+
+/// Waits until every record `producer` holds is acknowledged and its delivery report
+/// served, as `commit_transaction` must first, but without the two delays the rdkafka
+/// crate's own flush (which `BaseProducer::commit_transaction` calls) would add to every
+/// transaction: it serves delivery reports in whole 100 ms `poll` steps, and it calls
+/// librdkafka's flush with a zero timeout, which lets the records wait out `linger.ms`
+/// (librdkafka sends at once only while a flush call is waiting). So librdkafka's flush
+/// waits on a helper thread (in event mode it only waits for the message count to reach
+/// zero) while this thread serves the delivery reports in 1 ms steps; the rdkafka flush
+/// inside `commit_transaction` then returns at once. A C or Java client's commit costs
+/// the same: a flush that sends at once, then EndTxn.
+fn flush_now<C: ProducerContext + 'static>(producer: &BaseProducer<C>) -> Res<()> {
+    let handle = NativeProducer(producer.client().native_ptr());
+    let timeout_ms = i32::try_from(TRANSACTION_TIMEOUT.as_millis()).unwrap_or(i32::MAX);
+    let flushed = AtomicBool::new(false);
+    let result = std::thread::scope(|scope| {
+        let flushed = &flushed;
+        let flusher = scope.spawn(move || {
+            let handle = handle;
+            #[expect(unsafe_code, reason = "rdkafka exposes no flush that sends at once")]
+            // SAFETY: the handle is a live producer (borrowed for this whole function)
+            // and rd_kafka_flush is thread-safe; it touches no memory of ours.
+            let result = unsafe { rdkafka::bindings::rd_kafka_flush(handle.0, timeout_ms) };
+            flushed.store(true, Ordering::Release);
+            result
+        });
+        while !flushed.load(Ordering::Acquire) {
+            producer.poll(Duration::from_millis(1));
+        }
+        flusher.join()
+    });
+    match result {
+        Ok(RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR) => Ok(()),
+        Ok(error) => Err(format!("flush before commit: {}", RDKafkaErrorCode::from(error)).into()),
+        Err(_) => Err("flush thread panicked".into()),
     }
 }
 
@@ -293,9 +387,8 @@ pub struct ProduceRun {
     pub bytes: u64,
     /// Records that failed.
     pub errors: u64,
-    /// Duration of each `commit_transaction` call, microseconds, sorted (empty without
-    /// transactions).
-    pub commit_micros: Vec<u64>,
+    /// The producer's commits (empty without transactions).
+    pub commits: CommitTimes,
 }
 
 /// Sends `total_records` values of `value_bytes` bytes to `partitions` partitions of
@@ -331,7 +424,7 @@ pub fn produce_fixed(
     let instances_u64 = instances as u64;
     let keys = settings.keys;
     let send_errors = AtomicU64::new(0);
-    let commit_micros = std::thread::scope(|scope| -> Res<Vec<u64>> {
+    let commits = std::thread::scope(|scope| -> Res<CommitTimes> {
         let mut handles = Vec::with_capacity(instances);
         for (k, producer) in producers.iter().enumerate() {
             let barrier = &barrier;
@@ -339,7 +432,7 @@ pub fn produce_fixed(
             let k_u64 = k as u64;
             let share =
                 total_records / instances_u64 + u64::from(k_u64 < total_records % instances_u64);
-            handles.push(scope.spawn(move || -> Res<Vec<u64>> {
+            handles.push(scope.spawn(move || -> Res<CommitTimes> {
                 let mut value = vec![0_u8; value_bytes];
                 for (i, byte) in value.iter_mut().enumerate() {
                     #[expect(clippy::cast_possible_truncation, reason = "a byte pattern")]
@@ -385,25 +478,25 @@ pub fn produce_fixed(
                         producer.poll(Duration::ZERO);
                     }
                 }
-                let commit_micros = match &mut transactions {
+                let commits = match &mut transactions {
                     Some(t) => {
                         t.finish()?;
-                        std::mem::take(&mut t.commit_micros)
+                        std::mem::take(&mut t.commits)
                     }
-                    None => Vec::new(),
+                    None => CommitTimes::default(),
                 };
                 producer.flush(Duration::from_secs(300))?;
-                Ok(commit_micros)
+                Ok(commits)
             }));
         }
         on_start();
         barrier.wait();
-        let mut commit_micros = Vec::new();
+        let mut commits = CommitTimes::default();
         for handle in handles {
-            commit_micros.extend(handle.join().map_err(|_| "producer thread panicked")??);
+            commits.extend(handle.join().map_err(|_| "producer thread panicked")??);
         }
-        commit_micros.sort_unstable();
-        Ok(commit_micros)
+        commits.sort();
+        Ok(commits)
     })?;
     let records = deliveries.ok.load(Ordering::Relaxed);
     let errors = deliveries.failed.load(Ordering::Relaxed) + send_errors.load(Ordering::Relaxed);
@@ -415,7 +508,7 @@ pub fn produce_fixed(
         records,
         bytes: records * value_bytes as u64,
         errors,
-        commit_micros,
+        commits,
     })
 }
 
@@ -525,9 +618,8 @@ pub struct LatencyRun {
     pub micros: Vec<u64>,
     /// Records sent but never received (or failed).
     pub lost: u64,
-    /// Duration of each `commit_transaction` call, microseconds, sorted (empty without
-    /// transactions).
-    pub commit_micros: Vec<u64>,
+    /// The producer's commits (empty without transactions).
+    pub commits: CommitTimes,
 }
 
 impl LatencyRun {
@@ -667,12 +759,12 @@ pub fn latency_run(
     let mut micros = micros;
     micros.sort_unstable();
     let failed = deliveries.failed.load(Ordering::Relaxed);
-    let mut commit_micros = transactions.map(|t| t.commit_micros).unwrap_or_default();
-    commit_micros.sort_unstable();
+    let mut commits = transactions.map(|t| t.commits).unwrap_or_default();
+    commits.sort();
     Ok(LatencyRun {
         micros,
         lost: total.saturating_sub(received).max(failed),
-        commit_micros,
+        commits,
     })
 }
 

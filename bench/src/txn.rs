@@ -35,9 +35,9 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::kafka::{self, Isolation, ProducerSettings, Transactions};
+use crate::kafka::{self, CommitTimes, Isolation, ProducerSettings, Transactions};
 use crate::procfs::Usage;
-use crate::report::{fmt, Table};
+use crate::report::{fmt, Report, Table};
 use crate::{f, Bench, Phase, Res};
 
 /// Partitions of the throughput topics (as the produce section's 8-partition scenarios).
@@ -65,7 +65,7 @@ impl Bench {
                 "transactional produce: {} MiB of {} B values per scenario, {} producers (acks=all, linger.ms 5, batch.size 1 MiB), round-robin over {THROUGHPUT_PARTITIONS} partitions",
                 self.sizes.txn_mib, self.opts.value_bytes, self.opts.producers
             ),
-            &["scenario", "MB/s", "records/s", "broker CPU-s/GB", "client CPU-s/GB", "broker cores", "client cores", "commits/s", "commit p50 ms", "commit p99 ms", "errors"],
+            &["scenario", "MB/s", "records/s", "broker CPU-s/GB", "client CPU-s/GB", "broker cores", "client cores", "commits/s", "commit p50 ms", "commit p99 ms", "EndTxn p50 ms", "EndTxn p99 ms", "errors"],
         );
         let tuned = ProducerSettings::tuned("all");
         let scenarios = [
@@ -117,14 +117,12 @@ impl Bench {
             phase.record(&mut self.report, &key);
             let r = &mut self.report;
             r.metric(format!("{key}.errors"), Some(f(run.errors)));
-            let commits = !run.commit_micros.is_empty();
-            let commits_s = f(run.commit_micros.len() as u64) / usage.wall;
-            let commit_p50 = kafka::quantile_ms(&run.commit_micros, 0.5);
-            let commit_p99 = kafka::quantile_ms(&run.commit_micros, 0.99);
+            let commits = !run.commits.total_micros.is_empty();
+            let commits_s = run.commits.per_second(usage.wall);
+            let c = commit_quantiles(&run.commits);
             if commits {
                 r.metric(format!("{key}.commits_s"), Some(commits_s));
-                r.metric(format!("{key}.commit_p50_ms"), Some(commit_p50));
-                r.metric(format!("{key}.commit_p99_ms"), Some(commit_p99));
+                record_commits(r, &key, c);
             }
             match &plain {
                 None => plain = Some((phase.mb_s, phase.broker_cpu_per_gb)),
@@ -155,8 +153,10 @@ impl Bench {
                 fmt(phase.broker_cores, 2),
                 fmt(phase.client_cores, 2),
                 when(commits_s, 0),
-                when(commit_p50, 2),
-                when(commit_p99, 2),
+                when(c[0], 2),
+                when(c[1], 2),
+                when(c[2], 2),
+                when(c[3], 2),
                 run.errors.to_string(),
             ]);
             println!(
@@ -176,7 +176,7 @@ impl Bench {
                 "end-to-end latency with transactions: {rate} records/s of {} B for {} s (first {} s not counted), 1 partition, one producer (acks=all, linger.ms 5), one consumer; due time in the payload",
                 self.opts.value_bytes, self.sizes.latency_secs, self.sizes.latency_warmup
             ),
-            &["producer", "consumer", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "samples", "lost", "commit p50 ms", "commit p99 ms", "broker cores", "client cores"],
+            &["producer", "consumer", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "samples", "lost", "commit p50 ms", "commit p99 ms", "EndTxn p50 ms", "EndTxn p99 ms", "broker cores", "client cores"],
         );
         let plain = ProducerSettings::default_with("all");
         let transactional = ProducerSettings {
@@ -227,9 +227,8 @@ impl Bench {
                 run.quantile_ms(0.999),
                 run.quantile_ms(1.0),
             );
-            let commits = !run.commit_micros.is_empty();
-            let commit_p50 = kafka::quantile_ms(&run.commit_micros, 0.5);
-            let commit_p99 = kafka::quantile_ms(&run.commit_micros, 0.99);
+            let commits = !run.commits.total_micros.is_empty();
+            let c = commit_quantiles(&run.commits);
             let r = &mut self.report;
             r.metric(format!("{key}.p50_ms"), Some(p50));
             r.metric(format!("{key}.p99_ms"), Some(p99));
@@ -241,8 +240,7 @@ impl Bench {
                 usage.broker_cpu.map(|c| c / usage.wall),
             );
             if commits {
-                r.metric(format!("{key}.commit_p50_ms"), Some(commit_p50));
-                r.metric(format!("{key}.commit_p99_ms"), Some(commit_p99));
+                record_commits(r, &key, c);
             }
             let when = |value: f64| {
                 if commits {
@@ -260,8 +258,10 @@ impl Bench {
                 fmt(Some(max), 2),
                 run.micros.len().to_string(),
                 run.lost.to_string(),
-                when(commit_p50),
-                when(commit_p99),
+                when(c[0]),
+                when(c[1]),
+                when(c[2]),
+                when(c[3]),
                 fmt(usage.broker_cpu.map(|c| c / usage.wall), 3),
                 fmt(usage.client_cpu.map(|c| c / usage.wall), 3),
             ]);
@@ -273,4 +273,21 @@ impl Bench {
         self.report.table(&t);
         Ok(())
     }
+}
+
+/// Commit p50 and p99, then EndTxn p50 and p99, in milliseconds.
+fn commit_quantiles(commits: &CommitTimes) -> [f64; 4] {
+    [
+        kafka::quantile_ms(&commits.total_micros, 0.5),
+        kafka::quantile_ms(&commits.total_micros, 0.99),
+        kafka::quantile_ms(&commits.end_txn_micros, 0.5),
+        kafka::quantile_ms(&commits.end_txn_micros, 0.99),
+    ]
+}
+
+fn record_commits(report: &mut Report, key: &str, [p50, p99, end_p50, end_p99]: [f64; 4]) {
+    report.metric(format!("{key}.commit_p50_ms"), Some(p50));
+    report.metric(format!("{key}.commit_p99_ms"), Some(p99));
+    report.metric(format!("{key}.end_txn_p50_ms"), Some(end_p50));
+    report.metric(format!("{key}.end_txn_p99_ms"), Some(end_p99));
 }
