@@ -17,7 +17,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use rdkafka::types::{RDKafka, RDKafkaRespErr};
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::util::Timeout;
 
 use crate::Res;
@@ -332,49 +332,53 @@ impl<'p, C: ProducerContext + 'static> TransactionLoop<'p, C> {
     }
 }
 
-/// A producer's librdkafka handle, moved to the thread that flushes it.
-struct NativeProducer(*mut RDKafka);
+/// How often the delivery-report thread of a transactional producer re-checks whether
+/// to stop (it serves each report as it arrives; this only bounds the wait at the end).
+const REPORT_POLL: Duration = Duration::from_millis(100);
 
-#[expect(unsafe_code, reason = "a raw pointer is not Send by default")]
-// SAFETY: librdkafka handles are thread-safe (its documentation: every public function
-// may be called from any thread), and `flush_now` joins the thread before it returns,
-// so the handle outlives every use.
-unsafe impl Send for NativeProducer {}
-
-/// Waits until every record `producer` holds is acknowledged and its delivery report
-/// served, as `commit_transaction` must first, but without the two delays the rdkafka
-/// crate's own flush (which `BaseProducer::commit_transaction` calls) would add to every
-/// transaction: it serves delivery reports in whole 100 ms `poll` steps, and it calls
-/// librdkafka's flush with a zero timeout, which lets the records wait out `linger.ms`
-/// (librdkafka sends at once only while a flush call is waiting). So librdkafka's flush
-/// waits on a helper thread (in event mode it only waits for the message count to reach
-/// zero) while this thread serves the delivery reports in 1 ms steps; the rdkafka flush
-/// inside `commit_transaction` then returns at once. A C or Java client's commit costs
-/// the same: a flush that sends at once, then EndTxn.
-fn flush_now<C: ProducerContext + 'static>(producer: &BaseProducer<C>) -> Res<()> {
-    let handle = NativeProducer(producer.client().native_ptr());
-    let timeout_ms = i32::try_from(TRANSACTION_TIMEOUT.as_millis()).unwrap_or(i32::MAX);
-    let flushed = AtomicBool::new(false);
-    let result = std::thread::scope(|scope| {
-        let flushed = &flushed;
-        let flusher = scope.spawn(move || {
-            let handle = handle;
-            #[expect(unsafe_code, reason = "rdkafka exposes no flush that sends at once")]
-            // SAFETY: the handle is a live producer (borrowed for this whole function)
-            // and rd_kafka_flush is thread-safe; it touches no memory of ours.
-            let result = unsafe { rdkafka::bindings::rd_kafka_flush(handle.0, timeout_ms) };
-            flushed.store(true, Ordering::Release);
-            result
+/// Runs `work` while, if `serve`, a helper thread serves `producer`'s delivery reports
+/// as they arrive (as rdkafka's `ThreadedProducer` does), so that `flush_now` can wait
+/// inside librdkafka.
+fn serving_reports<C, R>(producer: &BaseProducer<C>, serve: bool, work: impl FnOnce() -> R) -> R
+where
+    C: ProducerContext + 'static,
+    BaseProducer<C>: Sync,
+{
+    if !serve {
+        return work();
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(Ordering::Acquire) {
+                producer.poll(REPORT_POLL);
+            }
         });
-        while !flushed.load(Ordering::Acquire) {
-            producer.poll(Duration::from_millis(1));
-        }
-        flusher.join()
-    });
-    match result {
-        Ok(RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR) => Ok(()),
-        Ok(error) => Err(format!("flush before commit: {}", RDKafkaErrorCode::from(error)).into()),
-        Err(_) => Err("flush thread panicked".into()),
+        let result = work();
+        stop.store(true, Ordering::Release);
+        result
+    })
+}
+
+/// Waits until every record `producer` holds is acknowledged, as a commit must first,
+/// through librdkafka's own flush: it sends at once (ignoring `linger.ms` while it
+/// waits) and, in the event mode rdkafka uses, waits for the delivery reports that the
+/// `serving_reports` thread serves. The rdkafka crate's flush, which
+/// `BaseProducer::commit_transaction` calls, would instead let the records wait out
+/// `linger.ms` and serve the reports in whole 100 ms `poll` steps, putting ~100 ms on
+/// every commit; after this one it returns at once. A C or Java client's commit costs
+/// the same as this: a flush that sends at once, then EndTxn.
+fn flush_now<C: ProducerContext + 'static>(producer: &BaseProducer<C>) -> Res<()> {
+    let timeout_ms = i32::try_from(TRANSACTION_TIMEOUT.as_millis()).unwrap_or(i32::MAX);
+    #[expect(unsafe_code, reason = "rdkafka exposes no flush that sends at once")]
+    // SAFETY: the handle is a live producer (borrowed for the whole call) and
+    // rd_kafka_flush is thread-safe; it touches no memory of ours.
+    let result =
+        unsafe { rdkafka::bindings::rd_kafka_flush(producer.client().native_ptr(), timeout_ms) };
+    if result == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+        Ok(())
+    } else {
+        Err(format!("flush before commit: {}", RDKafkaErrorCode::from(result)).into())
     }
 }
 
@@ -443,50 +447,53 @@ pub fn produce_fixed(
                 // Every thread reaches the barrier, also when its initialisation failed.
                 barrier.wait();
                 let mut transactions = transactions?;
-                let parts = u64::try_from(partitions)?;
-                for i in 0..share {
-                    if let Some(t) = &mut transactions {
-                        t.before_send(Duration::ZERO)?;
-                    }
-                    let partition = i32::try_from((i + k_u64) % parts)?;
-                    let key = (i * instances_u64 + k_u64)
-                        .checked_rem(keys)
-                        .map(u64::to_be_bytes);
-                    let mut record = BaseRecord::<[u8], [u8], ()>::to(topic)
-                        .payload(&value[..])
-                        .partition(partition);
-                    if let Some(key) = &key {
-                        record = record.key(&key[..]);
-                    }
-                    loop {
-                        match producer.send(record) {
-                            Ok(()) => break,
-                            Err((
-                                KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull),
-                                back,
-                            )) => {
-                                record = back;
-                                producer.poll(Duration::from_millis(1));
-                            }
-                            Err((_, _)) => {
-                                send_errors.fetch_add(1, Ordering::Relaxed);
-                                break;
+                let serve = transactions.is_some();
+                serving_reports(producer, serve, || -> Res<CommitTimes> {
+                    let parts = u64::try_from(partitions)?;
+                    for i in 0..share {
+                        if let Some(t) = &mut transactions {
+                            t.before_send(Duration::ZERO)?;
+                        }
+                        let partition = i32::try_from((i + k_u64) % parts)?;
+                        let key = (i * instances_u64 + k_u64)
+                            .checked_rem(keys)
+                            .map(u64::to_be_bytes);
+                        let mut record = BaseRecord::<[u8], [u8], ()>::to(topic)
+                            .payload(&value[..])
+                            .partition(partition);
+                        if let Some(key) = &key {
+                            record = record.key(&key[..]);
+                        }
+                        loop {
+                            match producer.send(record) {
+                                Ok(()) => break,
+                                Err((
+                                    KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull),
+                                    back,
+                                )) => {
+                                    record = back;
+                                    producer.poll(Duration::from_millis(1));
+                                }
+                                Err((_, _)) => {
+                                    send_errors.fetch_add(1, Ordering::Relaxed);
+                                    break;
+                                }
                             }
                         }
+                        if i % 1024 == 0 {
+                            producer.poll(Duration::ZERO);
+                        }
                     }
-                    if i % 1024 == 0 {
-                        producer.poll(Duration::ZERO);
-                    }
-                }
-                let commits = match &mut transactions {
-                    Some(t) => {
-                        t.finish()?;
-                        std::mem::take(&mut t.commits)
-                    }
-                    None => CommitTimes::default(),
-                };
-                producer.flush(Duration::from_secs(300))?;
-                Ok(commits)
+                    let commits = match &mut transactions {
+                        Some(t) => {
+                            t.finish()?;
+                            std::mem::take(&mut t.commits)
+                        }
+                        None => CommitTimes::default(),
+                    };
+                    producer.flush(Duration::from_secs(300))?;
+                    Ok(commits)
+                })
             }));
         }
         on_start();
@@ -733,16 +740,19 @@ pub fn latency_run(
             (micros, received)
         });
         // The consumer stops only once `done` is set, so it is set also when sending fails.
-        let sent = send_paced(
-            &producer,
-            transactions.as_mut(),
-            topic,
-            partitions,
-            rate,
-            total,
-            value_len,
-            epoch,
-        );
+        let serve = transactions.is_some();
+        let sent = serving_reports(&producer, serve, || {
+            send_paced(
+                &producer,
+                transactions.as_mut(),
+                topic,
+                partitions,
+                rate,
+                total,
+                value_len,
+                epoch,
+            )
+        });
         let flushed = sent.and_then(|send_failures| {
             deliveries
                 .failed
