@@ -934,7 +934,7 @@ impl Bench {
         let rate = self.opts.latency_rate;
         let mut t = Table::new(
             format!(
-                "end-to-end latency: {rate} records/s of {} B for {} s (first {} s not counted), 1 partition, one producer with client defaults (linger.ms 5), one consumer; send time in the payload",
+                "end-to-end latency: {rate} records/s of {} B for {} s (first {} s not counted), 1 partition, one producer with client defaults (linger.ms 5), one consumer; due time in the payload",
                 self.opts.value_bytes, self.sizes.latency_secs, self.sizes.latency_warmup
             ),
             &["acks", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "samples", "lost", "broker cores", "client cores"],

@@ -5,6 +5,11 @@
 //! every `--txn-commit-ms`, read by a read_committed consumer (and a read_uncommitted
 //! one), beside the same paced load without transactions.
 //!
+//! `--check` guards none of its figures (on the shared two-core machine the transactional
+//! throughput and the commit times swing 2–3× between identical runs); like every
+//! section's, its `errors` and `lost` counts and a failure fail the check when above 0.
+//! Each section run starts its own broker, so its CPU figures are its own.
+//!
 //! # Back-of-envelope, written before measuring
 //!
 //! - **Throughput.** A 100-record transaction of 1 KiB values (100 KiB, round-robin over
