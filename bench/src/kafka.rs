@@ -1,19 +1,23 @@
 //! The rdkafka (librdkafka) clients the bench drives: topic creation, a fixed-volume
 //! multi-instance producer, a counting consumer, and a paced producer with a
-//! latency-measuring consumer.
+//! latency-measuring consumer. Either producer may be idempotent or transactional
+//! (KIP-98: `init_transactions` once, then `begin_transaction` / `commit_transaction`
+//! around every group of records).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::{ClientContext, DefaultClientContext};
 use rdkafka::config::ClientConfig;
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::util::Timeout;
 
 use crate::Res;
@@ -100,7 +104,19 @@ struct Deliveries {
 /// Counts delivery reports.
 struct CountingContext(Arc<Deliveries>);
 
-impl ClientContext for CountingContext {}
+impl ClientContext for CountingContext {
+    /// librdkafka's debug lines (only logged when `--producer-arg debug=eos,…` asks) go
+    /// to stderr with a wall-clock time, to see where a producer waits; the rest is
+    /// dropped as before (no `log` backend).
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        if matches!(level, RDKafkaLogLevel::Debug) {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            eprintln!("{now:.6} rdkafka {fac} {log_message}");
+        }
+    }
+}
 
 impl ProducerContext for CountingContext {
     type DeliveryOpaque = ();
@@ -132,6 +148,21 @@ pub struct ProducerSettings {
     /// Distinct record keys (8-byte big-endian record number modulo this), so a
     /// `cleanup.policy=compact` topic has something to clean; 0 sends no keys.
     pub keys: u64,
+    /// `enable.idempotence` (implied by `transactions`).
+    pub idempotent: bool,
+    /// Send in transactions (each producer instance its own `transactional.id`); needs
+    /// `acks` "all", as librdkafka refuses anything else with idempotence.
+    pub transactions: Option<Transactions>,
+}
+
+/// When a transactional producer commits its open transaction.
+#[derive(Clone, Copy, Debug)]
+pub enum Transactions {
+    /// After this many records (per producer instance).
+    EveryRecords(u64),
+    /// At every multiple of this interval since the start of a paced run: the
+    /// transaction holds exactly the records due in one window.
+    Every(Duration),
 }
 
 impl ProducerSettings {
@@ -142,6 +173,8 @@ impl ProducerSettings {
             linger_ms: 5,
             batch_bytes: Some(1024 * 1024),
             keys: 0,
+            idempotent: false,
+            transactions: None,
         }
     }
 
@@ -152,10 +185,13 @@ impl ProducerSettings {
             linger_ms: 5,
             batch_bytes: None,
             keys: 0,
+            idempotent: false,
+            transactions: None,
         }
     }
 
-    fn config(&self, bootstrap: &str) -> ClientConfig {
+    /// The client config; `transactional_id` is used only with `transactions`.
+    fn config(&self, bootstrap: &str, transactional_id: &str) -> ClientConfig {
         let mut config = ClientConfig::new();
         config
             .set("bootstrap.servers", bootstrap)
@@ -171,13 +207,183 @@ impl ProducerSettings {
                 .set("batch.size", batch.to_string())
                 .set("message.max.bytes", (batch + 12).to_string());
         }
+        if self.idempotent || self.transactions.is_some() {
+            config.set("enable.idempotence", "true");
+        }
+        if self.transactions.is_some() {
+            // librdkafka wants message.timeout.ms <= transaction.timeout.ms (default 60 s).
+            config
+                .set("transactional.id", transactional_id)
+                .set("message.timeout.ms", "60000");
+        }
         apply(&mut config, true);
         config
     }
 }
 
+/// How long `init_transactions` and `commit_transaction` may take before the run fails.
+const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A producer's transactions: begun before the first record of each group, committed
+/// when its `Transactions` policy says, each commit timed (see `CommitTimes`).
+struct TransactionLoop<'p, C: ProducerContext + 'static> {
+    producer: &'p BaseProducer<C>,
+    policy: Transactions,
+    open: bool,
+    /// Records in the open transaction.
+    records: u64,
+    /// `Every`: the scheduled time at which the open transaction commits.
+    window_end: Duration,
+    commits: CommitTimes,
+}
+
+/// How long a producer's commits took, microseconds, each list sorted once complete.
+#[derive(Clone, Debug, Default)]
+pub struct CommitTimes {
+    /// The whole commit: waiting for the transaction's records to be acknowledged
+    /// (AddPartitionsToTxn and Produce), then EndTxn.
+    pub total_micros: Vec<u64>,
+    /// EndTxn alone (`commit_transaction` once every record is acknowledged).
+    pub end_txn_micros: Vec<u64>,
+}
+
+impl CommitTimes {
+    fn extend(&mut self, other: CommitTimes) {
+        self.total_micros.extend(other.total_micros);
+        self.end_txn_micros.extend(other.end_txn_micros);
+    }
+
+    fn sort(&mut self) {
+        self.total_micros.sort_unstable();
+        self.end_txn_micros.sort_unstable();
+    }
+
+    /// Commits per `seconds`.
+    pub fn per_second(&self, seconds: f64) -> f64 {
+        #[expect(clippy::cast_precision_loss, reason = "counts are small")]
+        let count = self.total_micros.len() as f64;
+        count / seconds
+    }
+}
+
+impl<'p, C: ProducerContext + 'static> TransactionLoop<'p, C> {
+    /// Registers the `transactional.id` with its coordinator (InitProducerId), or
+    /// returns `None` for a producer without transactions.
+    fn init(producer: &'p BaseProducer<C>, policy: Option<Transactions>) -> Res<Option<Self>> {
+        let Some(policy) = policy else {
+            return Ok(None);
+        };
+        producer.init_transactions(TRANSACTION_TIMEOUT)?;
+        Ok(Some(TransactionLoop {
+            producer,
+            policy,
+            open: false,
+            records: 0,
+            window_end: Duration::ZERO,
+            commits: CommitTimes::default(),
+        }))
+    }
+
+    /// Before sending a record due at `scheduled` (time since the run started; unused
+    /// by `EveryRecords`): commits the open transaction if it is complete and begins
+    /// one if none is open.
+    fn before_send(&mut self, scheduled: Duration) -> Res<()> {
+        if self.open {
+            let complete = match self.policy {
+                Transactions::EveryRecords(n) => self.records >= n,
+                Transactions::Every(_) => scheduled >= self.window_end,
+            };
+            if complete {
+                self.commit()?;
+            }
+        }
+        if !self.open {
+            self.producer.begin_transaction()?;
+            self.open = true;
+            self.records = 0;
+            if let Transactions::Every(interval) = self.policy {
+                let windows = scheduled.as_nanos() / interval.as_nanos().max(1) + 1;
+                self.window_end = interval.saturating_mul(u32::try_from(windows)?);
+            }
+        }
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Commits the last transaction, if one is open.
+    fn finish(&mut self) -> Res<()> {
+        if self.open {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Res<()> {
+        let started = Instant::now();
+        flush_now(self.producer)?;
+        let flushed = Instant::now();
+        self.producer.commit_transaction(TRANSACTION_TIMEOUT)?;
+        let micros =
+            |since: Instant| u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.commits.total_micros.push(micros(started));
+        self.commits.end_txn_micros.push(micros(flushed));
+        self.open = false;
+        Ok(())
+    }
+}
+
+/// How often the delivery-report thread of a transactional producer re-checks whether
+/// to stop (it serves each report as it arrives; this only bounds the wait at the end).
+const REPORT_POLL: Duration = Duration::from_millis(100);
+
+/// Runs `work` while, if `serve`, a helper thread serves `producer`'s delivery reports
+/// as they arrive (as rdkafka's `ThreadedProducer` does), so that `flush_now` can wait
+/// inside librdkafka.
+fn serving_reports<C, R>(producer: &BaseProducer<C>, serve: bool, work: impl FnOnce() -> R) -> R
+where
+    C: ProducerContext + 'static,
+    BaseProducer<C>: Sync,
+{
+    if !serve {
+        return work();
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(Ordering::Acquire) {
+                producer.poll(REPORT_POLL);
+            }
+        });
+        let result = work();
+        stop.store(true, Ordering::Release);
+        result
+    })
+}
+
+/// Waits until every record `producer` holds is acknowledged, as a commit must first,
+/// through librdkafka's own flush: it sends at once (ignoring `linger.ms` while it
+/// waits) and, in the event mode rdkafka uses, waits for the delivery reports that the
+/// `serving_reports` thread serves. The rdkafka crate's flush, which
+/// `BaseProducer::commit_transaction` calls, would instead let the records wait out
+/// `linger.ms` and serve the reports in whole 100 ms `poll` steps, putting ~100 ms on
+/// every commit; after this one it returns at once. A C or Java client's commit costs
+/// the same as this: a flush that sends at once, then EndTxn.
+fn flush_now<C: ProducerContext + 'static>(producer: &BaseProducer<C>) -> Res<()> {
+    let timeout_ms = i32::try_from(TRANSACTION_TIMEOUT.as_millis()).unwrap_or(i32::MAX);
+    #[expect(unsafe_code, reason = "rdkafka exposes no flush that sends at once")]
+    // SAFETY: the handle is a live producer (borrowed for the whole call) and
+    // rd_kafka_flush is thread-safe; it touches no memory of ours.
+    let result =
+        unsafe { rdkafka::bindings::rd_kafka_flush(producer.client().native_ptr(), timeout_ms) };
+    if result == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+        Ok(())
+    } else {
+        Err(format!("flush before commit: {}", RDKafkaErrorCode::from(result)).into())
+    }
+}
+
 /// Outcome of a fixed-volume produce run.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ProduceRun {
     /// Records acknowledged.
     pub records: u64,
@@ -185,12 +391,16 @@ pub struct ProduceRun {
     pub bytes: u64,
     /// Records that failed.
     pub errors: u64,
+    /// The producer's commits (empty without transactions).
+    pub commits: CommitTimes,
 }
 
 /// Sends `total_records` values of `value_bytes` bytes to `partitions` partitions of
 /// `topic` from `instances` producer instances (each its own connection and thread),
 /// round-robin over partitions, and waits for every delivery report. `on_start` runs
-/// once all producers are connected, just before the first record is sent.
+/// once all producers are connected (and transactional ones initialised), just before
+/// the first record is sent. Transactional instance `k` uses `transactional.id`
+/// `{topic}-{k}`.
 #[expect(clippy::too_many_arguments, reason = "a flat description of one run")]
 pub fn produce_fixed(
     bootstrap: &str,
@@ -204,9 +414,9 @@ pub fn produce_fixed(
 ) -> Res<ProduceRun> {
     let deliveries = Arc::new(Deliveries::default());
     let mut producers = Vec::with_capacity(instances);
-    for _ in 0..instances {
+    for k in 0..instances {
         let producer: BaseProducer<CountingContext> = settings
-            .config(bootstrap)
+            .config(bootstrap, &format!("{topic}-{k}"))
             .create_with_context(CountingContext(Arc::clone(&deliveries)))?;
         // Connects and learns the partition leaders before the clock starts.
         producer
@@ -218,7 +428,7 @@ pub fn produce_fixed(
     let instances_u64 = instances as u64;
     let keys = settings.keys;
     let send_errors = AtomicU64::new(0);
-    std::thread::scope(|scope| -> Res<()> {
+    let commits = std::thread::scope(|scope| -> Res<CommitTimes> {
         let mut handles = Vec::with_capacity(instances);
         for (k, producer) in producers.iter().enumerate() {
             let barrier = &barrier;
@@ -226,56 +436,74 @@ pub fn produce_fixed(
             let k_u64 = k as u64;
             let share =
                 total_records / instances_u64 + u64::from(k_u64 < total_records % instances_u64);
-            handles.push(scope.spawn(move || -> Res<()> {
+            handles.push(scope.spawn(move || -> Res<CommitTimes> {
                 let mut value = vec![0_u8; value_bytes];
                 for (i, byte) in value.iter_mut().enumerate() {
                     #[expect(clippy::cast_possible_truncation, reason = "a byte pattern")]
                     let b = (i * 31 + k) as u8;
                     *byte = b;
                 }
+                let transactions = TransactionLoop::init(producer, settings.transactions);
+                // Every thread reaches the barrier, also when its initialisation failed.
                 barrier.wait();
-                let parts = u64::try_from(partitions)?;
-                for i in 0..share {
-                    let partition = i32::try_from((i + k_u64) % parts)?;
-                    let key = (i * instances_u64 + k_u64)
-                        .checked_rem(keys)
-                        .map(u64::to_be_bytes);
-                    let mut record = BaseRecord::<[u8], [u8], ()>::to(topic)
-                        .payload(&value[..])
-                        .partition(partition);
-                    if let Some(key) = &key {
-                        record = record.key(&key[..]);
-                    }
-                    loop {
-                        match producer.send(record) {
-                            Ok(()) => break,
-                            Err((
-                                KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull),
-                                back,
-                            )) => {
-                                record = back;
-                                producer.poll(Duration::from_millis(1));
-                            }
-                            Err((_, _)) => {
-                                send_errors.fetch_add(1, Ordering::Relaxed);
-                                break;
+                let mut transactions = transactions?;
+                let serve = transactions.is_some();
+                serving_reports(producer, serve, || -> Res<CommitTimes> {
+                    let parts = u64::try_from(partitions)?;
+                    for i in 0..share {
+                        if let Some(t) = &mut transactions {
+                            t.before_send(Duration::ZERO)?;
+                        }
+                        let partition = i32::try_from((i + k_u64) % parts)?;
+                        let key = (i * instances_u64 + k_u64)
+                            .checked_rem(keys)
+                            .map(u64::to_be_bytes);
+                        let mut record = BaseRecord::<[u8], [u8], ()>::to(topic)
+                            .payload(&value[..])
+                            .partition(partition);
+                        if let Some(key) = &key {
+                            record = record.key(&key[..]);
+                        }
+                        loop {
+                            match producer.send(record) {
+                                Ok(()) => break,
+                                Err((
+                                    KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull),
+                                    back,
+                                )) => {
+                                    record = back;
+                                    producer.poll(Duration::from_millis(1));
+                                }
+                                Err((_, _)) => {
+                                    send_errors.fetch_add(1, Ordering::Relaxed);
+                                    break;
+                                }
                             }
                         }
+                        if i % 1024 == 0 {
+                            producer.poll(Duration::ZERO);
+                        }
                     }
-                    if i % 1024 == 0 {
-                        producer.poll(Duration::ZERO);
-                    }
-                }
-                producer.flush(Duration::from_secs(300))?;
-                Ok(())
+                    let commits = match &mut transactions {
+                        Some(t) => {
+                            t.finish()?;
+                            std::mem::take(&mut t.commits)
+                        }
+                        None => CommitTimes::default(),
+                    };
+                    producer.flush(Duration::from_secs(300))?;
+                    Ok(commits)
+                })
             }));
         }
         on_start();
         barrier.wait();
+        let mut commits = CommitTimes::default();
         for handle in handles {
-            handle.join().map_err(|_| "producer thread panicked")??;
+            commits.extend(handle.join().map_err(|_| "producer thread panicked")??);
         }
-        Ok(())
+        commits.sort();
+        Ok(commits)
     })?;
     let records = deliveries.ok.load(Ordering::Relaxed);
     let errors = deliveries.failed.load(Ordering::Relaxed) + send_errors.load(Ordering::Relaxed);
@@ -287,12 +515,44 @@ pub fn produce_fixed(
         records,
         bytes: records * value_bytes as u64,
         errors,
+        commits,
     })
 }
 
+/// A consumer's `isolation.level`: whether Fetch stops at the last stable offset and
+/// the client drops aborted transactions' records.
+#[derive(Clone, Copy, Debug)]
+pub enum Isolation {
+    /// Up to the last stable offset, aborted records dropped.
+    ReadCommitted,
+    /// Up to the high watermark, everything.
+    ReadUncommitted,
+}
+
+impl Isolation {
+    /// The librdkafka value, as Kafka names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read_committed",
+            Isolation::ReadUncommitted => "read_uncommitted",
+        }
+    }
+}
+
 /// A consumer assigned every partition of `topic` from the beginning (librdkafka wants
-/// a `group.id` even for manual assignment; nothing joins or commits).
+/// a `group.id` even for manual assignment; nothing joins or commits), with
+/// librdkafka's default `isolation.level` (read_committed).
 pub fn assigned_consumer(bootstrap: &str, topic: &str, partitions: i32) -> Res<BaseConsumer> {
+    assigned_consumer_with(bootstrap, topic, partitions, None)
+}
+
+/// `assigned_consumer` with an explicit `isolation.level` (None: librdkafka's default).
+pub fn assigned_consumer_with(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    isolation: Option<Isolation>,
+) -> Res<BaseConsumer> {
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", bootstrap)
@@ -300,6 +560,9 @@ pub fn assigned_consumer(bootstrap: &str, topic: &str, partitions: i32) -> Res<B
         .set("enable.auto.commit", "false")
         .set("enable.partition.eof", "false")
         .set("max.partition.fetch.bytes", (4 * 1024 * 1024).to_string());
+    if let Some(isolation) = isolation {
+        config.set("isolation.level", isolation.name());
+    }
     apply(&mut config, false);
     let consumer: BaseConsumer = config.create()?;
     let mut list = TopicPartitionList::with_capacity(usize::try_from(partitions)?);
@@ -362,6 +625,8 @@ pub struct LatencyRun {
     pub micros: Vec<u64>,
     /// Records sent but never received (or failed).
     pub lost: u64,
+    /// The producer's commits (empty without transactions).
+    pub commits: CommitTimes,
 }
 
 impl LatencyRun {
@@ -393,14 +658,18 @@ pub fn quantile_ms(sorted_micros: &[u64], q: f64) -> f64 {
 
 /// Sends `rate` records/s of `value_bytes` each for `seconds` (round-robin over
 /// `partitions`) from one producer, while one consumer assigned to every partition
-/// measures each record's age on arrival (send time is in the payload; same clock).
-/// Records sent during the first `warmup` seconds are not counted.
+/// (with `isolation`, None: librdkafka's default) measures each record's age on
+/// arrival. The payload carries the time the record was due (same clock), not the time
+/// `send` ran, so a record held back while a transaction commits counts its wait.
+/// Records due during the first `warmup` seconds are not counted. A transactional
+/// producer uses `transactional.id` `{topic}-latency`.
 #[expect(clippy::too_many_arguments, reason = "a flat description of one run")]
 pub fn latency_run(
     bootstrap: &str,
     topic: &str,
     partitions: i32,
     settings: &ProducerSettings,
+    isolation: Option<Isolation>,
     rate: u32,
     seconds: f64,
     warmup: f64,
@@ -409,12 +678,13 @@ pub fn latency_run(
     let epoch = Instant::now();
     let deliveries = Arc::new(Deliveries::default());
     let producer: BaseProducer<CountingContext> = settings
-        .config(bootstrap)
+        .config(bootstrap, &format!("{topic}-latency"))
         .create_with_context(CountingContext(Arc::clone(&deliveries)))?;
     producer
         .client()
         .fetch_metadata(Some(topic), Duration::from_secs(30))?;
-    let consumer = assigned_consumer(bootstrap, topic, partitions)?;
+    let mut transactions = TransactionLoop::init(&producer, settings.transactions)?;
+    let consumer = assigned_consumer_with(bootstrap, topic, partitions, isolation)?;
     // Let the consumer connect and start fetching before the first probe.
     let settle = Instant::now();
     while settle.elapsed() < Duration::from_millis(500) {
@@ -469,44 +739,93 @@ pub fn latency_run(
             }
             (micros, received)
         });
-        let mut value = vec![0_u8; value_len];
-        let start = Instant::now();
-        let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
-        let parts = u64::try_from(partitions)?;
-        let mut next = 0_u64;
-        while next < total {
-            let due = interval.saturating_mul(u32::try_from(next)?);
-            let elapsed = start.elapsed();
-            if elapsed < due {
-                std::thread::sleep(due.saturating_sub(elapsed).min(Duration::from_millis(1)));
-                producer.poll(Duration::ZERO);
-                continue;
-            }
-            let sent = u64::try_from(epoch.elapsed().as_nanos())?;
-            encode_probe(&mut value, sent, next);
-            let partition = i32::try_from(next % parts)?;
-            let record = BaseRecord::<(), [u8], ()>::to(topic)
-                .payload(&value[..])
-                .partition(partition);
-            if producer.send(record).is_err() {
-                deliveries.failed.fetch_add(1, Ordering::Relaxed);
-            }
-            next += 1;
-        }
-        producer.flush(Duration::from_secs(60))?;
+        // The consumer stops only once `done` is set, so it is set also when sending fails.
+        let serve = transactions.is_some();
+        let sent = serving_reports(&producer, serve, || {
+            send_paced(
+                &producer,
+                transactions.as_mut(),
+                topic,
+                partitions,
+                rate,
+                total,
+                value_len,
+                epoch,
+            )
+        });
+        let flushed = sent.and_then(|send_failures| {
+            deliveries
+                .failed
+                .fetch_add(send_failures, Ordering::Relaxed);
+            Ok(producer.flush(Duration::from_secs(60))?)
+        });
         done.store(true, Ordering::Release);
         let (micros, received) = consumer_thread
             .join()
             .map_err(|_| "consumer thread panicked")?;
+        flushed?;
         Ok((micros, received))
     })?;
     let mut micros = micros;
     micros.sort_unstable();
     let failed = deliveries.failed.load(Ordering::Relaxed);
+    let mut commits = transactions.map(|t| t.commits).unwrap_or_default();
+    commits.sort();
     Ok(LatencyRun {
         micros,
         lost: total.saturating_sub(received).max(failed),
+        commits,
     })
+}
+
+/// The producer half of `latency_run`: `total` records at `rate` per second, each
+/// stamped with the time it was due (nanoseconds since `epoch`) and its sequence number,
+/// in transactions when `transactions` is given (the last one committed before return).
+/// Returns how many records `send` refused.
+#[expect(clippy::too_many_arguments, reason = "a flat description of one run")]
+fn send_paced<C: ProducerContext<DeliveryOpaque = ()> + 'static>(
+    producer: &BaseProducer<C>,
+    mut transactions: Option<&mut TransactionLoop<'_, C>>,
+    topic: &str,
+    partitions: i32,
+    rate: u32,
+    total: u64,
+    value_len: usize,
+    epoch: Instant,
+) -> Res<u64> {
+    let mut value = vec![0_u8; value_len];
+    let start = Instant::now();
+    let start_ns = u64::try_from(start.duration_since(epoch).as_nanos())?;
+    let interval = Duration::from_secs_f64(1.0 / f64::from(rate));
+    let parts = u64::try_from(partitions)?;
+    let mut next = 0_u64;
+    let mut refused = 0_u64;
+    while next < total {
+        let due = interval.saturating_mul(u32::try_from(next)?);
+        let elapsed = start.elapsed();
+        if elapsed < due {
+            std::thread::sleep(due.saturating_sub(elapsed).min(Duration::from_millis(1)));
+            producer.poll(Duration::ZERO);
+            continue;
+        }
+        if let Some(t) = transactions.as_deref_mut() {
+            t.before_send(due)?;
+        }
+        let sent = start_ns + u64::try_from(due.as_nanos())?;
+        encode_probe(&mut value, sent, next);
+        let partition = i32::try_from(next % parts)?;
+        let record = BaseRecord::<(), [u8], ()>::to(topic)
+            .payload(&value[..])
+            .partition(partition);
+        if producer.send(record).is_err() {
+            refused += 1;
+        }
+        next += 1;
+    }
+    if let Some(t) = transactions {
+        t.finish()?;
+    }
+    Ok(refused)
 }
 
 fn encode_probe(value: &mut [u8], sent_ns: u64, seq: u64) {

@@ -5,8 +5,9 @@
 //! regression).
 //!
 //! Sections (`--only a,b`): `ceilings` (machine limits), `startup` (empty data dir),
-//! `produce`, `consume` (cold, warm, hot tail), `latency`, `recovery` (start after
-//! SIGKILL with data), `scale` (many partitions), `connections`. Each section that
+//! `produce`, `consume` (cold, warm, hot tail), `latency`, `txn` (transactional produce
+//! and read_committed latency, see `txn.rs`), `recovery` (start after SIGKILL with
+//! data), `scale` (many partitions), `connections`. Each section that
 //! needs a broker starts a fresh one on a new temporary data dir and a free port, so
 //! its CPU and memory figures are its own.
 //!
@@ -66,6 +67,7 @@ mod connections;
 mod kafka;
 mod procfs;
 mod report;
+mod txn;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -82,12 +84,13 @@ use crate::report::{fmt, pct, Report, Table};
 /// Errors the bench reports and stops on.
 pub type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "ceilings",
     "startup",
     "produce",
     "consume",
     "latency",
+    "txn",
     "recovery",
     "scale",
     "connections",
@@ -123,7 +126,7 @@ struct Opts {
     #[arg(long)]
     quick: bool,
     /// Run only these sections (comma-separated): ceilings, startup, produce, consume,
-    /// latency, recovery, scale, connections.
+    /// latency, txn, recovery, scale, connections.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Compare with this baseline JSON and exit 1 on a gross regression.
@@ -165,6 +168,15 @@ struct Opts {
     /// Seconds per latency run [default: 30, quick 5].
     #[arg(long)]
     latency_secs: Option<f64>,
+    /// MiB of values per scenario in the txn section's throughput runs [default: 256, quick 64].
+    #[arg(long)]
+    txn_mib: Option<u64>,
+    /// Records per transaction in the txn section's throughput runs.
+    #[arg(long, default_value_t = 100)]
+    txn_records: u64,
+    /// Milliseconds between commits in the txn section's latency runs.
+    #[arg(long, default_value_t = 100)]
+    txn_commit_ms: u64,
     /// MiB of values written before the SIGKILL in the recovery section [default: 1024, quick 128].
     #[arg(long)]
     recovery_mib: Option<u64>,
@@ -205,6 +217,7 @@ struct Sizes {
     hot_tail_mib: u64,
     latency_secs: f64,
     latency_warmup: f64,
+    txn_mib: u64,
     recovery_mib: u64,
     partitions: i32,
     disk_mib: u64,
@@ -223,6 +236,7 @@ impl Sizes {
             hot_tail_mib: o.hot_tail_mib.unwrap_or(if q { 64 } else { 256 }),
             latency_secs: o.latency_secs.unwrap_or(if q { 5.0 } else { 30.0 }),
             latency_warmup: if q { 1.0 } else { 2.0 },
+            txn_mib: o.txn_mib.unwrap_or(if q { 64 } else { 256 }),
             recovery_mib: o.recovery_mib.unwrap_or(if q { 128 } else { 1024 }),
             partitions: o.partitions.unwrap_or(if q { 500 } else { 10_000 }),
             disk_mib: if q { 128 } else { 512 },
@@ -331,8 +345,8 @@ fn run() -> Res<bool> {
         // Only sections that time the disk wait; the wait is shown, not hidden.
         // The latency percentiles need the longest quiet stretch (rare stalls move p99.9).
         let quiet_windows = match section {
-            "latency" if !bench.opts.quick => 40,
-            "produce" | "consume" | "latency" | "recovery" | "scale" => 2,
+            "latency" | "txn" if !bench.opts.quick => 40,
+            "produce" | "consume" | "latency" | "txn" | "recovery" | "scale" => 2,
             _ => 0,
         };
         if quiet_windows > 0 {
@@ -353,6 +367,7 @@ fn run() -> Res<bool> {
             "produce" => bench.produce(),
             "consume" => bench.consume(),
             "latency" => bench.latency(),
+            "txn" => bench.txn(),
             "recovery" => bench.recovery(),
             "scale" => bench.scale(),
             _ => bench.connections(),
@@ -393,6 +408,9 @@ fn run() -> Res<bool> {
             "produce_topic_config": bench.opts.produce_topic_config,
             "latency_rate": bench.opts.latency_rate,
             "latency_secs": bench.sizes.latency_secs,
+            "txn_mib": bench.sizes.txn_mib,
+            "txn_records": bench.opts.txn_records,
+            "txn_commit_ms": bench.opts.txn_commit_ms,
             "broker_args": bench.opts.broker_arg,
             "producer_args": bench.opts.producer_arg,
             "consumer_args": bench.opts.consumer_arg,
@@ -916,7 +934,7 @@ impl Bench {
         let rate = self.opts.latency_rate;
         let mut t = Table::new(
             format!(
-                "end-to-end latency: {rate} records/s of {} B for {} s (first {} s not counted), 1 partition, one producer with client defaults (linger.ms 5), one consumer; send time in the payload",
+                "end-to-end latency: {rate} records/s of {} B for {} s (first {} s not counted), 1 partition, one producer with client defaults (linger.ms 5), one consumer; due time in the payload",
                 self.opts.value_bytes, self.sizes.latency_secs, self.sizes.latency_warmup
             ),
             &["acks", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "samples", "lost", "broker cores", "client cores"],
@@ -930,6 +948,7 @@ impl Bench {
                 &topic,
                 1,
                 &ProducerSettings::default_with(acks),
+                None,
                 rate,
                 self.sizes.latency_secs,
                 self.sizes.latency_warmup,
@@ -1134,6 +1153,7 @@ impl Bench {
             &topic,
             partitions,
             &ProducerSettings::default_with("all"),
+            None,
             rate,
             self.sizes.scale_latency_secs,
             1.0,
