@@ -210,11 +210,19 @@ impl ReplicaManager {
         }
     }
 
-    /// Applies a changed topic config to its hosted partitions.
+    /// Applies a changed topic config to its hosted partitions. A partition being closed
+    /// (its topic is being deleted) needs none; any other failure leaves the partition on
+    /// its old config until the next change or restart, so it is logged as a warning.
     pub fn set_config(&self, topic: &str, config: &LogConfig) {
         for partition in self.partitions_of(topic) {
-            if let Err(e) = partition.set_config(config.clone()) {
-                tracing::debug!(partition = %partition.topic_partition(), error = %e, "config not applied");
+            match partition.set_config(config.clone()) {
+                Ok(()) => {}
+                Err(e @ Error::Closed(_)) => {
+                    tracing::debug!(partition = %partition.topic_partition(), error = %e, "config not applied to a closing partition");
+                }
+                Err(e) => {
+                    tracing::warn!(partition = %partition.topic_partition(), error = %e, "config not applied");
+                }
             }
         }
     }
