@@ -112,18 +112,27 @@ impl LeaderEpochFileCache {
         self.dirty = true;
     }
 
-    /// The epoch and end offset for a follower that last had `epoch` (Kafka's
-    /// `endOffsetFor`): the start offset of the first newer epoch, or `log_end` when
-    /// `epoch` is the latest; for an epoch older than any known, `None` (undefined).
+    /// The epoch and end offset for a follower (or a consumer validating its position)
+    /// that last had `epoch`, as Kafka's `endOffsetFor` answers: the largest known epoch
+    /// not above it with the start offset of the first newer epoch, or `log_end` when
+    /// `epoch` is the latest. An epoch older than any known (its data was deleted) gets
+    /// itself with the first known epoch's start offset, so the follower truncates to
+    /// where the log now starts. `None` (undefined) for -1, for an epoch newer than the
+    /// latest, and for an empty cache.
     pub fn end_offset_for(&self, epoch: LeaderEpoch, log_end: i64) -> Option<(LeaderEpoch, i64)> {
+        if epoch.0 < 0 {
+            return None;
+        }
         let latest = self.latest_epoch()?;
         if epoch == latest {
             return Some((latest, log_end));
         }
         let newer = self.entries.iter().position(|e| e.epoch > epoch)?;
-        let previous = newer.checked_sub(1).and_then(|i| self.entries.get(i))?;
         let next = self.entries.get(newer)?;
-        Some((previous.epoch, next.start_offset))
+        match newer.checked_sub(1).and_then(|i| self.entries.get(i)) {
+            Some(previous) => Some((previous.epoch, next.start_offset)),
+            None => Some((epoch, next.start_offset)),
+        }
     }
 
     /// Removes entries starting at or after `end_offset` (the log was truncated there).
@@ -244,6 +253,25 @@ fn parse(text: &str) -> Result<Vec<EpochEntry>, String> {
 mod tests {
     use super::*;
 
+    // An epoch older than the first known one (its data deleted) answers itself with the
+    // first known epoch's start offset, as Kafka's `endOffsetFor` does.
+    #[test]
+    fn epoch_older_than_any_known_ends_where_the_known_ones_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cache = LeaderEpochFileCache::load(dir.path()).expect("load");
+        assert_eq!(cache.end_offset_for(LeaderEpoch(0), 0), None, "empty cache");
+        cache.assign(LeaderEpoch(3), 40);
+        cache.assign(LeaderEpoch(5), 70);
+        assert_eq!(
+            cache.end_offset_for(LeaderEpoch(1), 90),
+            Some((LeaderEpoch(1), 40))
+        );
+        assert_eq!(
+            cache.end_offset_for(LeaderEpoch(4), 90),
+            Some((LeaderEpoch(3), 70))
+        );
+    }
+
     // Assign keeps epochs increasing, truncation from either end, end offsets for a
     // follower, and the file round-trips in Kafka's text format.
     #[test]
@@ -272,6 +300,12 @@ mod tests {
             cache.end_offset_for(LeaderEpoch(0), 30),
             Some((LeaderEpoch(0), 10))
         );
+        assert_eq!(
+            cache.end_offset_for(LeaderEpoch(5), 30),
+            None,
+            "newer than any"
+        );
+        assert_eq!(cache.end_offset_for(LeaderEpoch(-1), 30), None, "undefined");
         cache
             .take_checkpoint()
             .expect("dirty")
