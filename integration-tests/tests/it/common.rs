@@ -414,3 +414,30 @@ pub fn assert_round_trip(bootstrap: &str, topic: &str) {
     let consumed = consume(bootstrap, topic, 0, 0, 5, &[]);
     assert_records(&consumed, &records, 0);
 }
+
+/// Runs `scripts/<script> <args>` against the suite's broker binary and asserts its
+/// summary line.
+pub fn run_script(script: &str, args: &[&str], summary: &str) {
+    run_script_with(script, args, &[], summary);
+}
+
+/// [`run_script`] with extra environment variables.
+pub fn run_script_with(script: &str, args: &[&str], env: &[(&str, &str)], summary: &str) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    let output = std::process::Command::new("bash")
+        .arg(root.join("scripts").join(script))
+        .args(args)
+        .env("LOGBOOK_BIN", integration_tests::broker_binary())
+        .envs(env.iter().copied())
+        .output()
+        .unwrap_or_else(|e| panic!("run scripts/{script}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains(summary),
+        "{script} {args:?} failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+}

@@ -7,34 +7,11 @@
 //! worker SIGKILL and checks the read_committed topic against the file. Needs Java 17 and
 //! Maven, as CI has them; the script prints each step and the Connect log's errors on failure.
 
-use std::path::Path;
-use std::process::Command;
-
-use integration_tests::broker_binary;
-
-/// Runs `scripts/connect-test` with `args` and fails with its output unless every step held.
-fn connect_test(args: &[&str]) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root");
-    let output = Command::new("bash")
-        .arg(root.join("scripts/connect-test"))
-        .args(args)
-        .env("LOGBOOK_BIN", broker_binary())
-        .output()
-        .expect("run scripts/connect-test");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && stdout.contains("connect-test: 1 passed, 0 failed"),
-        "connect-test {args:?} failed ({}):\n{stdout}\n{stderr}",
-        output.status
-    );
-}
+use crate::common::run_script;
 
 #[test]
 fn connect_distributed_moves_a_file_exactly_once_across_a_worker_restart() {
-    connect_test(&[]);
+    run_script("connect-test", &[], "connect-test: 1 passed, 0 failed");
 }
 
 #[test]
@@ -42,5 +19,9 @@ fn connect_exactly_once_source_survives_a_worker_sigkill() {
     // Proves: with exactly.once.source.support=enabled, a source task's records and offsets
     // are committed atomically and a SIGKILLed task's open transaction is aborted by the
     // fencing of its successor: read_committed holds every line exactly once.
-    connect_test(&["exactly_once"]);
+    run_script(
+        "connect-test",
+        &["exactly_once"],
+        "connect-test: 1 passed, 0 failed",
+    );
 }

@@ -18,37 +18,7 @@
 //! Needs Java 17 and Maven, as CI has them; the scripts print each step and the
 //! application's errors on failure.
 
-use std::path::Path;
-use std::process::Command;
-
-use integration_tests::broker_binary;
-
-/// Runs `scripts/<script> <args>` against the suite's broker binary and asserts its
-/// summary line.
-fn run_script(script: &str, args: &[&str], summary: &str) {
-    run_script_with(script, args, &[], summary);
-}
-
-/// [`run_script`] with extra environment variables.
-fn run_script_with(script: &str, args: &[&str], env: &[(&str, &str)], summary: &str) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root");
-    let output = Command::new("bash")
-        .arg(root.join("scripts").join(script))
-        .args(args)
-        .env("LOGBOOK_BIN", broker_binary())
-        .envs(env.iter().copied())
-        .output()
-        .unwrap_or_else(|e| panic!("run scripts/{script}: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && stdout.contains(summary),
-        "{script} {args:?} failed ({}):\n{stdout}\n{stderr}",
-        output.status
-    );
-}
+use crate::common::{run_script, run_script_with};
 
 #[test]
 fn streams_word_count_at_least_once_survives_a_sigkill() {
