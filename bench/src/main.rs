@@ -653,6 +653,41 @@ impl Bench {
         Ok(())
     }
 
+    /// Runs the fixed-volume producers of a produce phase and measures the broker (`pid`)
+    /// from the moment they start: the run and the resource usage over it.
+    fn produce_measured(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        partitions: i32,
+        settings: &ProducerSettings,
+        records: u64,
+        pid: Option<u32>,
+    ) -> Res<(kafka::ProduceRun, procfs::UsageDelta)> {
+        let start = Mutex::new(None);
+        let run = kafka::produce_fixed(
+            bootstrap,
+            topic,
+            partitions,
+            settings,
+            self.opts.producers,
+            records,
+            self.opts.value_bytes,
+            &|| {
+                if let Ok(mut s) = start.lock() {
+                    *s = Some(Usage::sample(pid));
+                }
+            },
+        )?;
+        let usage = start
+            .lock()
+            .ok()
+            .and_then(|s| *s)
+            .ok_or("producers never started")?
+            .since(pid);
+        Ok((run, usage))
+    }
+
     fn produce(&mut self) -> Res<()> {
         let (target, _) = self.target()?;
         let bootstrap = target.bootstrap();
@@ -679,31 +714,12 @@ impl Bench {
                 partitions,
                 &self.opts.produce_topic_config,
             )?;
-            let start = Mutex::new(None);
             let settings = ProducerSettings {
                 keys: self.opts.produce_keys,
                 ..ProducerSettings::tuned(acks)
             };
-            let run = kafka::produce_fixed(
-                &bootstrap,
-                &topic,
-                partitions,
-                &settings,
-                self.opts.producers,
-                records,
-                self.opts.value_bytes,
-                &|| {
-                    if let Ok(mut s) = start.lock() {
-                        *s = Some(Usage::sample(pid));
-                    }
-                },
-            )?;
-            let usage = start
-                .lock()
-                .ok()
-                .and_then(|s| *s)
-                .ok_or("producers never started")?
-                .since(pid);
+            let (run, usage) =
+                self.produce_measured(&bootstrap, &topic, partitions, &settings, records, pid)?;
             let phase = Phase::new(run.records, run.bytes, usage.wall, &usage);
             total.add(run.records, run.bytes, usage.wall, &usage);
             let key = format!("produce.acks_{acks}.p{partitions}");

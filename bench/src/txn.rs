@@ -37,7 +37,6 @@
 //!   the plain run, except those due while `commit_transaction` blocks the producer
 //!   (~5–10 % of each window): p50 ≈ 4–6 ms, p99 ≈ 10–15 ms.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::kafka::{self, CommitTimes, Isolation, ProducerSettings, Transactions};
@@ -96,27 +95,14 @@ impl Bench {
         for (name, label, settings) in scenarios {
             let topic = self.topic(&format!("txn-produce-{label}"));
             kafka::create_topic(&self.rt, bootstrap, &topic, THROUGHPUT_PARTITIONS)?;
-            let start = Mutex::new(None);
-            let run = kafka::produce_fixed(
+            let (run, usage) = self.produce_measured(
                 bootstrap,
                 &topic,
                 THROUGHPUT_PARTITIONS,
                 &settings,
-                self.opts.producers,
                 records,
-                self.opts.value_bytes,
-                &|| {
-                    if let Ok(mut s) = start.lock() {
-                        *s = Some(Usage::sample(pid));
-                    }
-                },
+                pid,
             )?;
-            let usage = start
-                .lock()
-                .ok()
-                .and_then(|s| *s)
-                .ok_or("producers never started")?
-                .since(pid);
             let phase = Phase::new(run.records, run.bytes, usage.wall, &usage);
             let key = format!("txn.produce.{label}");
             phase.record(&mut self.report, &key);
