@@ -68,6 +68,9 @@ pub fn replication_error(e: &logbook_replication::Error) -> ResponseError {
         Error::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
         Error::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
         Error::Timeout { .. } => ResponseError::RequestTimedOut,
+        Error::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+        Error::NotEnoughReplicasAfterAppend { .. } => ResponseError::NotEnoughReplicasAfterAppend,
+        Error::OffsetNotAvailable { .. } => ResponseError::OffsetNotAvailable,
     }
 }
 

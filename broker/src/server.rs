@@ -38,12 +38,12 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         FlushPolicyArg::EveryWrite => FlushPolicy::EveryWrite,
         FlushPolicyArg::Os => FlushPolicy::Os,
     };
-    let replicas = Arc::new(ReplicaManager::new(
-        &config.data_dir,
-        policy,
-        config.flush_threads,
-    ));
+    let replicas = Arc::new(
+        ReplicaManager::new(&config.data_dir, policy, config.flush_threads)
+            .with_broker_id(config.node_id),
+    );
     replicas.start_log_cleaner(log_cleaner_config(&config));
+    replicas.start_maintenance();
     let defaults = BrokerDefaults::new(
         config.limits.message_max_bytes,
         config.log_segment_bytes,

@@ -8,6 +8,7 @@
 
 pub mod failpoint;
 mod flusher;
+pub mod hw_checkpoint;
 mod log_cleaner;
 mod partition;
 mod replica_manager;
@@ -16,9 +17,12 @@ pub use flusher::{FlushPolicy, Flusher};
 pub use log_cleaner::LogCleanerConfig;
 pub use logbook_storage::{AbortedTxn, ActiveProducer, AppendOutcome, Offset, TxnResult};
 pub use partition::{
-    CommittedRead, Partition, PartitionOffsets, TopicPartition, DELETE_TO_HIGH_WATERMARK,
+    AlterPartitionCallback, AlterPartitionCommitted, AlterPartitionError, AlterPartitionRequest,
+    AlterPartitionSender, CommittedRead, FollowerFetch, FollowerFetchResult, IsrMember, IsrState,
+    NoController, Partition, PartitionOffsets, PartitionState, ReplicaOptions, ReplicaState, Role,
+    TopicPartition, DELETE_TO_HIGH_WATERMARK, REPLICA_LAG_TIME_MAX_MS_DEFAULT,
 };
-pub use replica_manager::ReplicaManager;
+pub use replica_manager::{PartitionChange, ReplicaManager};
 
 /// Failures a caller of this crate can act on.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +60,39 @@ pub enum Error {
         requested: i32,
         /// The partition's epoch.
         current: logbook_storage::LeaderEpoch,
+    },
+    /// acks=all refused before the append: the committed ISR is smaller than the topic's
+    /// `min.insync.replicas`, so nothing was appended.
+    #[error("{topic_partition} has {isr} in-sync replicas, fewer than min.insync.replicas {min_insync_replicas}")]
+    NotEnoughReplicas {
+        /// The partition.
+        topic_partition: TopicPartition,
+        /// The committed ISR's size.
+        isr: usize,
+        /// The topic's `min.insync.replicas`.
+        min_insync_replicas: usize,
+    },
+    /// acks=all after the append: the records are committed, but the ISR shrank below
+    /// `min.insync.replicas` meanwhile.
+    #[error("{topic_partition} has {isr} in-sync replicas after the append, fewer than min.insync.replicas {min_insync_replicas}")]
+    NotEnoughReplicasAfterAppend {
+        /// The partition.
+        topic_partition: TopicPartition,
+        /// The maximal ISR's size when the high watermark passed the records.
+        isr: usize,
+        /// The topic's `min.insync.replicas`.
+        min_insync_replicas: usize,
+    },
+    /// A new leader's high watermark is still below the start of its epoch (KIP-207):
+    /// offsets are not known to be final yet.
+    #[error("{topic_partition}: high watermark {high_watermark} below the leader epoch start {leader_epoch_start_offset}")]
+    OffsetNotAvailable {
+        /// The partition.
+        topic_partition: TopicPartition,
+        /// The high watermark.
+        high_watermark: i64,
+        /// Where this leader's epoch starts.
+        leader_epoch_start_offset: i64,
     },
     /// The wait for durability/replication did not finish within the request timeout.
     #[error("timed out waiting for offset {offset} to become durable on {topic_partition}")]

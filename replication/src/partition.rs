@@ -10,13 +10,21 @@
 //! on a single node it follows the durable offset (or the log end when flushing is left
 //! to the OS); with replication it will follow the in-sync replicas instead.
 //!
+//! With replication the partition also has a role (leader, follower, or none yet), the
+//! ISR and, on the leader, each follower's position ([`leader::Leadership`]); the high
+//! watermark then is the least counted offset over the maximal ISR: the leader counts its
+//! durable offset (its log end when the OS flushes) and each follower its fetch offset.
+//!
 //! Thread-safety: the log sits behind a mutex taken only for short, bounded work (an append of
 //! one request's batches, one read of at most a fetch's byte budget); it is never held across
-//! an `.await`. Offsets visible to others are published through a `watch` channel, which wakes
-//! both acks=all producers and long-polling fetches without any polling.
+//! an `.await`. Leadership sits behind a read-write lock: appends hold it shared (so no append
+//! slips in after the partition stopped leading), role changes and follower-state updates
+//! exclusively. Lock order: leadership, then log; never the other way. Offsets visible to
+//! others are published through `watch` channels (high watermark, log end, role), which wake
+//! acks=all producers and long-polling fetches without any polling.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -24,11 +32,55 @@ use logbook_storage::{
     AbortedTxn, ActiveProducer, AppendOutcome, EndTransactionMarker, LeaderEpoch, Log, LogConfig,
     Offset, ReadResult, SliceRead, TxnResult, ValidatedBatches,
 };
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
 use crate::flusher::{FlushPolicy, Flusher};
 use crate::Error;
+
+mod follower_fetch;
+pub mod leader;
+mod replica_state;
+mod role_change;
+
+pub use follower_fetch::{FollowerFetch, FollowerFetchResult};
+pub use leader::{
+    AlterPartitionCallback, AlterPartitionCommitted, AlterPartitionError, AlterPartitionRequest,
+    AlterPartitionSender, IsrMember, IsrState, Leadership, NoController, PartitionState, Role,
+};
+pub use replica_state::ReplicaState;
+
+/// Kafka's default `replica.lag.time.max.ms`: a follower that has not caught up with the
+/// leader's log end for this long leaves the ISR.
+pub const REPLICA_LAG_TIME_MAX_MS_DEFAULT: i64 = 30_000;
+
+/// How a replica is opened (see [`Partition::open_replica`]).
+#[derive(Clone)]
+pub struct ReplicaOptions {
+    /// This broker's id.
+    pub local_broker_id: i32,
+    /// The high watermark from the replication-offset checkpoint, if it has one for this
+    /// partition; the opened replica's high watermark is `min(checkpoint, log end)` (0
+    /// without one) until it becomes leader or its leader tells it more.
+    pub checkpointed_high_watermark: Option<Offset>,
+    /// Where ISR changes go.
+    pub alter_partition: Arc<dyn AlterPartitionSender>,
+    /// `replica.lag.time.max.ms`.
+    pub replica_lag_time_max_ms: i64,
+}
+
+impl ReplicaOptions {
+    /// A single node's options: broker `local_broker_id`, no controller, no checkpoint.
+    #[must_use]
+    pub fn single_node(local_broker_id: i32) -> Self {
+        Self {
+            local_broker_id,
+            checkpointed_high_watermark: None,
+            alter_partition: Arc::new(NoController),
+            replica_lag_time_max_ms: REPLICA_LAG_TIME_MAX_MS_DEFAULT,
+        }
+    }
+}
 
 /// The offset a DeleteRecords request gives to mean "up to the high watermark" (Kafka's
 /// `DeleteRecordsRequest.HIGH_WATERMARK`).
@@ -114,15 +166,31 @@ pub struct Partition {
     /// `ReplicaManager::get_partition_or_error` costs an atomic load, not the log lock.
     offline: AtomicBool,
     flusher: Flusher,
-    /// The leader epoch this broker leads the partition in (persisted through the log's
-    /// leader-epoch checkpoint; changed by leadership changes once replication exists).
+    /// The current leader epoch (a copy of `leadership.leader_epoch` for lock-free checks).
     leader_epoch: AtomicI32,
+    /// Role, ISR and followers' positions. See the module docs for the lock order.
+    leadership: RwLock<Leadership>,
+    /// The role, for acks=all waiters: they fail when this partition stops leading.
+    role: watch::Sender<Role>,
+    /// The log end; followers' long polls wake on it.
+    log_end: watch::Sender<Offset>,
+    /// The offset this replica counts toward the high watermark as leader: its durable
+    /// offset, or its log end when the OS flushes.
+    leader_offset: AtomicI64,
+    /// The topic's `min.insync.replicas`, as of the last produce or config change.
+    min_insync_replicas: AtomicUsize,
+    /// `replica.lag.time.max.ms`.
+    replica_lag_time_max_ms: i64,
+    /// Where ISR changes go.
+    alter_partition: Arc<dyn AlterPartitionSender>,
     /// Lets the partition hand the flusher a reference to itself.
     self_weak: Weak<Partition>,
 }
 
 impl Partition {
-    /// Opens (recovering if needed) the log of `topic_partition` in `dir`.
+    /// Opens (recovering if needed) the log of `topic_partition` in `dir` as the leader of a
+    /// single node (replicas and ISR: broker 0 alone), as every partition was before
+    /// replication: everything recovery kept is on disk, so it is all visible.
     ///
     /// # Errors
     /// Storage errors from opening or recovering the log.
@@ -132,9 +200,42 @@ impl Partition {
         config: LogConfig,
         flusher: Flusher,
     ) -> Result<Arc<Self>, Error> {
+        let partition = Self::open_replica(
+            topic_partition,
+            dir,
+            config,
+            flusher,
+            ReplicaOptions::single_node(0),
+        )?;
+        partition.become_sole_leader();
+        Ok(partition)
+    }
+
+    /// Opens (recovering if needed) the log of `topic_partition` in `dir` with no role yet:
+    /// it serves no client until [`Partition::become_leader`] or
+    /// [`Partition::become_follower`]. Its high watermark is the checkpointed one, never past
+    /// the log end: a restarted replica's tail may not be committed (opening with the log
+    /// end would show consumers records a new leader then truncates).
+    ///
+    /// # Errors
+    /// Storage errors from opening or recovering the log.
+    pub fn open_replica(
+        topic_partition: TopicPartition,
+        dir: &std::path::Path,
+        config: LogConfig,
+        flusher: Flusher,
+        options: ReplicaOptions,
+    ) -> Result<Arc<Self>, Error> {
         let log = Log::open(dir, config)?;
-        // Everything recovery kept is on disk already, so it is all visible.
-        let (high_watermark, _) = watch::channel(log.log_end_offset());
+        let log_end_offset = log.log_end_offset();
+        let start = options
+            .checkpointed_high_watermark
+            .unwrap_or(Offset(0))
+            .min(log_end_offset)
+            .max(log.log_start_offset());
+        let (high_watermark, _) = watch::channel(start);
+        let (role, _) = watch::channel(Role::None);
+        let (log_end, _) = watch::channel(log_end_offset);
         let leader_epoch = log.leader_epochs().latest_epoch().unwrap_or_default();
         Ok(Arc::new_cyclic(|self_weak| Partition {
             topic_partition,
@@ -145,6 +246,14 @@ impl Partition {
             offline: AtomicBool::new(false),
             flusher,
             leader_epoch: AtomicI32::new(leader_epoch.0),
+            leadership: RwLock::new(Leadership::new(options.local_broker_id, leader_epoch)),
+            role,
+            log_end,
+            // Everything recovery kept is on disk.
+            leader_offset: AtomicI64::new(log_end_offset.get()),
+            min_insync_replicas: AtomicUsize::new(1),
+            replica_lag_time_max_ms: options.replica_lag_time_max_ms,
+            alter_partition: options.alter_partition,
             self_weak: self_weak.clone(),
         }))
     }
@@ -218,7 +327,7 @@ impl Partition {
     /// Storage errors (sequence errors of idempotent producers among them, and
     /// `LogFailed` once a disk failure took the log offline); the partition being closed.
     pub fn append(&self, batches: &[u8]) -> Result<AppendOutcome, Error> {
-        self.append_with(|log, epoch| log.append(batches, epoch))
+        self.append_with(None, |log, epoch| log.append(batches, epoch))
     }
 
     /// Appends a produce payload as the produce door validated it (its headers parsed
@@ -227,19 +336,68 @@ impl Partition {
     /// # Errors
     /// As [`Partition::append`].
     pub fn append_validated(&self, batches: &ValidatedBatches) -> Result<AppendOutcome, Error> {
-        self.append_with(|log, epoch| log.append_validated(batches, epoch))
+        self.append_with(None, |log, epoch| log.append_validated(batches, epoch))
     }
 
+    /// Appends a client's produce payload as [`Partition::append_validated`] does, first
+    /// checking acks=all's promise as Kafka's `appendRecordsToLeader`: with
+    /// `required_acks == -1` and a committed ISR smaller than `min_insync_replicas`, nothing
+    /// is appended (NOT_ENOUGH_REPLICAS). `min_insync_replicas` is the topic's config; the
+    /// partition keeps it for its high-watermark rule.
+    ///
+    /// # Errors
+    /// `NotEnoughReplicas`; otherwise as [`Partition::append`].
+    pub fn append_as_leader(
+        &self,
+        batches: &ValidatedBatches,
+        required_acks: i16,
+        min_insync_replicas: usize,
+    ) -> Result<AppendOutcome, Error> {
+        self.set_min_insync_replicas(min_insync_replicas);
+        let check = (required_acks == -1).then_some(min_insync_replicas);
+        self.append_with(check, |log, epoch| log.append_validated(batches, epoch))
+    }
+
+    /// Sets the topic's `min.insync.replicas` (a config change; produce requests pass it
+    /// too): below it the high watermark does not advance and acks=all is refused.
+    pub fn set_min_insync_replicas(&self, min_insync_replicas: usize) {
+        let previous = self
+            .min_insync_replicas
+            .swap(min_insync_replicas.max(1), Ordering::AcqRel);
+        if previous > min_insync_replicas {
+            // A lower minimum may release a high watermark held back.
+            self.maybe_advance_high_watermark();
+        }
+    }
+
+    /// Appends under the leadership lock (shared), so no append slips in after the
+    /// partition stopped leading, and never in an epoch other than the one it leads in.
+    /// `acks_all_min_isr`: refuse (NOT_ENOUGH_REPLICAS) when the committed ISR is smaller.
     fn append_with(
         &self,
+        acks_all_min_isr: Option<usize>,
         append: impl FnOnce(&mut Log, i32) -> Result<AppendOutcome, logbook_storage::Error>,
     ) -> Result<AppendOutcome, Error> {
         let (outcome, roll_work) = {
+            let leadership = self.leadership.read();
+            if !leadership.is_leader() {
+                return Err(Error::NotLeaderOrFollower(self.topic_partition.clone()));
+            }
+            if let Some(min_isr) = acks_all_min_isr {
+                let isr = leadership.isr.committed().len();
+                if isr < min_isr {
+                    return Err(Error::NotEnoughReplicas {
+                        topic_partition: self.topic_partition.clone(),
+                        isr,
+                        min_insync_replicas: min_isr,
+                    });
+                }
+            }
             let mut guard = self.log.lock();
             let state = guard
                 .as_mut()
                 .ok_or_else(|| Error::Closed(self.topic_partition.clone()))?;
-            let outcome = match append(&mut state.log, self.leader_epoch().0) {
+            let outcome = match append(&mut state.log, leadership.leader_epoch.0) {
                 Ok(outcome) => outcome,
                 Err(e) => {
                     if state.log.failure().is_some() {
@@ -253,6 +411,11 @@ impl Partition {
         let AppendOutcome::Appended(info) = outcome else {
             return Ok(outcome);
         };
+        self.log_end.send_if_modified(|end| {
+            let advanced = info.log_end_offset > *end;
+            *end = (*end).max(info.log_end_offset);
+            advanced
+        });
         match self.flusher.policy() {
             FlushPolicy::EveryWrite => self.schedule_flush(),
             FlushPolicy::Os => {
@@ -261,7 +424,7 @@ impl Partition {
                 if roll_work {
                     self.schedule_flush();
                 }
-                self.maybe_advance_high_watermark(info.log_end_offset);
+                self.leader_offset_reached(info.log_end_offset);
             }
         }
         Ok(outcome)
@@ -287,7 +450,7 @@ impl Partition {
             result,
             coordinator_epoch,
         };
-        let outcome = self.append_with(|log, leader_epoch| {
+        let outcome = self.append_with(None, |log, leader_epoch| {
             log.append_txn_marker(producer_id, producer_epoch, marker, leader_epoch)
                 .map(AppendOutcome::Appended)
         })?;
@@ -332,7 +495,7 @@ impl Partition {
                     state.log.mark_durable(synced);
                 }
                 if self.flusher.policy() == FlushPolicy::EveryWrite {
-                    self.maybe_advance_high_watermark(synced.durable_offset);
+                    self.leader_offset_reached(synced.durable_offset);
                 }
             }
             Err(e) => {
@@ -349,15 +512,33 @@ impl Partition {
         }
     }
 
-    /// Moves the high watermark up to `candidate`, never down. On a single node the
-    /// candidate is the durable offset (or the log end when the OS flushes); replication
-    /// will pass the smallest log end of the in-sync replicas. Waiters (acks=all, fetch
-    /// long-polls) wake on every advance.
-    fn maybe_advance_high_watermark(&self, candidate: Offset) {
+    /// Records that this replica's own counted offset (durable offset, or log end when
+    /// the OS flushes) reached `offset`, and advances the high watermark if it leads.
+    fn leader_offset_reached(&self, offset: Offset) {
+        self.leader_offset.fetch_max(offset.get(), Ordering::AcqRel);
+        self.maybe_advance_high_watermark();
+    }
+
+    /// Moves the high watermark up to the least counted offset over the maximal ISR (see
+    /// [`Leadership::high_watermark_candidate`]), never down; only the leader does. On a
+    /// single node that is the durable offset (or the log end when the OS flushes). Waiters
+    /// (acks=all, fetch long-polls) wake on every advance.
+    fn maybe_advance_high_watermark(&self) {
+        let leader_offset = Offset(self.leader_offset.load(Ordering::Acquire));
+        let min_isr = self.min_insync_replicas.load(Ordering::Acquire);
+        let now_ms = now_ms();
+        let log_end = *self.log_end.borrow();
+        let candidate = self.leadership.read().high_watermark_candidate(
+            leader_offset,
+            min_isr,
+            log_end,
+            now_ms,
+            self.replica_lag_time_max_ms,
+        );
+        let Some(candidate) = candidate else { return };
         self.high_watermark.send_if_modified(|hw| {
-            let offset = candidate;
-            if offset > *hw {
-                *hw = offset;
+            if candidate > *hw {
+                *hw = candidate;
                 true
             } else {
                 false
@@ -416,20 +597,116 @@ impl Partition {
         self.high_watermark.subscribe()
     }
 
-    /// Waits until everything below `offset` is durable (the high watermark reached it).
+    /// Waits until everything below `offset` is committed (the high watermark reached it:
+    /// durable on every member of the ISR).
     ///
     /// # Errors
-    /// `Timeout` after `timeout`; `Closed` if the partition is deleted meanwhile.
+    /// `Timeout` after `timeout`; `NotLeaderOrFollower` if the partition stops leading
+    /// meanwhile; `Closed` if it is deleted meanwhile.
     pub async fn wait_durable(&self, offset: Offset, timeout: Duration) -> Result<(), Error> {
-        let mut rx = self.high_watermark.subscribe();
-        let wait = async move { rx.wait_for(|hw| *hw >= offset).await.map(|_| ()) };
+        self.wait_for_acks_all(offset, timeout, 0).await
+    }
+
+    /// Waits for acks=all (Kafka's `DelayedProduce` with `checkEnoughReplicasReachOffset`):
+    /// once the high watermark reaches `offset`, succeeds if the maximal ISR still has at
+    /// least `min_insync_replicas` members, else NOT_ENOUGH_REPLICAS_AFTER_APPEND (the
+    /// records are committed, but by fewer replicas than the producer asked for).
+    ///
+    /// # Errors
+    /// `NotEnoughReplicasAfterAppend`; `NotLeaderOrFollower` if the partition stops leading
+    /// while waiting (the records may yet be truncated by the new leader); `Timeout` after
+    /// `timeout`; `Closed` if the partition is deleted meanwhile.
+    pub async fn wait_for_acks_all(
+        &self,
+        offset: Offset,
+        timeout: Duration,
+        min_insync_replicas: usize,
+    ) -> Result<(), Error> {
+        let mut high_watermark = self.high_watermark.subscribe();
+        let mut role = self.role.subscribe();
+        let wait = async {
+            loop {
+                if *role.borrow_and_update() != Role::Leader {
+                    return Err(Error::NotLeaderOrFollower(self.topic_partition.clone()));
+                }
+                if *high_watermark.borrow_and_update() >= offset {
+                    let isr = self.leadership.read().isr.maximal().len();
+                    if isr < min_insync_replicas {
+                        return Err(Error::NotEnoughReplicasAfterAppend {
+                            topic_partition: self.topic_partition.clone(),
+                            isr,
+                            min_insync_replicas,
+                        });
+                    }
+                    return Ok(());
+                }
+                let changed = tokio::select! {
+                    changed = high_watermark.changed() => changed,
+                    changed = role.changed() => changed,
+                };
+                if changed.is_err() {
+                    return Err(Error::Closed(self.topic_partition.clone()));
+                }
+            }
+        };
         match tokio::time::timeout(timeout, wait).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(_)) => Err(Error::Closed(self.topic_partition.clone())),
+            Ok(result) => result,
             Err(_) => Err(Error::Timeout {
                 topic_partition: self.topic_partition.clone(),
                 offset: offset.get(),
             }),
+        }
+    }
+
+    /// A receiver that wakes whenever the log end advances (followers' long polls read up
+    /// to the log end, not the high watermark); subscribe before reading.
+    #[must_use]
+    pub fn subscribe_log_end(&self) -> watch::Receiver<Offset> {
+        self.log_end.subscribe()
+    }
+
+    /// The `(leader id, leader epoch)` this broker knows for the partition (-1 for no
+    /// leader): what NOT_LEADER_OR_FOLLOWER answers carry (KIP-951).
+    #[must_use]
+    pub fn current_leader(&self) -> (i32, LeaderEpoch) {
+        let leadership = self.leadership.read();
+        (leadership.leader_id, leadership.leader_epoch)
+    }
+
+    /// Whether this broker leads the partition.
+    #[must_use]
+    pub fn is_leader(&self) -> bool {
+        self.leadership.read().is_leader()
+    }
+
+    /// The committed ISR and the maximal one (with an AlterPartition in flight they
+    /// differ), for DescribeTopicPartitions-style views and tests.
+    #[must_use]
+    pub fn isr(&self) -> (Vec<i32>, Vec<i32>) {
+        let leadership = self.leadership.read();
+        (
+            leadership.isr.committed().iter().copied().collect(),
+            leadership.isr.maximal().into_iter().collect(),
+        )
+    }
+
+    /// KIP-207: a leader whose high watermark is still below the start of its epoch
+    /// does not yet know the final high watermark of the previous leader, so "latest" (and
+    /// a timestamp lookup that finds nothing below it) would go backwards across a
+    /// failover; ListOffsets answers OFFSET_NOT_AVAILABLE until it catches up.
+    ///
+    /// # Errors
+    /// `OffsetNotAvailable`.
+    pub fn check_offsets_available(&self) -> Result<(), Error> {
+        let start = self.leadership.read().leader_epoch_start_offset;
+        let high_watermark = self.high_watermark();
+        match start {
+            Some(start) if start > high_watermark => Err(Error::OffsetNotAvailable {
+                topic_partition: self.topic_partition.clone(),
+                high_watermark: high_watermark.get(),
+                leader_epoch_start_offset: start.get(),
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -630,6 +907,13 @@ impl Partition {
         }
         Ok(())
     }
+}
+
+/// Milliseconds since the epoch, the clock of follower lag.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

@@ -10,6 +10,12 @@
 //! topics exist, their ids and configs, and later replica assignments and leaders — lives
 //! in the broker's `Topics`, not here.
 //!
+//! Leadership arrives through [`ReplicaManager::apply_partition_changes`] (from the
+//! controller's committed metadata). Until something calls it, every partition opened is led
+//! by this broker alone (replicas and ISR: itself), which is how a single node serves.
+//! A maintenance thread proposes ISR shrinks every half `replica.lag.time.max.ms` and
+//! writes the high-watermark checkpoint every 5 seconds (and at shutdown).
+//!
 //! Thread-safety: the map is behind a `RwLock` held only to look up or swap entries,
 //! never across I/O or an `.await`.
 
@@ -17,12 +23,40 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use logbook_storage::LogConfig;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 
+use crate::hw_checkpoint::{HighWatermarkCheckpoint, HighWatermarks};
 use crate::log_cleaner::{LogCleaner, LogCleanerConfig, Partitions};
-use crate::{Error, FlushPolicy, Flusher, Partition, TopicPartition};
+use crate::partition::{now_ms, PartitionState, ReplicaOptions, REPLICA_LAG_TIME_MAX_MS_DEFAULT};
+use crate::{
+    AlterPartitionSender, Error, FlushPolicy, Flusher, NoController, Partition, TopicPartition,
+};
+
+/// How often the high-watermark checkpoint is written (Kafka's
+/// `replica.high.watermark.checkpoint.interval.ms`).
+const HW_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What a role change did to one partition (see
+/// [`ReplicaManager::apply_partition_changes`]).
+#[derive(Debug)]
+pub enum PartitionChange {
+    /// This broker now leads it (`true`: in a new leader epoch).
+    Leader(bool),
+    /// This broker now follows `leader` (`true`: something changed).
+    Follower(bool),
+    /// This broker is not among its replicas; nothing was done (removal comes with
+    /// reassignment).
+    NotAReplica,
+}
+
+/// The replica manager's maintenance thread: ISR shrink checks and the HW checkpoint.
+struct Maintenance {
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
 
 /// The partitions hosted by this broker. See the module docs.
 pub struct ReplicaManager {
@@ -33,19 +67,183 @@ pub struct ReplicaManager {
     partitions: Partitions,
     /// The log cleaner, once started.
     log_cleaner: Mutex<Option<LogCleaner>>,
+    /// This broker's id (`node.id`).
+    local_broker_id: i32,
+    /// Where ISR changes go.
+    alter_partition: RwLock<Arc<dyn AlterPartitionSender>>,
+    /// `replica.lag.time.max.ms`.
+    replica_lag_time_max_ms: i64,
+    /// The data directory's high-watermark checkpoint.
+    hw_checkpoint: HighWatermarkCheckpoint,
+    /// High watermarks read at startup, each used once by the first open of its partition.
+    checkpointed: Mutex<HighWatermarks>,
+    /// What was written last, so an idle broker does not rewrite it.
+    last_checkpointed: Mutex<HighWatermarks>,
+    /// Stops the maintenance thread.
+    maintenance: Arc<Maintenance>,
 }
 
 impl ReplicaManager {
     /// A replica manager for logs under `data_dir`, starting `flush_threads` flusher
     /// threads with `policy`.
+    /// This broker's id is 0 until [`ReplicaManager::with_broker_id`] sets it.
     #[must_use]
     pub fn new(data_dir: &Path, policy: FlushPolicy, flush_threads: usize) -> Self {
+        let hw_checkpoint = HighWatermarkCheckpoint::new(data_dir);
+        let checkpointed = hw_checkpoint.read().unwrap_or_else(|e| {
+            tracing::warn!(dir = %data_dir.display(), error = %e, "cannot read the high-watermark checkpoint; partitions open at their log start");
+            HashMap::new()
+        });
         Self {
             data_dir: data_dir.to_path_buf(),
             flusher: Flusher::start(policy, flush_threads),
             partitions: Arc::new(RwLock::new(HashMap::new())),
             log_cleaner: Mutex::new(None),
+            local_broker_id: 0,
+            alter_partition: RwLock::new(Arc::new(NoController)),
+            replica_lag_time_max_ms: REPLICA_LAG_TIME_MAX_MS_DEFAULT,
+            hw_checkpoint,
+            last_checkpointed: Mutex::new(checkpointed.clone()),
+            checkpointed: Mutex::new(checkpointed),
+            maintenance: Arc::new(Maintenance {
+                stop: Mutex::new(false),
+                wake: Condvar::new(),
+            }),
         }
+    }
+
+    /// Sets this broker's id (`node.id`), before any partition is opened.
+    #[must_use]
+    pub fn with_broker_id(mut self, local_broker_id: i32) -> Self {
+        self.local_broker_id = local_broker_id;
+        self
+    }
+
+    /// Sets `replica.lag.time.max.ms`, before any partition is opened.
+    #[must_use]
+    pub fn with_replica_lag_time_max_ms(mut self, lag_ms: i64) -> Self {
+        self.replica_lag_time_max_ms = lag_ms.max(1);
+        self
+    }
+
+    /// Sets where ISR changes go (the controller client), before any partition is opened.
+    #[must_use]
+    pub fn with_alter_partition_sender(self, sender: Arc<dyn AlterPartitionSender>) -> Self {
+        *self.alter_partition.write() = sender;
+        self
+    }
+
+    /// This broker's id.
+    #[must_use]
+    pub fn local_broker_id(&self) -> i32 {
+        self.local_broker_id
+    }
+
+    /// Starts the maintenance thread: ISR shrink checks every half
+    /// `replica.lag.time.max.ms` and the high-watermark checkpoint every 5 seconds. Called
+    /// once at startup; stopped by [`ReplicaManager::shutdown`].
+    ///
+    /// # Panics
+    /// If the OS refuses to start a thread at startup.
+    pub fn start_maintenance(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let maintenance = Arc::clone(&self.maintenance);
+        let shrink_every = Duration::from_millis(
+            u64::try_from(self.replica_lag_time_max_ms / 2)
+                .unwrap_or(1)
+                .max(1),
+        );
+        let tick = shrink_every.min(HW_CHECKPOINT_INTERVAL);
+        std::thread::Builder::new()
+            .name("logbook-replica-maintenance".to_string())
+            .spawn(move || {
+                let mut last_checkpoint = std::time::Instant::now();
+                let mut last_shrink = std::time::Instant::now();
+                loop {
+                    {
+                        let mut stop = maintenance.stop.lock();
+                        if !*stop {
+                            maintenance.wake.wait_for(&mut stop, tick);
+                        }
+                        if *stop {
+                            return;
+                        }
+                    }
+                    let Some(manager) = weak.upgrade() else {
+                        return;
+                    };
+                    if last_shrink.elapsed() >= shrink_every {
+                        last_shrink = std::time::Instant::now();
+                        manager.maybe_shrink_isr(now_ms());
+                    }
+                    if last_checkpoint.elapsed() >= HW_CHECKPOINT_INTERVAL {
+                        last_checkpoint = std::time::Instant::now();
+                        manager.checkpoint_high_watermarks();
+                    }
+                }
+            })
+            .expect("starting the replica maintenance thread at startup");
+    }
+
+    /// Proposes ISR shrinks for every partition this broker leads (Kafka's
+    /// `maybeShrinkIsr` task).
+    pub fn maybe_shrink_isr(&self, now_ms: i64) {
+        for partition in self.all_partitions() {
+            partition.maybe_shrink_isr(now_ms);
+        }
+    }
+
+    /// Writes every hosted partition's high watermark to the data directory's checkpoint,
+    /// if any changed since the last write. Blocking (fsyncs).
+    pub fn checkpoint_high_watermarks(&self) {
+        let current: HighWatermarks = self
+            .all_partitions()
+            .into_iter()
+            .map(|p| (p.topic_partition().clone(), p.high_watermark()))
+            .collect();
+        let mut last = self.last_checkpointed.lock();
+        if *last == current {
+            return;
+        }
+        match self.hw_checkpoint.write(&current) {
+            Ok(()) => *last = current,
+            Err(e) => {
+                tracing::error!(dir = %self.data_dir.display(), error = %e, "writing the high-watermark checkpoint failed");
+            }
+        }
+    }
+
+    /// Applies the controller's committed leadership and ISR of hosted partitions (Kafka's
+    /// `applyDelta` for local changes): this broker leads → `become_leader`; it is another
+    /// replica → `become_follower`. Stale states are ignored by the partition. Answers per
+    /// partition, in order; a partition this broker does not host is
+    /// `UnknownTopicOrPartition` (creating its log needs its topic config: the metadata
+    /// publisher creates it first).
+    pub fn apply_partition_changes(
+        &self,
+        states: Vec<PartitionState>,
+    ) -> Vec<(TopicPartition, Result<PartitionChange, Error>)> {
+        states
+            .into_iter()
+            .map(|state| {
+                let tp = state.topic_partition.clone();
+                let Some(partition) = self.partition(&tp.topic, tp.partition) else {
+                    return (tp.clone(), Err(Error::UnknownTopicOrPartition(tp)));
+                };
+                let result = if state.leader == self.local_broker_id {
+                    partition.become_leader(&state).map(PartitionChange::Leader)
+                } else if state.replicas.contains(&self.local_broker_id) {
+                    Ok(PartitionChange::Follower(partition.become_follower(&state)))
+                } else {
+                    Ok(PartitionChange::NotAReplica)
+                };
+                (tp, result)
+            })
+            .collect()
+    }
+
+    fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.partitions.read().values().flatten().cloned().collect()
     }
 
     /// Starts the log cleaner threads that compact `cleanup.policy=compact` partitions
@@ -82,9 +280,10 @@ impl ReplicaManager {
     /// followed by the leader-epoch check): `UnknownTopicOrPartition` when this broker
     /// hosts no such partition, `Storage(LogFailed)` when a disk failure took it offline,
     /// `FencedLeaderEpoch` / `UnknownLeaderEpoch` when `current_leader_epoch` (-1: not
-    /// known to the client) is older / newer than the partition's. On a single node this
-    /// broker leads every partition it hosts; `NotLeaderOrFollower` arrives with
-    /// replication.
+    /// known to the client) is older / newer than the partition's, then
+    /// `NotLeaderOrFollower` when this broker does not lead it (clients read and write
+    /// only on the leader; followers fetch through `Partition::fetch_for_follower` after
+    /// this same check).
     ///
     /// # Errors
     /// As above.
@@ -103,6 +302,9 @@ impl ReplicaManager {
             }));
         }
         partition.check_leader_epoch(current_leader_epoch)?;
+        if !partition.is_leader() {
+            return Err(Error::NotLeaderOrFollower(topic_partition.clone()));
+        }
         Ok(partition)
     }
 
@@ -149,8 +351,27 @@ impl ReplicaManager {
             };
             let dir = self.log_dir(topic, index);
             let existed = std::fs::symlink_metadata(&dir).is_ok();
-            match Partition::open(topic_partition, &dir, config.clone(), self.flusher.clone()) {
-                Ok(partition) => opened.push(partition),
+            // A checkpointed high watermark belongs to the log that was there at startup.
+            let checkpointed = self.checkpointed.lock().remove(&topic_partition);
+            let options = ReplicaOptions {
+                local_broker_id: self.local_broker_id,
+                checkpointed_high_watermark: checkpointed.filter(|_| existed),
+                alter_partition: Arc::clone(&self.alter_partition.read()),
+                replica_lag_time_max_ms: self.replica_lag_time_max_ms,
+            };
+            let opened_partition = Partition::open_replica(
+                topic_partition,
+                &dir,
+                config.clone(),
+                self.flusher.clone(),
+                options,
+            );
+            match opened_partition {
+                Ok(partition) => {
+                    // Until the controller says otherwise, this broker leads alone.
+                    partition.become_sole_leader();
+                    opened.push(partition);
+                }
                 Err(e) => {
                     tracing::warn!(%topic, partition = index, error = %e, "cannot open partition log; rolling back");
                     for partition in opened {
@@ -247,10 +468,13 @@ impl ReplicaManager {
     /// Closes every hosted partition (clean-shutdown checkpoints), then stops the
     /// flusher.
     pub fn shutdown(&self) {
+        *self.maintenance.stop.lock() = true;
+        self.maintenance.wake.notify_all();
         if let Some(cleaner) = self.log_cleaner.lock().take() {
             cleaner.shutdown();
         }
-        let all: Vec<Arc<Partition>> = self.partitions.read().values().flatten().cloned().collect();
+        self.checkpoint_high_watermarks();
+        let all = self.all_partitions();
         for partition in all {
             if let Err(e) = partition.close() {
                 tracing::error!(partition = %partition.topic_partition(), error = %e, "closing partition failed");

@@ -1444,6 +1444,15 @@ impl Log {
         &self.leader_epochs
     }
 
+    /// Records that `epoch` starts at the log end (Kafka's `maybeAssignEpochStartOffset`,
+    /// called when this replica becomes leader in `epoch`), so OffsetsForLeaderEpoch tells a
+    /// follower of the previous epoch where it ended even before the new leader appends.
+    /// An epoch not newer than the latest known changes nothing.
+    pub fn assign_epoch_start_offset(&mut self, epoch: LeaderEpoch) {
+        let log_end = self.end();
+        self.leader_epochs.assign(epoch, log_end);
+    }
+
     /// Idempotent producers tracked (for tests and metrics).
     pub fn producer_count(&self) -> usize {
         self.producer_state.producer_count()

@@ -726,12 +726,16 @@ fn restore_group(g: &mut ClassicGroup, v: GroupValue) {
 fn append_error(e: &logbook_replication::Error) -> GroupError {
     use logbook_replication::Error;
     match e {
-        Error::Timeout { .. } => GroupError::CoordinatorNotAvailable,
+        // Kafka's coordinators answer COORDINATOR_NOT_AVAILABLE for these: retry later.
+        Error::Timeout { .. }
+        | Error::NotEnoughReplicas { .. }
+        | Error::NotEnoughReplicasAfterAppend { .. } => GroupError::CoordinatorNotAvailable,
         Error::Closed(_)
         | Error::Storage(_)
         | Error::UnknownTopicOrPartition(_)
         | Error::NotLeaderOrFollower(_)
         | Error::FencedLeaderEpoch { .. }
-        | Error::UnknownLeaderEpoch { .. } => GroupError::NotCoordinator,
+        | Error::UnknownLeaderEpoch { .. }
+        | Error::OffsetNotAvailable { .. } => GroupError::NotCoordinator,
     }
 }

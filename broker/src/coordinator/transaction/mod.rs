@@ -986,12 +986,16 @@ impl TransactionCoordinator {
 fn append_error(e: &logbook_replication::Error) -> TxnError {
     use logbook_replication::Error;
     match e {
-        Error::Timeout { .. } => TxnError::CoordinatorNotAvailable,
+        // Kafka's coordinators answer COORDINATOR_NOT_AVAILABLE for these: retry later.
+        Error::Timeout { .. }
+        | Error::NotEnoughReplicas { .. }
+        | Error::NotEnoughReplicasAfterAppend { .. } => TxnError::CoordinatorNotAvailable,
         Error::Closed(_)
         | Error::Storage(_)
         | Error::UnknownTopicOrPartition(_)
         | Error::NotLeaderOrFollower(_)
         | Error::FencedLeaderEpoch { .. }
-        | Error::UnknownLeaderEpoch { .. } => TxnError::NotCoordinator,
+        | Error::UnknownLeaderEpoch { .. }
+        | Error::OffsetNotAvailable { .. } => TxnError::NotCoordinator,
     }
 }
