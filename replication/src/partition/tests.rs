@@ -191,4 +191,5 @@ async fn log_start_moves_only_below_the_high_watermark() {
     flusher.shutdown();
 }
 
+mod replication;
 mod transactions;

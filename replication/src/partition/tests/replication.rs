@@ -1,0 +1,601 @@
+//! The leader side of replication, with two fake followers driven by hand through
+//! `fetch_for_follower` and a fake controller answering AlterPartition: the high watermark
+//! over the maximal ISR, acks=all's checks, leadership loss, ISR shrink and expand, the
+//! diverging-epoch answer and the high-watermark checkpoint.
+
+use std::sync::Arc;
+
+use logbook_storage::log_validator::{self, AppendOrigin, ValidatorConfig};
+use parking_lot::Mutex;
+
+use super::*;
+use crate::hw_checkpoint::{HighWatermarkCheckpoint, HighWatermarks};
+
+const LEADER: i32 = 1;
+const LAG_MS: i64 = 1_000;
+
+/// A controller that keeps every AlterPartition until the test answers it.
+#[derive(Default)]
+struct FakeController {
+    pending: Mutex<Vec<(AlterPartitionRequest, AlterPartitionCallback)>>,
+}
+
+impl AlterPartitionSender for FakeController {
+    fn submit(&self, request: AlterPartitionRequest, done: AlterPartitionCallback) {
+        self.pending.lock().push((request, done));
+    }
+}
+
+impl FakeController {
+    /// The proposed ISRs so far, oldest first, without answering.
+    fn proposals(&self) -> Vec<Vec<i32>> {
+        self.pending
+            .lock()
+            .iter()
+            .map(|(r, _)| r.new_isr.iter().map(|m| m.broker_id).collect())
+            .collect()
+    }
+
+    /// Commits the oldest proposal with `partition_epoch`; returns its ISR.
+    fn accept(&self, partition_epoch: i32) -> Vec<i32> {
+        let (request, done) = self.pending.lock().remove(0);
+        let isr: Vec<i32> = request.new_isr.iter().map(|m| m.broker_id).collect();
+        done(Ok(AlterPartitionCommitted {
+            isr: isr.clone(),
+            leader_epoch: request.leader_epoch,
+            partition_epoch,
+        }));
+        isr
+    }
+
+    /// Refuses the oldest proposal.
+    fn reject(&self, error: AlterPartitionError) {
+        let (_, done) = self.pending.lock().remove(0);
+        done(Err(error));
+    }
+}
+
+fn state(
+    replicas: &[i32],
+    isr: &[i32],
+    leader: i32,
+    epoch: i32,
+    partition_epoch: i32,
+) -> PartitionState {
+    PartitionState {
+        topic_partition: TopicPartition {
+            topic: "r".to_string(),
+            partition: 0,
+        },
+        topic_id: uuid::Uuid::nil(),
+        replicas: replicas.to_vec(),
+        isr: isr.to_vec(),
+        leader,
+        leader_epoch: LeaderEpoch(epoch),
+        partition_epoch,
+    }
+}
+
+/// A replica on broker 1 with no role yet; its flusher is stopped, so the test makes the
+/// log durable by calling `flush` itself.
+fn replica(
+    dir: &std::path::Path,
+    controller: &Arc<FakeController>,
+    checkpoint: Option<Offset>,
+) -> Arc<Partition> {
+    let flusher = Flusher::start(FlushPolicy::EveryWrite, 1);
+    flusher.shutdown();
+    let sender: Arc<dyn AlterPartitionSender> = controller.clone();
+    Partition::open_replica(
+        TopicPartition {
+            topic: "r".to_string(),
+            partition: 0,
+        },
+        &dir.join("r-0"),
+        LogConfig::default(),
+        flusher,
+        ReplicaOptions {
+            local_broker_id: LEADER,
+            checkpointed_high_watermark: checkpoint,
+            alter_partition: sender,
+            replica_lag_time_max_ms: LAG_MS,
+        },
+    )
+    .expect("open replica")
+}
+
+fn fetch(replica_id: i32, fetch_offset: i64, last_fetched_epoch: i32) -> FollowerFetch {
+    FollowerFetch {
+        replica_id,
+        replica_epoch: 100 + i64::from(replica_id),
+        fetch_offset: Offset(fetch_offset),
+        log_start_offset: Offset(0),
+        current_leader_epoch: -1,
+        last_fetched_epoch,
+        max_bytes: 1 << 20,
+        min_one_batch: true,
+    }
+}
+
+/// A follower fetch that must return records; returns how many bytes.
+fn fetch_records(partition: &Partition, replica_id: i32, fetch_offset: i64, now_ms: i64) -> usize {
+    match partition.fetch_for_follower(&fetch(replica_id, fetch_offset, -1), now_ms) {
+        Ok(FollowerFetchResult::Records { read, .. }) => read.bytes,
+        other => panic!("expected records, got {other:?}"),
+    }
+}
+
+fn validated() -> ValidatedBatches {
+    let config = ValidatorConfig {
+        origin: AppendOrigin::Client,
+        log_append_time: false,
+        compacted: false,
+        max_message_bytes: 1 << 20,
+        timestamp_before_max_ms: i64::MAX,
+        timestamp_after_max_ms: i64::MAX,
+        now_ms: 1_000,
+        decompressed_bytes_max: 1 << 20,
+    };
+    log_validator::validate(bytes::Bytes::from(batch()), &config).expect("valid batch")
+}
+
+// HW = the least counted offset over the ISR: the leader counts only what it fsync'd,
+// followers their fetch offsets, and an ISR member never heard from holds it back.
+#[test]
+fn high_watermark_is_min_over_isr_of_durable_offsets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    let p = replica(dir.path(), &controller, None);
+    assert!(p
+        .become_leader(&state(&[1, 2, 3], &[1, 2, 3], LEADER, 1, 0))
+        .expect("lead"));
+    for _ in 0..3 {
+        p.append(&batch()).expect("append");
+    }
+    p.flush();
+    assert_eq!(p.high_watermark(), Offset(0), "followers 2 and 3 unknown");
+    let now = now_ms();
+    assert!(fetch_records(&p, 2, 0, now) > 0);
+    fetch_records(&p, 2, 3, now);
+    assert_eq!(p.high_watermark(), Offset(0), "follower 3 still unknown");
+    fetch_records(&p, 3, 1, now);
+    assert_eq!(p.high_watermark(), Offset(1));
+    fetch_records(&p, 3, 3, now);
+    assert_eq!(p.high_watermark(), Offset(3));
+
+    // Appended but not yet fsync'd by the leader: followers having it is not enough.
+    p.append(&batch()).expect("append");
+    fetch_records(&p, 2, 4, now);
+    fetch_records(&p, 3, 4, now);
+    assert_eq!(
+        p.high_watermark(),
+        Offset(3),
+        "leader's offset 3 is not durable yet"
+    );
+    p.flush();
+    assert_eq!(p.high_watermark(), Offset(4));
+    // Never down, even if a follower reports less (it truncated).
+    fetch_records(&p, 3, 2, now);
+    assert_eq!(p.high_watermark(), Offset(4));
+}
+
+// Under min.insync.replicas the HW stays, acks=all is refused before the append with
+// nothing appended, and once the ISR is big enough both work again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_min_isr_nothing_commits_and_acks_all_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    let p = replica(dir.path(), &controller, None);
+    p.become_leader(&state(&[1, 2], &[1], LEADER, 1, 0))
+        .expect("lead");
+    let refused = p.append_as_leader(&validated(), -1, 2);
+    assert!(
+        matches!(
+            refused,
+            Err(Error::NotEnoughReplicas {
+                isr: 1,
+                min_insync_replicas: 2,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(p.log_end_offset(), Offset(0), "nothing appended");
+    // acks=1 appends, but the HW waits for the ISR to reach min.insync.replicas.
+    p.append_as_leader(&validated(), 1, 2)
+        .expect("acks=1 appends");
+    p.flush();
+    fetch_records(&p, 2, 1, now_ms());
+    assert_eq!(
+        p.high_watermark(),
+        Offset(0),
+        "ISR {{1}} < min.insync.replicas 2"
+    );
+    // Follower 2 caught up: proposed, committed; the HW moves and acks=all is served.
+    assert_eq!(controller.proposals(), vec![vec![1, 2]]);
+    controller.accept(1);
+    assert_eq!(p.isr(), (vec![1, 2], vec![1, 2]));
+    assert_eq!(p.high_watermark(), Offset(1));
+    p.append_as_leader(&validated(), -1, 2)
+        .expect("acks=all appends");
+    p.flush();
+    fetch_records(&p, 2, 2, now_ms());
+    p.wait_for_acks_all(Offset(2), Duration::from_secs(5), 2)
+        .await
+        .expect("acknowledged");
+}
+
+// The HW passed the records but the ISR shrank below min.insync.replicas before the
+// waiter checked: NOT_ENOUGH_REPLICAS_AFTER_APPEND (the records stay).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn isr_shrunk_below_min_after_append() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    let p = replica(dir.path(), &controller, None);
+    p.become_leader(&state(&[1, 2], &[1, 2], LEADER, 1, 0))
+        .expect("lead");
+    let start = now_ms();
+    p.append_as_leader(&validated(), -1, 2).expect("append");
+    p.flush();
+    fetch_records(&p, 2, 1, start);
+    assert_eq!(p.high_watermark(), Offset(1));
+    // Follower 2 stops fetching while the log grows; after the lag time it is dropped.
+    p.append_as_leader(&validated(), 1, 2).expect("append");
+    assert_eq!(
+        p.maybe_shrink_isr(start + LAG_MS + 1)
+            .into_iter()
+            .collect::<Vec<_>>(),
+        vec![2]
+    );
+    controller.accept(1);
+    let waited = p
+        .wait_for_acks_all(Offset(1), Duration::from_secs(5), 2)
+        .await;
+    assert!(
+        matches!(
+            waited,
+            Err(Error::NotEnoughReplicasAfterAppend {
+                isr: 1,
+                min_insync_replicas: 2,
+                ..
+            })
+        ),
+        "{waited:?}"
+    );
+    assert_eq!(p.log_end_offset(), Offset(2));
+}
+
+// Losing leadership fails every acks=all waiter with NOT_LEADER_OR_FOLLOWER and refuses
+// appends from then on; a stale (older-epoch) change is ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn become_follower_fails_waiters_and_refuses_appends() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    let p = replica(dir.path(), &controller, None);
+    p.become_leader(&state(&[1, 2], &[1, 2], LEADER, 1, 0))
+        .expect("lead");
+    p.append_as_leader(&validated(), -1, 1).expect("append");
+    p.flush();
+    let waiter = {
+        let p = Arc::clone(&p);
+        tokio::spawn(async move {
+            p.wait_for_acks_all(Offset(1), Duration::from_secs(30), 1)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiter.is_finished(), "follower 2 has not fetched");
+    assert!(p.become_follower(&state(&[1, 2], &[1, 2], 2, 2, 1)));
+    let waited = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("waiter woke")
+        .expect("task");
+    assert!(
+        matches!(waited, Err(Error::NotLeaderOrFollower(_))),
+        "{waited:?}"
+    );
+    assert!(matches!(
+        p.append(&batch()),
+        Err(Error::NotLeaderOrFollower(_))
+    ));
+    assert!(matches!(
+        p.fetch_for_follower(&fetch(2, 0, -1), now_ms()),
+        Err(Error::NotLeaderOrFollower(_))
+    ));
+    assert_eq!(p.current_leader(), (2, LeaderEpoch(2)));
+    // A late metadata replay of epoch 1 does not make it leader again.
+    assert!(!p
+        .become_leader(&state(&[1, 2], &[1, 2], LEADER, 1, 0))
+        .expect("stale"));
+    assert!(!p.is_leader());
+}
+
+// A follower that stops catching up leaves the ISR after replica.lag.time.max.ms (still
+// counted until the controller commits); it comes back once it reaches the HW; one change
+// in flight at a time; a refusal returns to the committed ISR.
+#[test]
+fn isr_shrinks_after_lag_and_expands_on_catch_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    let p = replica(dir.path(), &controller, None);
+    p.become_leader(&state(&[1, 2, 3], &[1, 2, 3], LEADER, 1, 0))
+        .expect("lead");
+    let base = now_ms();
+    p.append(&batch()).expect("append");
+    p.flush();
+    fetch_records(&p, 2, 1, base + LAG_MS);
+    assert!(
+        p.maybe_shrink_isr(base + LAG_MS / 2).is_empty(),
+        "nobody lags yet"
+    );
+    let removed = p.maybe_shrink_isr(base + LAG_MS + LAG_MS / 2);
+    assert_eq!(removed.into_iter().collect::<Vec<_>>(), vec![3]);
+    assert_eq!(controller.proposals(), vec![vec![1, 2]]);
+    // In flight: the old ISR still counts, and no second change is proposed.
+    assert_eq!(p.isr(), (vec![1, 2, 3], vec![1, 2, 3]));
+    assert_eq!(
+        p.high_watermark(),
+        Offset(0),
+        "3 still counts while the shrink is pending"
+    );
+    assert!(p.maybe_shrink_isr(base + 10 * LAG_MS).is_empty());
+    controller.accept(1);
+    assert_eq!(p.isr(), (vec![1, 2], vec![1, 2]));
+    assert_eq!(
+        p.high_watermark(),
+        Offset(1),
+        "the committed shrink releases the HW"
+    );
+
+    // Follower 3 fetches below the HW: not yet; at the HW: proposed, and counted at once.
+    fetch_records(&p, 3, 0, base + 2 * LAG_MS);
+    assert!(controller.proposals().is_empty());
+    fetch_records(&p, 3, 1, base + 2 * LAG_MS);
+    assert_eq!(controller.proposals(), vec![vec![1, 2, 3]]);
+    assert_eq!(p.isr(), (vec![1, 2], vec![1, 2, 3]));
+    controller.reject(AlterPartitionError::InvalidUpdateVersion);
+    assert_eq!(p.isr(), (vec![1, 2], vec![1, 2]));
+    // Proposed again on its next fetch, and committed.
+    fetch_records(&p, 3, 1, base + 2 * LAG_MS);
+    controller.accept(2);
+    assert_eq!(p.isr(), (vec![1, 2, 3], vec![1, 2, 3]));
+}
+
+// KIP-320: a follower whose last fetched epoch ended earlier on the leader gets the
+// diverging epoch and its end, no records, and its position is not recorded; one whose log
+// matches gets records. OffsetsForLeaderEpoch answers from the same cache.
+#[test]
+fn diverging_epoch_is_answered_without_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    let p = replica(dir.path(), &controller, None);
+    p.become_leader(&state(&[1, 2], &[1, 2], LEADER, 1, 0))
+        .expect("lead");
+    for _ in 0..3 {
+        p.append(&batch()).expect("append");
+    }
+    // A new leader epoch starts at the log end, before anything is appended in it.
+    assert!(p
+        .become_leader(&state(&[1, 2], &[1, 2], LEADER, 3, 1))
+        .expect("lead"));
+    assert_eq!(
+        p.end_offset_for_epoch(1).expect("epoch 1"),
+        Some((LeaderEpoch(1), Offset(3)))
+    );
+    assert_eq!(
+        p.end_offset_for_epoch(3).expect("epoch 3"),
+        Some((LeaderEpoch(3), Offset(3)))
+    );
+    for _ in 0..2 {
+        p.append(&batch()).expect("append");
+    }
+    p.flush();
+    assert_eq!(
+        p.end_offset_for_epoch(2).expect("epoch 2"),
+        Some((LeaderEpoch(1), Offset(3)))
+    );
+    assert_eq!(
+        p.end_offset_for_epoch(3).expect("epoch 3"),
+        Some((LeaderEpoch(3), Offset(5)))
+    );
+    assert_eq!(p.end_offset_for_epoch(4).expect("epoch 4"), None);
+
+    let now = now_ms();
+    // The follower wrote offset 3 in epoch 2, which the leader never had.
+    match p.fetch_for_follower(&fetch(2, 4, 2), now).expect("fetch") {
+        FollowerFetchResult::Diverging {
+            epoch, end_offset, ..
+        } => {
+            assert_eq!((epoch, end_offset), (LeaderEpoch(1), Offset(3)));
+        }
+        other => panic!("expected diverging, got {other:?}"),
+    }
+    // It has epoch 1 up to 4, but epoch 1 ended at 3 here.
+    match p.fetch_for_follower(&fetch(2, 4, 1), now).expect("fetch") {
+        FollowerFetchResult::Diverging {
+            epoch, end_offset, ..
+        } => {
+            assert_eq!((epoch, end_offset), (LeaderEpoch(1), Offset(3)));
+        }
+        other => panic!("expected diverging, got {other:?}"),
+    }
+    assert_eq!(
+        p.high_watermark(),
+        Offset(0),
+        "a diverging fetch records no position"
+    );
+    // Truncated to 3: it matches, gets the two records of epoch 3, and counts.
+    match p.fetch_for_follower(&fetch(2, 3, 1), now).expect("fetch") {
+        FollowerFetchResult::Records { read, offsets } => {
+            assert!(read.bytes > 0);
+            assert_eq!(offsets.log_end_offset, Offset(5));
+        }
+        other => panic!("expected records, got {other:?}"),
+    }
+    assert_eq!(p.high_watermark(), Offset(3));
+    fetch_records(&p, 2, 5, now);
+    assert_eq!(p.high_watermark(), Offset(5));
+}
+
+// Fetches the leader must refuse: a replica not assigned (UNKNOWN_LEADER_EPOCH when it names
+// the epoch, so a reassignment race retries; NOT_LEADER_OR_FOLLOWER otherwise), stale and
+// future epochs, and an offset past the log end.
+#[test]
+fn follower_fetch_refusals() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    let p = replica(dir.path(), &controller, None);
+    assert!(
+        matches!(
+            p.fetch_for_follower(&fetch(2, 0, -1), now_ms()),
+            Err(Error::NotLeaderOrFollower(_))
+        ),
+        "no role yet"
+    );
+    p.become_leader(&state(&[1, 2], &[1, 2], LEADER, 4, 0))
+        .expect("lead");
+    let with_epoch = |replica_id, epoch| FollowerFetch {
+        current_leader_epoch: epoch,
+        ..fetch(replica_id, 0, -1)
+    };
+    assert!(matches!(
+        p.fetch_for_follower(&with_epoch(9, 4), now_ms()),
+        Err(Error::UnknownLeaderEpoch { .. })
+    ));
+    assert!(matches!(
+        p.fetch_for_follower(&fetch(9, 0, -1), now_ms()),
+        Err(Error::NotLeaderOrFollower(_))
+    ));
+    assert!(matches!(
+        p.fetch_for_follower(&with_epoch(2, 3), now_ms()),
+        Err(Error::FencedLeaderEpoch { .. })
+    ));
+    assert!(matches!(
+        p.fetch_for_follower(&with_epoch(2, 5), now_ms()),
+        Err(Error::UnknownLeaderEpoch { .. })
+    ));
+    assert!(matches!(
+        p.fetch_for_follower(&fetch(2, 1, -1), now_ms()),
+        Err(Error::Storage(
+            logbook_storage::Error::OffsetOutOfRange { .. }
+        ))
+    ));
+    assert!(matches!(
+        p.fetch_for_follower(&with_epoch(2, 4), now_ms()),
+        Ok(FollowerFetchResult::Records { .. })
+    ));
+}
+
+// A replica reopens at min(checkpointed HW, log end), not at its log end; leading an ISR of
+// one moves it to the durable end at once. KIP-207: a leader whose HW is below its epoch
+// start refuses to name offsets until followers catch it up.
+#[test]
+fn reopen_uses_the_checkpointed_high_watermark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    {
+        let p = replica(dir.path(), &controller, None);
+        p.become_leader(&state(&[1], &[1], LEADER, 1, 0))
+            .expect("lead");
+        for _ in 0..3 {
+            p.append(&batch()).expect("append");
+        }
+        p.flush();
+        assert_eq!(p.high_watermark(), Offset(3));
+        p.close().expect("close");
+    }
+    let reopened = replica(dir.path(), &controller, Some(Offset(1)));
+    assert_eq!(reopened.high_watermark(), Offset(1));
+    assert_eq!(
+        reopened.offsets().expect("offsets").high_watermark,
+        Offset(1)
+    );
+    assert!(
+        matches!(
+            reopened.append(&batch()),
+            Err(Error::NotLeaderOrFollower(_))
+        ),
+        "no role yet"
+    );
+    // Leading with a follower: the HW stays until the follower confirms, and ListOffsets
+    // may not answer yet.
+    reopened
+        .become_leader(&state(&[1, 2], &[1, 2], LEADER, 2, 0))
+        .expect("lead");
+    assert_eq!(reopened.high_watermark(), Offset(1));
+    assert!(matches!(
+        reopened.check_offsets_available(),
+        Err(Error::OffsetNotAvailable { .. })
+    ));
+    fetch_records(&reopened, 2, 3, now_ms());
+    assert_eq!(reopened.high_watermark(), Offset(3));
+    reopened.check_offsets_available().expect("caught up");
+    reopened.close().expect("close");
+
+    let beyond = replica(dir.path(), &controller, Some(Offset(99)));
+    assert_eq!(beyond.high_watermark(), Offset(3), "clamped to the log end");
+    beyond.close().expect("close");
+    let sole = replica(dir.path(), &controller, None);
+    assert_eq!(sole.high_watermark(), Offset(0));
+    sole.become_sole_leader();
+    assert_eq!(
+        sole.high_watermark(),
+        Offset(3),
+        "a single node shows its durable end at once"
+    );
+    sole.close().expect("close");
+}
+
+// The replica manager writes every partition's HW to one replication-offset-checkpoint
+// at shutdown and reads it back at the next start; the single-node path still shows the
+// durable end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_manager_checkpoints_high_watermarks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let manager =
+            crate::ReplicaManager::new(dir.path(), FlushPolicy::EveryWrite, 1).with_broker_id(7);
+        let opened = manager
+            .create_partitions("t", 0..2, &LogConfig::default())
+            .expect("create");
+        for _ in 0..2 {
+            opened[1].append(&batch()).expect("append");
+        }
+        opened[1]
+            .wait_durable(Offset(2), Duration::from_secs(5))
+            .await
+            .expect("durable");
+        manager.shutdown();
+    }
+    let written = HighWatermarkCheckpoint::new(dir.path())
+        .read()
+        .expect("read");
+    let expected: HighWatermarks = [
+        (
+            TopicPartition {
+                topic: "t".into(),
+                partition: 0,
+            },
+            Offset(0),
+        ),
+        (
+            TopicPartition {
+                topic: "t".into(),
+                partition: 1,
+            },
+            Offset(2),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(written, expected);
+    // Reopened by a manager that leads alone: the HW is the durable end.
+    let manager =
+        crate::ReplicaManager::new(dir.path(), FlushPolicy::EveryWrite, 1).with_broker_id(7);
+    let opened = manager
+        .create_partitions("t", 0..2, &LogConfig::default())
+        .expect("reopen");
+    assert_eq!(opened[1].high_watermark(), Offset(2));
+    assert_eq!(opened[1].current_leader(), (7, LeaderEpoch(0)));
+    manager.shutdown();
+}
