@@ -15,7 +15,9 @@ mod replica_manager;
 
 pub use flusher::{FlushPolicy, Flusher};
 pub use log_cleaner::LogCleanerConfig;
-pub use logbook_storage::{AbortedTxn, ActiveProducer, AppendOutcome, Offset, TxnResult};
+pub use logbook_storage::{
+    AbortedTxn, ActiveProducer, AppendOutcome, LeaderEpoch, Offset, TxnResult,
+};
 pub use partition::{
     AlterPartitionCallback, AlterPartitionCommitted, AlterPartitionError, AlterPartitionRequest,
     AlterPartitionSender, CommittedRead, FollowerFetch, FollowerFetchResult, IsrMember, IsrState,

@@ -10,6 +10,15 @@
 //! Records are not read: each partition's batches are selected as ranges of segment files
 //! and the connection sends them with `sendfile` (see `logbook_protocol::file_records`).
 //!
+//! A follower's fetch (`replica_id`, or v15+ `replica_state.replica_id`, ≥ 0) goes to
+//! `Partition::fetch_for_follower`: it reads up to the log end (still as file ranges), gets
+//! the diverging epoch instead of records when its log diverged (KIP-320), records the
+//! follower's position (which moves the high watermark and the ISR), and long-polls on the
+//! log end rather than the high watermark.
+//!
+//! NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH answers carry the leader this broker
+//! knows (`current_leader`, v16+, KIP-951).
+//!
 //! Sessionless: every request is a full fetch (session id 0 in the response), which every
 //! client accepts; incremental fetch sessions (KIP-227) are a later optimisation.
 
@@ -18,7 +27,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
 };
 use kafka_protocol::messages::{
     BrokerId, FetchRequest, FetchResponse, ProducerId, ResponseKind, TopicName,
@@ -26,7 +35,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
 use logbook_protocol::{FileRecords, FileRegion};
-use logbook_replication::{AbortedTxn, Offset, Partition, TopicPartition};
+use logbook_replication::{
+    AbortedTxn, FollowerFetch, FollowerFetchResult, Offset, Partition, TopicPartition,
+};
 use tokio::sync::watch;
 
 use crate::broker::Broker;
@@ -41,6 +52,19 @@ const TOPIC_ID_VERSION: i16 = 13;
 
 /// `isolation_level` of a read_committed consumer.
 const READ_COMMITTED: i8 = 1;
+
+/// First version whose follower id is in `replica_state` (KIP-903).
+const REPLICA_STATE_VERSION: i16 = 15;
+
+/// First version whose answers name the current leader (KIP-951).
+const CURRENT_LEADER_VERSION: i16 = 16;
+
+/// The follower a fetch comes from: its broker id and broker epoch (-1 before v15).
+#[derive(Clone, Copy)]
+struct Follower {
+    replica_id: i32,
+    replica_epoch: i64,
+}
 
 /// One requested topic, resolved once per request: the topic (or why not), and each
 /// requested partition with the hosted partition the replica manager gave for it (or
@@ -137,7 +161,12 @@ fn error_partition(index: i32, error: ResponseError) -> PartitionData {
         .with_records(Some(Bytes::new()))
 }
 
-fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -> Pass {
+fn read_pass(
+    topics: &[ResolvedTopic],
+    max_bytes: usize,
+    read_committed: bool,
+    follower: Option<Follower>,
+) -> Pass {
     let mut budget = max_bytes;
     let mut min_one_batch = true;
     let mut bytes = 0;
@@ -161,6 +190,29 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
                         .unwrap_or(0)
                         .min(budget);
                     let offset = Offset(req.fetch_offset);
+                    if let Some(follower) = follower {
+                        let fetch = FollowerFetch {
+                            replica_id: follower.replica_id,
+                            replica_epoch: follower.replica_epoch,
+                            fetch_offset: offset,
+                            log_start_offset: Offset(req.log_start_offset),
+                            current_leader_epoch: req.current_leader_epoch,
+                            last_fetched_epoch: req.last_fetched_epoch,
+                            max_bytes: limit,
+                            min_one_batch,
+                        };
+                        let data = follower_partition(partition, &fetch, &mut records);
+                        if data.error_code != errors::NONE {
+                            error = true;
+                        }
+                        let n = data.records.as_ref().map_or(0, Bytes::len);
+                        if n > 0 {
+                            min_one_batch = false;
+                        }
+                        bytes += n;
+                        budget = budget.saturating_sub(n);
+                        return data;
+                    }
                     let read = if read_committed {
                         partition
                             .read_slices_committed(offset, limit, min_one_batch)
@@ -235,6 +287,89 @@ fn read_pass(topics: &[ResolvedTopic], max_bytes: usize, read_committed: bool) -
     }
 }
 
+/// One partition of a follower's fetch (see `Partition::fetch_for_follower`).
+fn follower_partition(
+    partition: &Partition,
+    fetch: &FollowerFetch,
+    records: &mut FileRecords,
+) -> PartitionData {
+    let index = partition.topic_partition().partition;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let result = partition
+        .fetch_for_follower(fetch, now_ms)
+        .and_then(|result| match result {
+            FollowerFetchResult::Records { read, offsets } => {
+                let regions = read
+                    .slices
+                    .iter()
+                    .map(|slice| FileRegion {
+                        file: Arc::clone(&slice.file),
+                        position: slice.position,
+                        len: slice.len,
+                    })
+                    .collect();
+                let set = records
+                    .records(regions)
+                    .map_err(logbook_storage::Error::from)?;
+                Ok(PartitionData::default()
+                    .with_partition_index(index)
+                    .with_high_watermark(offsets.high_watermark.get())
+                    .with_last_stable_offset(offsets.last_stable_offset.get())
+                    .with_log_start_offset(offsets.log_start_offset.get())
+                    .with_preferred_read_replica(BrokerId(-1))
+                    .with_records(Some(set)))
+            }
+            FollowerFetchResult::Diverging {
+                epoch,
+                end_offset,
+                offsets,
+            } => Ok(PartitionData::default()
+                .with_partition_index(index)
+                .with_high_watermark(offsets.high_watermark.get())
+                .with_last_stable_offset(offsets.last_stable_offset.get())
+                .with_log_start_offset(offsets.log_start_offset.get())
+                .with_diverging_epoch(
+                    EpochEndOffset::default()
+                        .with_epoch(epoch.0)
+                        .with_end_offset(end_offset.get()),
+                )
+                .with_preferred_read_replica(BrokerId(-1))
+                .with_records(Some(Bytes::new()))),
+        });
+    match result {
+        Ok(data) => data,
+        Err(e) => {
+            let offsets = partition.offsets().ok();
+            error_partition(index, errors::replication_error(&e))
+                .with_high_watermark(offsets.map_or(-1, |o| o.high_watermark.get()))
+                .with_log_start_offset(offsets.map_or(-1, |o| o.log_start_offset.get()))
+        }
+    }
+}
+
+/// KIP-951: NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH answers name the leader this
+/// broker knows (node endpoints come with the cluster metadata image).
+fn fill_current_leaders(broker: &Broker, response: &mut [FetchableTopicResponse]) {
+    for topic in response {
+        let name = topic.topic.to_string();
+        for p in &mut topic.partitions {
+            let not_leader = p.error_code == ResponseError::NotLeaderOrFollower.code()
+                || p.error_code == ResponseError::FencedLeaderEpoch.code();
+            if !not_leader {
+                continue;
+            }
+            if let Some(partition) = broker.replicas.partition(&name, p.partition_index) {
+                let (leader, epoch) = partition.current_leader();
+                p.current_leader = LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(leader))
+                    .with_leader_epoch(epoch.0);
+            }
+        }
+    }
+}
+
 /// The response's form of the aborted transactions of a read_committed read.
 fn aborted_transactions(aborted: Vec<AbortedTxn>) -> Vec<AbortedTransaction> {
     aborted
@@ -247,12 +382,20 @@ fn aborted_transactions(aborted: Vec<AbortedTxn>) -> Vec<AbortedTransaction> {
         .collect()
 }
 
-fn subscribe(topics: &[ResolvedTopic]) -> Vec<watch::Receiver<Offset>> {
+/// Receivers that wake the long poll: the high watermark for consumers, the log end for
+/// followers (they read up to it).
+fn subscribe(topics: &[ResolvedTopic], follower: bool) -> Vec<watch::Receiver<Offset>> {
     topics
         .iter()
         .flat_map(|t| t.partitions.iter())
         .filter_map(|(_, p)| p.as_ref().ok())
-        .map(|p| p.subscribe())
+        .map(|p| {
+            if follower {
+                p.subscribe_log_end()
+            } else {
+                p.subscribe()
+            }
+        })
         .collect()
 }
 
@@ -272,28 +415,45 @@ async fn fetch(
         .unwrap_or(0)
         .min(limits.fetch_response_bytes_max);
     let read_committed = request.isolation_level == READ_COMMITTED;
+    let follower = if version >= REPLICA_STATE_VERSION {
+        Follower {
+            replica_id: request.replica_state.replica_id.0,
+            replica_epoch: request.replica_state.replica_epoch,
+        }
+    } else {
+        Follower {
+            replica_id: request.replica_id.0,
+            replica_epoch: -1,
+        }
+    };
+    let follower = (follower.replica_id >= 0).then_some(follower);
     let topics = resolve(broker, request, version);
     let deadline = tokio::time::Instant::now() + max_wait;
+    let respond = |mut pass: Pass| {
+        if version >= CURRENT_LEADER_VERSION && pass.error {
+            fill_current_leaders(broker, &mut pass.response);
+        }
+        (
+            FetchResponse::default().with_responses(pass.response),
+            pass.records,
+        )
+    };
     loop {
         // Subscribe before reading, so an append between the read and the wait still wakes us.
-        let mut receivers = subscribe(&topics);
-        let pass = tokio::task::block_in_place(|| read_pass(&topics, max_bytes, read_committed));
+        let mut receivers = subscribe(&topics, follower.is_some());
+        let pass =
+            tokio::task::block_in_place(|| read_pass(&topics, max_bytes, read_committed, follower));
         let done = pass.error || pass.bytes >= min_bytes || tokio::time::Instant::now() >= deadline;
         if done || receivers.is_empty() {
-            return (
-                FetchResponse::default().with_responses(pass.response),
-                pass.records,
-            );
+            return respond(pass);
         }
         let changed =
             futures::future::select_all(receivers.iter_mut().map(|r| Box::pin(r.changed())));
         if tokio::time::timeout_at(deadline, changed).await.is_err() {
-            let pass =
-                tokio::task::block_in_place(|| read_pass(&topics, max_bytes, read_committed));
-            return (
-                FetchResponse::default().with_responses(pass.response),
-                pass.records,
-            );
+            let pass = tokio::task::block_in_place(|| {
+                read_pass(&topics, max_bytes, read_committed, follower)
+            });
+            return respond(pass);
         }
     }
 }

@@ -1,6 +1,11 @@
 //! ListOffsets (API key 2): the earliest, latest or max-timestamp offset of a partition, or
 //! the first record at or after a timestamp (found through the time index, then by decoding
 //! the one batch that holds it).
+//!
+//! KIP-207: a new leader whose high watermark is still below the start of its leader epoch
+//! does not know the final high watermark yet; a client's (v2+, which carry an isolation
+//! level) "latest", or a timestamp lookup that finds nothing below it, gets
+//! OFFSET_NOT_AVAILABLE (retriable) instead of an offset that could go backwards.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -36,6 +41,10 @@ fn summarize(
 /// `isolation_level` of a read_committed consumer.
 const READ_COMMITTED: i8 = 1;
 
+/// First version carrying an isolation level: a client's request (Kafka applies KIP-207
+/// only to those).
+const ISOLATION_LEVEL_VERSION: i16 = 2;
+
 /// (offset, timestamp) answered for one partition. A read_committed client sees only
 /// what is below the last stable offset (Kafka's `lastFetchableOffset`): LATEST is the
 /// LSO, and timestamp lookups ignore records at or above it.
@@ -43,10 +52,20 @@ fn lookup(
     partition: &Partition,
     timestamp: i64,
     read_committed: bool,
+    client: bool,
 ) -> Result<(i64, i64), ResponseError> {
     let offsets = partition
         .offsets()
         .map_err(|e| errors::replication_error(&e))?;
+    // KIP-207, checked where Kafka checks it: "latest", and lookups that find nothing.
+    let not_available = || -> Result<(), ResponseError> {
+        if client {
+            partition
+                .check_offsets_available()
+                .map_err(|e| errors::replication_error(&e))?;
+        }
+        Ok(())
+    };
     let last_fetchable = if read_committed {
         offsets.last_stable_offset.get()
     } else {
@@ -54,7 +73,10 @@ fn lookup(
     };
     let log_start_offset = offsets.log_start_offset.get();
     match timestamp {
-        LATEST => Ok((last_fetchable, -1)),
+        LATEST => {
+            not_available()?;
+            Ok((last_fetchable, -1))
+        }
         EARLIEST | EARLIEST_LOCAL => Ok((log_start_offset, -1)),
         // No tiered storage: nothing has been uploaded.
         LATEST_TIERED => Ok((-1, -1)),
@@ -63,6 +85,7 @@ fn lookup(
                 .batch_with_max_timestamp()
                 .map_err(|e| errors::replication_error(&e))?;
             let Some(batch) = batch else {
+                not_available()?;
                 return Ok((-1, -1));
             };
             let records = summarize(partition, &batch)?;
@@ -74,24 +97,27 @@ fn lookup(
                     _ => Some((r.offset, r.timestamp)),
                 },
             );
-            Ok(best.unwrap_or((-1, -1)))
+            match best {
+                Some(best) => Ok(best),
+                None => not_available().map(|()| (-1, -1)),
+            }
         }
         target if target >= 0 => {
             let batch = partition
                 .batch_for_timestamp(target)
                 .map_err(|e| errors::replication_error(&e))?;
             let Some(batch) = batch else {
+                not_available()?;
                 return Ok((-1, -1));
             };
             let records = summarize(partition, &batch)?;
-            Ok(records
-                .iter()
-                .find(|r| {
-                    r.timestamp >= target
-                        && r.offset >= log_start_offset
-                        && r.offset < last_fetchable
-                })
-                .map_or((-1, -1), |r| (r.offset, r.timestamp)))
+            let found = records.iter().find(|r| {
+                r.timestamp >= target && r.offset >= log_start_offset && r.offset < last_fetchable
+            });
+            match found {
+                Some(r) => Ok((r.offset, r.timestamp)),
+                None => not_available().map(|()| (-1, -1)),
+            }
         }
         _ => Err(ResponseError::InvalidRequest),
     }
@@ -135,7 +161,12 @@ pub fn handle(ctx: &super::RequestContext, request: ListOffsetsRequest) -> ListO
                         }
                     };
                     match tokio::task::block_in_place(|| {
-                        lookup(&partition, p.timestamp, read_committed)
+                        lookup(
+                            &partition,
+                            p.timestamp,
+                            read_committed,
+                            version >= ISOLATION_LEVEL_VERSION,
+                        )
                     }) {
                         Ok((offset, timestamp)) => response
                             .with_offset(offset)

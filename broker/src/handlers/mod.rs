@@ -55,6 +55,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 pub mod txn_offset_commit;
@@ -237,6 +238,7 @@ pub static APIS: &[Api] = &[
     api!(AlterConfigs, alter_configs, now),
     api!(IncrementalAlterConfigs, incremental_alter_configs, now),
     api!(DescribeProducers, describe_producers, now),
+    api!(OffsetForLeaderEpoch, offset_for_leader_epoch, now),
 ];
 
 /// A body that does not belong to the context's API: `decode_request` decodes the body by

@@ -1,7 +1,13 @@
 //! Produce (API key 0): validate each partition's record batch at the door (storage's
 //! `log_validator` walks every record, as Kafka's LogValidator does), append it (offsets
 //! assigned by rewriting batch headers), and answer per `acks`:
-//! 0 → no response, 1 → after the append, -1 → once the data is durable.
+//! 0 → no response, 1 → after the leader's append (not waiting for its fsync, as Kafka
+//! answers after the leader's write), -1 → once the high watermark passes the records:
+//! durable on the leader and on every member of the ISR (on a single node, fsync'd).
+//! acks=-1 with a committed ISR smaller than the topic's `min.insync.replicas` is refused
+//! before the append (NOT_ENOUGH_REPLICAS), and after it if the ISR shrank below it while
+//! waiting (NOT_ENOUGH_REPLICAS_AFTER_APPEND). A partition this broker does not lead answers
+//! NOT_LEADER_OR_FOLLOWER with the leader it knows (`current_leader`, v10+, KIP-951).
 //!
 //! Transactional batches (KIP-890 part 1, Kafka's `transaction.partition.verification.enable`,
 //! on by default): before the append, the transaction coordinator must hold the partition in
@@ -21,9 +27,9 @@ use std::time::Duration;
 
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse, ResponseKind};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 use logbook_replication::{AppendOutcome, Offset, Partition};
@@ -47,12 +53,53 @@ const TOPIC_ID_VERSION: i16 = 13;
 /// partition to the transaction.
 const TRANSACTION_V2_VERSION: i16 = 12;
 
-/// A partition's append that must become durable before acks=all is answered.
+/// First version whose responses carry the current leader on NOT_LEADER_OR_FOLLOWER
+/// (KIP-951).
+const CURRENT_LEADER_VERSION: i16 = 10;
+
+/// A partition's append that must be committed before acks=all is answered.
 struct DurableWait {
     topic_index: usize,
     partition_index: usize,
     partition: Arc<Partition>,
     end_offset: Offset,
+    min_insync_replicas: usize,
+}
+
+/// The topic's `min.insync.replicas` (at least 1).
+fn min_insync_replicas(broker: &Broker, topic: &Topic) -> usize {
+    topic
+        .config
+        .get("min.insync.replicas", broker.topics.defaults())
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// KIP-951: a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer names the leader this
+/// broker knows, so the client can skip a metadata round trip. Node endpoints come with the
+/// cluster metadata image.
+fn fill_current_leaders(
+    broker: &Broker,
+    responses: &mut [TopicProduceResponse],
+    topic_names: &[Option<String>],
+) {
+    for (topic, name) in responses.iter_mut().zip(topic_names) {
+        let Some(name) = name else { continue };
+        for p in &mut topic.partition_responses {
+            let not_leader = p.error_code == ResponseError::NotLeaderOrFollower.code()
+                || p.error_code == ResponseError::FencedLeaderEpoch.code();
+            if !not_leader {
+                continue;
+            }
+            if let Some(partition) = broker.replicas.partition(name, p.index) {
+                let (leader, epoch) = partition.current_leader();
+                p.current_leader = LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(leader))
+                    .with_leader_epoch(epoch.0);
+            }
+        }
+    }
 }
 
 fn now_ms() -> i64 {
@@ -138,6 +185,7 @@ fn append_partition(
     data: &PartitionProduceData,
     transactional_id: Option<&str>,
     adds_partition: bool,
+    acks: i16,
 ) -> (PartitionProduceResponse, Option<(Arc<Partition>, Offset)>) {
     let index = data.index;
     let topic_partition = logbook_replication::TopicPartition {
@@ -218,7 +266,7 @@ fn append_partition(
     // timestamp fields as Kafka does (LogAppendTime, or a maxTimestamp that disagreed
     // with the records).
     let log_append_time_ms = validated.log_append_time_ms().unwrap_or(-1);
-    let outcome = partition.append_validated(&validated);
+    let outcome = partition.append_as_leader(&validated, acks, min_insync_replicas(broker, topic));
     match outcome {
         Ok(AppendOutcome::Duplicate(cached)) => {
             // A retried batch: answer as the first time, and wait for the same durability.
@@ -302,12 +350,15 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
     let adds_partition = version >= TRANSACTION_V2_VERSION
         && broker.config.transaction_version >= super::TRANSACTION_VERSION_2;
     let mut responses = Vec::with_capacity(request.topic_data.len());
+    let mut topic_names = Vec::with_capacity(request.topic_data.len());
     let mut waits = Vec::new();
     for (topic_index, data) in request.topic_data.iter().enumerate() {
         let mut topic_response = TopicProduceResponse::default()
             .with_name(data.name.clone())
             .with_topic_id(data.topic_id);
-        let partitions = match (acks, resolve_topic(broker, data, version)) {
+        let resolved = resolve_topic(broker, data, version);
+        topic_names.push(resolved.as_ref().ok().map(|t| t.name.clone()));
+        let partitions = match (acks, resolved) {
             (-1..=1, Ok(topic)) => data
                 .partition_data
                 .iter()
@@ -319,6 +370,7 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
                         p,
                         request.transactional_id.as_ref().map(|t| t.0.as_str()),
                         adds_partition,
+                        acks,
                     );
                     if let Some((partition, end_offset)) = durable {
                         waits.push(DurableWait {
@@ -326,6 +378,7 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
                             partition_index,
                             partition,
                             end_offset,
+                            min_insync_replicas: min_insync_replicas(broker, &topic),
                         });
                     }
                     response
@@ -358,14 +411,14 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
         .unwrap_or(0)
         .min(broker.config.limits.produce_timeout_ms_max);
     let wait_durable = acks == -1 && !waits.is_empty();
+    let broker = Arc::clone(broker);
     Box::pin(async move {
         if wait_durable {
             let timeout = Duration::from_millis(timeout_ms);
-            let results = futures::future::join_all(
-                waits
-                    .iter()
-                    .map(|w| w.partition.wait_durable(w.end_offset, timeout)),
-            )
+            let results = futures::future::join_all(waits.iter().map(|w| {
+                w.partition
+                    .wait_for_acks_all(w.end_offset, timeout, w.min_insync_replicas)
+            }))
             .await;
             for (w, result) in waits.iter().zip(results) {
                 if let Err(e) = result {
@@ -374,6 +427,9 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
                     p.error_message = Some(StrBytes::from_string(e.to_string()));
                 }
             }
+        }
+        if version >= CURRENT_LEADER_VERSION {
+            fill_current_leaders(&broker, &mut responses, &topic_names);
         }
         Some(ResponseKind::Produce(ProduceResponse::default().with_responses(responses)).into())
     })

@@ -503,6 +503,24 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                     ]),
             ]))
         }
+        ApiKey::OffsetForLeaderEpoch => RequestKind::OffsetForLeaderEpoch(
+            OffsetForLeaderEpochRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_topics(vec![
+                    offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                        .with_topic(name("t"))
+                        .with_partitions(vec![
+                            offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                                .with_partition(0)
+                                .with_current_leader_epoch(-1)
+                                .with_leader_epoch(0),
+                            offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                                .with_partition(9)
+                                .with_current_leader_epoch(-1)
+                                .with_leader_epoch(0),
+                        ]),
+                ]),
+        ),
         _ => return None,
     })
 }
@@ -594,4 +612,5 @@ fn api_versions_finalizes_transaction_version() {
 }
 
 mod produce_verification;
+mod replication;
 mod transactions;

@@ -1,0 +1,253 @@
+//! The handlers' replication paths against an in-process broker whose partition is made
+//! leader or follower by hand: OffsetForLeaderEpoch answers, a follower's Fetch (records up
+//! to the log end, the diverging epoch, the high watermark it moves), acks=all under
+//! min.insync.replicas, NOT_LEADER_OR_FOLLOWER with the current leader (KIP-951), and
+//! ListOffsets' OFFSET_NOT_AVAILABLE (KIP-207).
+
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::ResponseError;
+use logbook_replication::{LeaderEpoch, PartitionState, TopicPartition};
+
+use super::*;
+
+async fn call(broker: &Arc<Broker>, key: ApiKey, version: i16, body: RequestKind) -> ResponseKind {
+    let ctx = super::super::RequestContext::new(
+        Arc::clone(broker),
+        "127.0.0.1:1".parse().expect("address"),
+        key,
+        version,
+        1,
+        None,
+    );
+    super::super::dispatch(&ctx, body)
+        .await
+        .expect("a response")
+        .body
+}
+
+fn state(replicas: &[i32], isr: &[i32], leader: i32, epoch: i32) -> PartitionState {
+    PartitionState {
+        topic_partition: TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        },
+        topic_id: uuid::Uuid::nil(),
+        replicas: replicas.to_vec(),
+        isr: isr.to_vec(),
+        leader,
+        leader_epoch: LeaderEpoch(epoch),
+        partition_epoch: epoch,
+    }
+}
+
+/// (error, epoch, end offset) of OffsetForLeaderEpoch v4 for `partition` of "t".
+async fn epoch_end(
+    broker: &Arc<Broker>,
+    partition: i32,
+    current: i32,
+    epoch: i32,
+) -> (i16, i32, i64) {
+    let body = RequestKind::OffsetForLeaderEpoch(
+        OffsetForLeaderEpochRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![
+                offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                    .with_topic(name("t"))
+                    .with_partitions(vec![
+                        offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                            .with_partition(partition)
+                            .with_current_leader_epoch(current)
+                            .with_leader_epoch(epoch),
+                    ]),
+            ]),
+    );
+    let ResponseKind::OffsetForLeaderEpoch(r) =
+        call(broker, ApiKey::OffsetForLeaderEpoch, 4, body).await
+    else {
+        panic!("not an OffsetForLeaderEpoch response")
+    };
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.leader_epoch, p.end_offset)
+}
+
+/// A follower's Fetch v15 of "t"-0 from `replica_id` at `offset` after `last_epoch`.
+async fn follower_fetch(
+    broker: &Arc<Broker>,
+    replica_id: i32,
+    offset: i64,
+    last_epoch: i32,
+) -> PartitionData {
+    let body = RequestKind::Fetch(
+        FetchRequest::default()
+            .with_replica_state(
+                fetch_request::ReplicaState::default()
+                    .with_replica_id(BrokerId(replica_id))
+                    .with_replica_epoch(7),
+            )
+            .with_max_bytes(1 << 20)
+            .with_max_wait_ms(0)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(broker.topics.get("t").expect("topic").id)
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(offset)
+                    .with_last_fetched_epoch(last_epoch)
+                    .with_current_leader_epoch(-1)
+                    .with_partition_max_bytes(1 << 20)])]),
+    );
+    let ResponseKind::Fetch(r) = call(broker, ApiKey::Fetch, 15, body).await else {
+        panic!("not a Fetch response")
+    };
+    r.responses[0].partitions[0].clone()
+}
+
+/// Produce of `count` records to "t"-0 with `acks` at `version`: (error, base offset,
+/// current leader id and epoch).
+async fn produce(broker: &Arc<Broker>, acks: i16, version: i16) -> (i16, i64, (i32, i32)) {
+    let body = RequestKind::Produce(
+        ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(300)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name("t"))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch(1)))])]),
+    );
+    let ResponseKind::Produce(r) = call(broker, ApiKey::Produce, version, body).await else {
+        panic!("not a Produce response")
+    };
+    let p = &r.responses[0].partition_responses[0];
+    (
+        p.error_code,
+        p.base_offset,
+        (p.current_leader.leader_id.0, p.current_leader.leader_epoch),
+    )
+}
+
+// OffsetForLeaderEpoch on a single node: the current epoch ends at the log end, a newer
+// one is undefined, a newer current_leader_epoch is UNKNOWN_LEADER_EPOCH (retriable: the
+// broker is behind), an older one FENCED_LEADER_EPOCH; once a new epoch starts the old one
+// ends where it began.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offset_for_leader_epoch_answers_from_the_epoch_cache() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = broker(dir.path());
+    broker.topics.get_or_create("t", true, 1).expect("topic");
+    assert_eq!(produce(&broker, -1, 9).await.0, 0);
+    assert_eq!(produce(&broker, -1, 9).await.0, 0);
+    assert_eq!(epoch_end(&broker, 0, -1, 0).await, (0, 0, 2));
+    assert_eq!(epoch_end(&broker, 0, 0, 0).await, (0, 0, 2));
+    assert_eq!(epoch_end(&broker, 0, -1, 3).await, (0, -1, -1));
+    assert_eq!(
+        epoch_end(&broker, 0, 1, 0).await.0,
+        ResponseError::UnknownLeaderEpoch.code()
+    );
+    assert_eq!(
+        epoch_end(&broker, 9, -1, 0).await.0,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+
+    let partition = broker.replicas.partition("t", 0).expect("partition");
+    partition
+        .become_leader(&state(&[0], &[0], 0, 2))
+        .expect("lead");
+    assert_eq!(produce(&broker, -1, 9).await.0, 0);
+    assert_eq!(epoch_end(&broker, 0, 2, 0).await, (0, 0, 2));
+    assert_eq!(epoch_end(&broker, 0, 2, 1).await, (0, 0, 2));
+    assert_eq!(epoch_end(&broker, 0, 2, 2).await, (0, 2, 3));
+    assert_eq!(
+        epoch_end(&broker, 0, 1, 2).await.0,
+        ResponseError::FencedLeaderEpoch.code()
+    );
+}
+
+// A follower's Fetch reads up to the log end (past the HW), moves the HW with its fetch
+// offset, and gets the diverging epoch and no records when its log diverged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_fetch_reads_to_log_end_and_moves_the_high_watermark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = broker(dir.path());
+    broker.topics.get_or_create("t", true, 1).expect("topic");
+    assert_eq!(produce(&broker, -1, 9).await.0, 0);
+    let partition = broker.replicas.partition("t", 0).expect("partition");
+    partition
+        .become_leader(&state(&[0, 2], &[0, 2], 0, 1))
+        .expect("lead");
+    assert_eq!(produce(&broker, 1, 9).await.1, 1);
+    assert_eq!(produce(&broker, 1, 9).await.1, 2);
+    assert_eq!(
+        partition.high_watermark().get(),
+        1,
+        "follower 2 has not fetched"
+    );
+
+    let data = follower_fetch(&broker, 2, 1, 0).await;
+    assert_eq!(data.error_code, 0);
+    assert_eq!(data.high_watermark, 1);
+    assert!(
+        data.records.as_ref().is_some_and(|r| !r.is_empty()),
+        "records past the HW"
+    );
+    let data = follower_fetch(&broker, 2, 3, 1).await;
+    assert_eq!(data.error_code, 0);
+    assert_eq!(
+        data.high_watermark, 1,
+        "read before this fetch's position counts, as Kafka"
+    );
+    // The follower has everything; the HW follows once the leader's own fsync is done.
+    partition
+        .wait_durable(
+            logbook_replication::Offset(3),
+            std::time::Duration::from_secs(5),
+        )
+        .await
+        .expect("committed");
+    assert_eq!(follower_fetch(&broker, 2, 3, 1).await.high_watermark, 3);
+
+    // It claims offset 2 was written in epoch 0, which ended at 1 here.
+    let data = follower_fetch(&broker, 2, 3, 0).await;
+    assert_eq!(data.error_code, 0);
+    assert_eq!(
+        (data.diverging_epoch.epoch, data.diverging_epoch.end_offset),
+        (0, 1)
+    );
+    assert!(data.records.as_ref().is_none_or(|r| r.is_empty()));
+    // A broker that is not a replica.
+    let data = follower_fetch(&broker, 5, 0, -1).await;
+    assert_eq!(data.error_code, ResponseError::NotLeaderOrFollower.code());
+}
+
+// acks=all on a topic with min.insync.replicas=2 and an ISR of one: NOT_ENOUGH_REPLICAS and
+// nothing appended; as a follower, NOT_LEADER_OR_FOLLOWER naming the leader (v10+).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_refusals_name_the_reason_and_the_leader() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = broker(dir.path());
+    let mut configs = std::collections::BTreeMap::new();
+    configs.insert("min.insync.replicas".to_string(), "2".to_string());
+    broker
+        .topics
+        .create(crate::topics::NewTopic {
+            name: "t",
+            partitions: 1,
+            replication_factor: 1,
+            config: crate::topic_config::TopicConfig::from_map(&configs).expect("config"),
+        })
+        .expect("topic");
+    let (error, _, _) = produce(&broker, -1, 9).await;
+    assert_eq!(error, ResponseError::NotEnoughReplicas.code());
+    let partition = broker.replicas.partition("t", 0).expect("partition");
+    assert_eq!(partition.log_end_offset().get(), 0, "nothing appended");
+    assert_eq!(produce(&broker, 1, 9).await.0, 0, "acks=1 is not refused");
+
+    assert!(partition.become_follower(&state(&[0, 2], &[0, 2], 2, 4)));
+    assert_eq!(
+        produce(&broker, 1, 10).await,
+        (ResponseError::NotLeaderOrFollower.code(), -1, (2, 4))
+    );
+    assert_eq!(
+        produce(&broker, 1, 9).await.0,
+        ResponseError::NotLeaderOrFollower.code()
+    );
+}
