@@ -24,6 +24,7 @@ mod kafka_tools;
 mod large_messages;
 mod list_offsets;
 mod metadata;
+mod offset_for_leader_epoch;
 mod poison_batches;
 mod produce_consume;
 mod python_client;
