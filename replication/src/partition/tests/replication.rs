@@ -599,3 +599,31 @@ async fn replica_manager_checkpoints_high_watermarks() {
     assert_eq!(opened[1].current_leader(), (7, LeaderEpoch(0)));
     manager.shutdown();
 }
+
+// KIP-497's maximal ISR: a follower whose addition is pending already holds the HW back
+// (the controller may commit it, and then it must have every committed record), even when
+// it has not caught up with the log end lately.
+#[test]
+fn pending_isr_addition_counts_toward_the_high_watermark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    let p = replica(dir.path(), &controller, None);
+    p.become_leader(&state(&[1, 2, 3], &[1, 2], LEADER, 1, 0))
+        .expect("lead");
+    let now = now_ms();
+    p.append(&batch()).expect("append");
+    p.flush();
+    fetch_records(&p, 2, 1, now);
+    assert_eq!(p.high_watermark(), Offset(1));
+    p.append(&batch()).expect("append");
+    p.flush();
+    // Follower 3 reaches the HW (1) but not the log end (2): proposed for the ISR.
+    fetch_records(&p, 3, 1, now);
+    assert_eq!(controller.proposals(), vec![vec![1, 2, 3]]);
+    assert_eq!(p.isr(), (vec![1, 2], vec![1, 2, 3]));
+    fetch_records(&p, 2, 2, now);
+    assert_eq!(p.high_watermark(), Offset(1), "pending member 3 is at 1");
+    controller.accept(1);
+    fetch_records(&p, 3, 2, now);
+    assert_eq!(p.high_watermark(), Offset(2));
+}
