@@ -11,7 +11,7 @@
 //! in the broker's `Topics`, not here.
 //!
 //! Leadership arrives through [`ReplicaManager::apply_partition_changes`] (from the
-//! controller's committed metadata). Until something calls it, every partition opened is led
+//! controller's committed metadata). Without a controller, every partition opened is led
 //! by this broker alone (replicas and ISR: itself), which is how a single node serves.
 //! A maintenance thread proposes ISR shrinks every half `replica.lag.time.max.ms` and
 //! writes the high-watermark checkpoint every 5 seconds (and at shutdown).
@@ -81,6 +81,9 @@ pub struct ReplicaManager {
     last_checkpointed: Mutex<HighWatermarks>,
     /// Stops the maintenance thread.
     maintenance: Arc<Maintenance>,
+    /// Partitions opened lead alone at once (single node, no controller); false once
+    /// leadership comes from the controller's metadata.
+    lead_alone: bool,
 }
 
 impl ReplicaManager {
@@ -109,7 +112,18 @@ impl ReplicaManager {
                 stop: Mutex::new(false),
                 wake: Condvar::new(),
             }),
+            lead_alone: true,
         }
+    }
+
+    /// Leadership comes from the controller: partitions open with no role and serve
+    /// nothing until [`ReplicaManager::apply_partition_changes`] names their leader (a
+    /// replica that led alone meanwhile could acknowledge writes the real leader never
+    /// sees).
+    #[must_use]
+    pub fn with_controller_leadership(mut self) -> Self {
+        self.lead_alone = false;
+        self
     }
 
     /// Sets this broker's id (`node.id`), before any partition is opened.
@@ -368,8 +382,9 @@ impl ReplicaManager {
             );
             match opened_partition {
                 Ok(partition) => {
-                    // Until the controller says otherwise, this broker leads alone.
-                    partition.become_sole_leader();
+                    if self.lead_alone {
+                        partition.become_sole_leader();
+                    }
                     opened.push(partition);
                 }
                 Err(e) => {

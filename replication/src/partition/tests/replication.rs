@@ -627,3 +627,65 @@ fn pending_isr_addition_counts_toward_the_high_watermark() {
     fetch_records(&p, 3, 2, now);
     assert_eq!(p.high_watermark(), Offset(2));
 }
+
+// With leadership from the controller, a created partition serves nothing until
+// apply_partition_changes names its leader; then this broker leads or follows as told, a
+// stale change is ignored, and an unhosted partition is reported.
+#[test]
+fn apply_partition_changes_gives_roles() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manager = crate::ReplicaManager::new(dir.path(), FlushPolicy::EveryWrite, 1)
+        .with_broker_id(LEADER)
+        .with_controller_leadership();
+    let opened = manager
+        .create_partitions("r", 0..2, &LogConfig::default())
+        .expect("create");
+    assert!(matches!(
+        opened[0].append(&batch()),
+        Err(Error::NotLeaderOrFollower(_))
+    ));
+    let tp = |partition| TopicPartition {
+        topic: "r".into(),
+        partition,
+    };
+    assert!(matches!(
+        manager.get_partition_or_error(&tp(0), -1),
+        Err(Error::NotLeaderOrFollower(_))
+    ));
+    let mut follower = state(&[2, 1], &[2, 1], 2, 3, 0);
+    follower.topic_partition = tp(1);
+    let mut missing = state(&[1], &[1], LEADER, 1, 0);
+    missing.topic_partition = tp(9);
+    let results = manager.apply_partition_changes(vec![
+        state(&[1, 2], &[1, 2], LEADER, 2, 0),
+        follower.clone(),
+        missing,
+    ]);
+    assert!(matches!(
+        results[0].1,
+        Ok(crate::PartitionChange::Leader(true))
+    ));
+    assert!(matches!(
+        results[1].1,
+        Ok(crate::PartitionChange::Follower(true))
+    ));
+    assert!(matches!(
+        results[2].1,
+        Err(Error::UnknownTopicOrPartition(_))
+    ));
+    opened[0].append(&batch()).expect("the leader appends");
+    assert_eq!(opened[0].current_leader(), (LEADER, LeaderEpoch(2)));
+    assert!(matches!(
+        opened[1].append(&batch()),
+        Err(Error::NotLeaderOrFollower(_))
+    ));
+    assert_eq!(opened[1].current_leader(), (2, LeaderEpoch(3)));
+    // Replaying an older epoch changes nothing.
+    let results = manager.apply_partition_changes(vec![state(&[1, 2], &[1, 2], 2, 1, 0)]);
+    assert!(matches!(
+        results[0].1,
+        Ok(crate::PartitionChange::Follower(false))
+    ));
+    assert!(opened[0].is_leader());
+    manager.shutdown();
+}
