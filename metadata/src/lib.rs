@@ -14,6 +14,8 @@ mod partition_change;
 pub mod placement;
 mod records;
 pub mod snapshot;
+#[cfg(test)]
+mod test_support;
 
 pub use error::Error;
 pub use image::{

@@ -335,13 +335,33 @@ impl MetadataBatch {
     /// Reads a batch written by [`MetadataBatch::encode`].
     ///
     /// # Errors
-    /// `Decode` for bytes that are not a batch (including an unknown record type or a newer
-    /// encoding version).
+    /// `UnsupportedEncodingVersion` for a newer encoding; `Decode` for bytes that are not
+    /// a batch (including an unknown record type).
     pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
+        check_encoding_version(bytes)?;
         serde_json::from_slice(bytes).map_err(|e| Error::Decode {
             reason: e.to_string(),
         })
     }
+}
+
+/// Refuses bytes whose top-level `v` is newer than this code, before reading any record
+/// (a newer version may have records this code cannot parse).
+pub(crate) fn check_encoding_version(bytes: &[u8]) -> Result<(), Error> {
+    #[derive(Deserialize)]
+    struct VersionProbe {
+        v: u16,
+    }
+    let probe: VersionProbe = serde_json::from_slice(bytes).map_err(|e| Error::Decode {
+        reason: e.to_string(),
+    })?;
+    if probe.v > BATCH_ENCODING_VERSION {
+        return Err(Error::UnsupportedEncodingVersion {
+            version: probe.v,
+            supported: BATCH_ENCODING_VERSION,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::image::MetadataImage;
+use crate::records::check_encoding_version;
 use crate::records::{
     ClusterIdRecord, ConfigRecord, FeatureLevelRecord, MetadataRecord, ProducerIdsRecord,
     RegisterBrokerRecord, TopicRecord, BATCH_ENCODING_VERSION,
@@ -116,16 +117,9 @@ impl MetadataSnapshot {
     /// # Errors
     /// `Decode` for other bytes, `UnsupportedEncodingVersion` for a newer encoding.
     pub fn decode(bytes: &[u8]) -> Result<Self, Error> {
-        let snapshot: MetadataSnapshot =
-            serde_json::from_slice(bytes).map_err(|e| Error::Decode {
-                reason: e.to_string(),
-            })?;
-        if snapshot.v > BATCH_ENCODING_VERSION {
-            return Err(Error::UnsupportedEncodingVersion {
-                version: snapshot.v,
-                supported: BATCH_ENCODING_VERSION,
-            });
-        }
-        Ok(snapshot)
+        check_encoding_version(bytes)?;
+        serde_json::from_slice(bytes).map_err(|e| Error::Decode {
+            reason: e.to_string(),
+        })
     }
 }
