@@ -80,7 +80,9 @@ impl<'a, F: Fn(BrokerId) -> bool> PartitionChangeBuilder<'a, F> {
     }
 
     /// The ISR wanted (an AlterPartition's, or the ISR without a fenced broker). An empty
-    /// target leaves the ISR unchanged.
+    /// target (the last member removed) leaves the ISR as it is, but elects from the empty
+    /// target: the partition goes offline (`leader = -1`) rather than losing its last
+    /// in-sync replica.
     #[must_use]
     pub fn with_target_isr(mut self, isr: Vec<BrokerId>) -> Self {
         self.target_isr = isr;

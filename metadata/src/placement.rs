@@ -36,7 +36,9 @@ impl PlacementStart {
 /// Replica lists for partitions `first_partition_id .. first_partition_id + partitions`
 /// (element `i` is partition `first_partition_id + i`), placed on `usable_brokers`
 /// (unfenced, not shutting down; order and duplicates do not matter).
-/// `first_partition_id` is 0 for a new topic and the current count for CreatePartitions.
+/// `first_partition_id` is 0 for a new topic and the current count for CreatePartitions
+/// (Kafka's `startPartitionId`: first replicas continue the round-robin, the follower shift
+/// restarts from `start` and grows at the next multiple of the broker count).
 ///
 /// # Errors
 /// `InvalidPartitions` if `partitions <= 0`; `InvalidReplicationFactor` if
