@@ -10,6 +10,8 @@
 mod error;
 mod image;
 pub mod migration;
+#[cfg(test)]
+mod model_tests;
 mod partition_change;
 pub mod placement;
 mod records;
