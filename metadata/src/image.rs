@@ -251,6 +251,33 @@ impl MetadataImage {
             .and_then(|t| t.partition(partition))
     }
 
+    /// Replicas of `partition` on brokers that are unregistered or fenced: Metadata's
+    /// `offline_replicas` (Kafka's `MetadataCache.getOfflineReplicas`, without log dirs).
+    #[must_use]
+    pub fn offline_replicas(&self, partition: &PartitionRegistration) -> Vec<BrokerId> {
+        partition
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| self.broker(*r).is_none_or(|b| b.fenced))
+            .collect()
+    }
+
+    /// How many partition replicas each broker is assigned (brokers with none absent), to
+    /// check a broker's `partitions_max` before placing more on it. O(partitions).
+    #[must_use]
+    pub fn replica_counts(&self) -> BTreeMap<BrokerId, u64> {
+        let mut counts = BTreeMap::new();
+        for replica in self
+            .topics()
+            .flat_map(|t| t.partitions.iter())
+            .flat_map(|p| p.replicas.iter())
+        {
+            *counts.entry(*replica).or_insert(0) += 1;
+        }
+        counts
+    }
+
     /// Dynamic configs of `resource` (empty if none).
     #[must_use]
     pub fn configs(&self, resource: &ConfigResource) -> &BTreeMap<String, String> {

@@ -291,23 +291,31 @@ pub enum MetadataRecord {
 
 /// One atomic controller operation: one Raft entry. Applying it changes the image by all
 /// of its records or, if one of them is invalid, by none (see `MetadataImage::apply`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(into = "BatchEnvelope", try_from = "BatchEnvelope")]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "BatchEnvelope")]
 pub struct MetadataBatch(pub Vec<MetadataRecord>);
 
 /// The JSON shape of a batch: the encoding version next to the records.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct BatchEnvelope {
     v: u16,
     records: Vec<MetadataRecord>,
 }
 
-impl From<MetadataBatch> for BatchEnvelope {
-    fn from(batch: MetadataBatch) -> Self {
-        BatchEnvelope {
+/// The same shape, borrowed, so writing a batch copies nothing.
+#[derive(Serialize)]
+struct BatchEnvelopeRef<'a> {
+    v: u16,
+    records: &'a [MetadataRecord],
+}
+
+impl Serialize for MetadataBatch {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        BatchEnvelopeRef {
             v: BATCH_ENCODING_VERSION,
-            records: batch.0,
+            records: &self.0,
         }
+        .serialize(serializer)
     }
 }
 

@@ -570,3 +570,20 @@ fn offsets_must_grow() {
     let image = apply_ok(&MetadataImage::empty(), vec![register(1, 1)]);
     let _ = image.apply(0, &MetadataBatch(vec![]));
 }
+
+// Offline replicas are those on fenced or unregistered brokers; replica counts cover every
+// assignment (for partition budgets).
+#[test]
+fn offline_replicas_and_replica_counts() {
+    let id = topic_id(1);
+    let image = apply_ok(&three_brokers(), topic("t", id, &[&[1, 2, 3], &[2, 3, 4]]));
+    let image = apply_ok(&image, vec![fence(3, 1, true)]);
+    let p0 = image.partition(&id, 0).expect("p0").clone();
+    let p1 = image.partition(&id, 1).expect("p1").clone();
+    assert_eq!(image.offline_replicas(&p0), vec![3]);
+    assert_eq!(image.offline_replicas(&p1), vec![3, 4]);
+    assert_eq!(
+        image.replica_counts(),
+        std::collections::BTreeMap::from([(1, 1), (2, 2), (3, 2), (4, 1)])
+    );
+}
