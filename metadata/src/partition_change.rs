@@ -231,6 +231,12 @@ impl<'a, F: Fn(BrokerId) -> bool> PartitionChangeBuilder<'a, F> {
     fn try_election(&self, record: &mut PartitionChangeRecord) {
         let (leader, unclean) = self.elect_leader();
         if leader == self.partition.leader {
+            if unclean {
+                // The target ISR left out the current leader and nobody in it can lead:
+                // the leader stays (its log is the partition's) and is alone in sync.
+                // Kafka's builder would write the target ISR without its leader here.
+                record.isr = Some(vec![leader]);
+            }
             return;
         }
         record.leader = Some(leader);

@@ -158,6 +158,30 @@ fn unclean_election() {
             ..change()
         })
     );
+    // A target ISR without the alive current leader, nobody in it alive: UNCLEAN keeps the
+    // leader (no epoch bump) alone in the ISR, never an ISR without its leader.
+    let p = registration(&[0, 2, 3], &[2, 3], 3);
+    let record = builder(&p, &[3])
+        .with_target_isr(vec![2])
+        .with_election(Election::Unclean)
+        .build();
+    assert_eq!(
+        record,
+        Some(PartitionChangeRecord {
+            isr: Some(vec![3]),
+            ..change()
+        })
+    );
+    // ONLINE takes the partition offline instead.
+    let record = builder(&p, &[3]).with_target_isr(vec![2]).build();
+    assert_eq!(
+        record,
+        Some(PartitionChangeRecord {
+            leader: Some(NO_LEADER),
+            isr: Some(vec![2]),
+            ..change()
+        })
+    );
     // A recovered leader's AlterPartition clears RECOVERING.
     let mut recovering = registration(&[1, 2, 3], &[2], 2);
     recovering.leader_recovery_state = LeaderRecoveryState::Recovering;
@@ -278,4 +302,101 @@ fn reassignment_completion() {
             ..change()
         })
     );
+}
+
+/// A valid registration from random choices: replicas from 0..6, an ISR subset, a leader
+/// in it (or none), a reassignment in progress or not.
+fn arb_registration() -> impl proptest::strategy::Strategy<Value = PartitionRegistration> {
+    use proptest::prelude::*;
+    (
+        proptest::sample::subsequence((0..6).collect::<Vec<BrokerId>>(), 1..=5).prop_shuffle(),
+        any::<u8>(),
+        any::<usize>(),
+        0usize..3,
+        0i32..5,
+    )
+        .prop_map(|(replicas, isr_mask, leader_pick, reassign, epoch)| {
+            let mut isr: Vec<BrokerId> = replicas
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|(i, _)| isr_mask & (1 << i) != 0)
+                .map(|(_, r)| r)
+                .collect();
+            if isr.is_empty() {
+                isr.push(replicas[0]);
+            }
+            let leader = if leader_pick % 4 == 0 {
+                NO_LEADER
+            } else {
+                isr[leader_pick % isr.len()]
+            };
+            let mut p = registration(&replicas, &isr, leader);
+            p.leader_epoch = epoch;
+            p.partition_epoch = epoch * 2;
+            // A reassignment moving the last replica out (removing) and/or the first in
+            // (adding), when there are at least two replicas.
+            if replicas.len() >= 2 && reassign > 0 {
+                p.removing_replicas = vec![replicas[replicas.len() - 1]];
+                if reassign == 2 {
+                    p.adding_replicas = vec![replicas[0]];
+                }
+            }
+            p
+        })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+
+    // For any valid registration, alive set, target ISR and election: the change (if any)
+    // applies cleanly; a clean election picks an alive member of the target ISR; an unclean
+    // one picks an alive replica and leaves it alone in the ISR; the ISR is never emptied;
+    // epochs only grow, the leader epoch exactly when the leader field is set; and with no
+    // change there is no record.
+    #[test]
+    fn builder_properties(
+        p in arb_registration(),
+        alive_mask in proptest::prelude::any::<u8>(),
+        target_mask in proptest::prelude::any::<u8>(),
+        election in proptest::prop_oneof![
+            proptest::strategy::Just(Election::Online),
+            proptest::strategy::Just(Election::Preferred),
+            proptest::strategy::Just(Election::Unclean)
+        ],
+    ) {
+        let alive = |b: BrokerId| alive_mask & (1 << b) != 0;
+        let target: Vec<BrokerId> = p.isr.iter().copied().filter(|b| target_mask & (1 << b) != 0).collect();
+        let Some(record) = PartitionChangeBuilder::new(&p, topic_id(1), 0, alive)
+            .with_target_isr(target.clone())
+            .with_election(election)
+            .build()
+        else {
+            return Ok(());
+        };
+        proptest::prop_assert_eq!(record.partition_epoch, p.partition_epoch);
+        let merged = p.merge(&record);
+        proptest::prop_assert_eq!(merged.validate(topic_id(1), 0), Ok(()));
+        proptest::prop_assert_ne!(&merged, &p);
+        proptest::prop_assert_eq!(merged.partition_epoch, p.partition_epoch + 1);
+        proptest::prop_assert_eq!(merged.leader_epoch, p.leader_epoch + i32::from(record.leader.is_some()));
+        proptest::prop_assert!(!merged.isr.is_empty());
+        if merged.leader != NO_LEADER && merged.leader != p.leader {
+            proptest::prop_assert!(alive(merged.leader));
+            if !target.contains(&merged.leader) {
+                proptest::prop_assert_eq!(election, Election::Unclean);
+                proptest::prop_assert_eq!(&merged.isr, &vec![merged.leader]);
+                proptest::prop_assert_eq!(merged.leader_recovery_state, LeaderRecoveryState::Recovering);
+            }
+        }
+        // The last ISR member stays unless an unclean election replaced it or a completed
+        // reassignment removed it.
+        if let [last] = p.isr.as_slice() {
+            let completed = p.is_reassigning() && !merged.is_reassigning();
+            proptest::prop_assert!(
+                merged.isr.contains(last) || election == Election::Unclean || completed,
+                "last ISR member {} removed: {:?} -> {:?}", last, p, merged
+            );
+        }
+    }
 }
