@@ -277,6 +277,25 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// Whether node `id` is the active controller (the Raft leader of the metadata
+    /// quorum) now, as far as its log tells: Kafka logs each quorum state transition
+    /// ("Completed transition to Leader(…)"), so the last one says. `None` when the log
+    /// does not tell (Logbook, until its controller logs its transitions).
+    pub fn is_active_controller(&self, id: i32) -> Option<bool> {
+        let node = self.nodes.iter().find(|n| n.id == id)?;
+        match self.launcher {
+            NodeLauncher::Kafka { .. } => {
+                let log = std::fs::read_to_string(node.dir.join("kafka.log")).ok()?;
+                let marker = "Completed transition to ";
+                let last = log.lines().rev().find_map(|line| {
+                    line.find(marker).and_then(|i| line.get(i + marker.len()..))
+                })?;
+                Some(last.starts_with("Leader"))
+            }
+            NodeLauncher::Logbook { .. } => None,
+        }
+    }
+
     /// The tail of node `id`'s log, for an error message.
     pub fn log_tail(&self, id: i32) -> String {
         let Some(node) = self.nodes.iter().find(|n| n.id == id) else {

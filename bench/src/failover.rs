@@ -144,6 +144,8 @@ struct Trial {
     victim: i32,
     victim_partitions: Vec<i32>,
     kill_after_s: f64,
+    /// Whether the victim was the active controller when killed (None: unknown).
+    victim_controller: Option<bool>,
     failover_ms: Option<f64>,
     settle_s: f64,
     sent: u64,
@@ -196,7 +198,7 @@ pub fn main(args: &[String]) -> Res<bool> {
         opts.rate,
         opts.value_bytes
     );
-    println!("trial victim led        kill s  failover ms  settle s   sent  acked failed lost dups moved");
+    println!("trial victim ctl led        kill s  failover ms  settle s   sent  acked failed lost dups moved");
     let mut trials = Vec::with_capacity(opts.trials);
     for index in 1..=opts.trials {
         let kill_after = opts.kill_min_secs
@@ -209,8 +211,13 @@ pub fn main(args: &[String]) -> Res<bool> {
             }
         };
         println!(
-            "{index:>5} {:>6} {:<12} {:>6.1} {:>12} {:>9.1} {:>6} {:>6} {:>6} {:>4} {:>4} {:>5}{}",
+            "{index:>5} {:>6} {:>3} {:<12} {:>6.1} {:>12} {:>9.1} {:>6} {:>6} {:>6} {:>4} {:>4} {:>5}{}",
             trial.victim,
+            match trial.victim_controller {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "?",
+            },
             format!("{:?}", trial.victim_partitions),
             trial.kill_after_s,
             fmt(trial.failover_ms, 0),
@@ -254,6 +261,25 @@ pub fn main(args: &[String]) -> Res<bool> {
         fmt(failovers.last().copied(), 0),
         trials.len()
     );
+    for (label, wanted) in [
+        ("victim was the active controller", Some(true)),
+        ("victim was not the active controller", Some(false)),
+    ] {
+        let mut some: Vec<f64> = trials
+            .iter()
+            .filter(|t| t.victim_controller == wanted)
+            .filter_map(|t| t.failover_ms)
+            .collect();
+        if !some.is_empty() {
+            some.sort_by(f64::total_cmp);
+            println!(
+                "  {label}: {} trials, failover median {} ms, max {} ms",
+                some.len(),
+                fmt(some.get(some.len() / 2).copied(), 0),
+                fmt(some.last().copied(), 0)
+            );
+        }
+    }
     let line = serde_json::json!({
         "bench": "logbook-bench failover",
         "target": launcher.name(),
@@ -263,6 +289,7 @@ pub fn main(args: &[String]) -> Res<bool> {
         "partitions": opts.partitions,
         "failover_ms": { "p50": quantile(0.5), "p99": quantile(0.99), "max": failovers.last() },
         "failover_ms_each": trials.iter().map(|t| t.failover_ms).collect::<Vec<_>>(),
+        "victim_was_controller_each": trials.iter().map(|t| t.victim_controller).collect::<Vec<_>>(),
         "acked": acked,
         "lost": lost,
         "duplicates": duplicates,
@@ -331,6 +358,7 @@ fn run_trial(
     let start = Instant::now();
     let mut seq = 0_u64;
     let mut killed_at: Option<Instant> = None;
+    let mut victim_controller = None;
     loop {
         let elapsed = start.elapsed();
         if killed_at.is_none() && elapsed >= kill_after {
@@ -339,6 +367,7 @@ fn run_trial(
                 *k = Some(now);
             }
             killed_at = Some(now);
+            victim_controller = cluster.is_active_controller(victim);
             cluster.kill(victim)?;
         }
         if let Some(killed) = killed_at {
@@ -413,6 +442,7 @@ fn run_trial(
         victim,
         victim_partitions,
         kill_after_s,
+        victim_controller,
         failover_ms,
         settle_s,
         sent,
