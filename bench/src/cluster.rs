@@ -172,6 +172,20 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// Sends SIGKILL to node `id` and returns at once; the process is reaped (and waited
+    /// for) by the next `kill` or `restart`, so a caller timing what follows the kill is
+    /// not held up while a large process is torn down.
+    pub fn signal_kill(&mut self, id: i32) -> Res<()> {
+        let node = self.node_mut(id)?;
+        if let Some(child) = node.child.as_mut() {
+            // An error means it already exited.
+            let _ = child.kill();
+        } else if let Some(pid) = node.pid {
+            sigkill(pid);
+        }
+        Ok(())
+    }
+
     /// Starts node `id` again with the same ports and directory.
     pub fn restart(&mut self, id: i32) -> Res<()> {
         self.kill(id)?;
@@ -407,13 +421,7 @@ fn kill_node(node: &mut Node) {
         let _ = child.kill();
         let _ = child.wait();
     } else if let Some(pid) = node.pid {
-        if let Ok(pid) = libc::pid_t::try_from(pid) {
-            #[expect(unsafe_code, reason = "kill(2) has no safe wrapper in libc")]
-            // SAFETY: kill takes plain integers and touches no memory of ours.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
-        }
+        sigkill(pid);
         // The JVM is not our child (the script's shell started it), so init reaps it;
         // wait until /proc says it is gone or a zombie.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -422,6 +430,17 @@ fn kill_node(node: &mut Node) {
         }
     }
     node.pid = None;
+}
+
+/// Sends SIGKILL to `pid`.
+fn sigkill(pid: u32) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        #[expect(unsafe_code, reason = "kill(2) has no safe wrapper in libc")]
+        // SAFETY: kill takes plain integers and touches no memory of ours.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
 }
 
 /// True while `/proc/<pid>` exists and is not a zombie.
