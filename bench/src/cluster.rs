@@ -218,55 +218,17 @@ impl LocalCluster {
         results.into_iter().collect()
     }
 
-    /// Waits until Metadata lists `brokers` brokers and, if `topic` is given, every one
-    /// of its partitions has a leader and an ISR of `isr` replicas; returns the leader
-    /// of each partition.
+    /// [`wait_settled`] on this cluster.
     pub fn wait_settled(
         &self,
         brokers: usize,
         topic: Option<(&str, usize)>,
         timeout: Duration,
     ) -> Res<Vec<i32>> {
-        let deadline = Instant::now() + timeout;
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", self.bootstrap())
-            .set("allow.auto.create.topics", "false")
-            .create()?;
-        let mut last = String::from("no answer");
-        while Instant::now() < deadline {
-            match consumer.fetch_metadata(topic.map(|t| t.0), Duration::from_secs(5)) {
-                Ok(metadata) => {
-                    let live = metadata.brokers().len();
-                    let mut leaders = Vec::new();
-                    let mut settled = live == brokers;
-                    if let Some((name, isr)) = topic {
-                        let found = metadata.topics().iter().find(|t| t.name() == name);
-                        match found {
-                            Some(t) if t.error().is_none() && !t.partitions().is_empty() => {
-                                let mut partitions: Vec<_> = t.partitions().iter().collect();
-                                partitions.sort_by_key(|p| p.id());
-                                for p in partitions {
-                                    settled &= p.leader() >= 0 && p.isr().len() == isr;
-                                    leaders.push(p.leader());
-                                }
-                            }
-                            _ => settled = false,
-                        }
-                    }
-                    last = format!("{live} brokers, leaders {leaders:?}");
-                    if settled {
-                        return Ok(leaders);
-                    }
-                }
-                Err(e) => last = e.to_string(),
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        Err(format!("cluster not settled within {timeout:?}: {last}").into())
+        wait_settled(&self.bootstrap(), brokers, topic, timeout)
     }
 
-    /// Creates `topic` with `partitions` partitions, replication factor `rf` and topic
-    /// configs, through any node.
+    /// [`create_topic`] on this cluster.
     pub fn create_topic(
         &self,
         rt: &tokio::runtime::Runtime,
@@ -275,20 +237,7 @@ impl LocalCluster {
         rf: i32,
         configs: &[(&str, &str)],
     ) -> Res<()> {
-        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", self.bootstrap())
-            .create()?;
-        let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(rf));
-        for (key, value) in configs {
-            new = new.set(key, value);
-        }
-        let options = AdminOptions::new()
-            .operation_timeout(Some(Duration::from_secs(60)))
-            .request_timeout(Some(Duration::from_secs(60)));
-        for result in rt.block_on(admin.create_topics([&new], &options))? {
-            result.map_err(|(topic, code)| format!("create topic {topic}: {code}"))?;
-        }
-        Ok(())
+        create_topic(rt, &self.bootstrap(), topic, partitions, rf, configs)
     }
 
     /// Whether node `id` is the active controller (the Raft leader of the metadata
@@ -331,6 +280,79 @@ impl Drop for LocalCluster {
             kill_node(node);
         }
     }
+}
+
+/// Waits until Metadata from `bootstrap` lists `brokers` brokers and, if `topic` is given, every one
+/// of its partitions has a leader and an ISR of `isr` replicas; returns the leader
+/// of each partition.
+pub fn wait_settled(
+    bootstrap: &str,
+    brokers: usize,
+    topic: Option<(&str, usize)>,
+    timeout: Duration,
+) -> Res<Vec<i32>> {
+    let deadline = Instant::now() + timeout;
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("allow.auto.create.topics", "false")
+        .create()?;
+    let mut last = String::from("no answer");
+    while Instant::now() < deadline {
+        match consumer.fetch_metadata(topic.map(|t| t.0), Duration::from_secs(5)) {
+            Ok(metadata) => {
+                let live = metadata.brokers().len();
+                let mut leaders = Vec::new();
+                let mut settled = live == brokers;
+                if let Some((name, isr)) = topic {
+                    let found = metadata.topics().iter().find(|t| t.name() == name);
+                    match found {
+                        Some(t) if t.error().is_none() && !t.partitions().is_empty() => {
+                            let mut partitions: Vec<_> = t.partitions().iter().collect();
+                            partitions.sort_by_key(|p| p.id());
+                            for p in partitions {
+                                settled &= p.leader() >= 0 && p.isr().len() == isr;
+                                leaders.push(p.leader());
+                            }
+                        }
+                        _ => settled = false,
+                    }
+                }
+                last = format!("{live} brokers, leaders {leaders:?}");
+                if settled {
+                    return Ok(leaders);
+                }
+            }
+            Err(e) => last = e.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Err(format!("cluster not settled within {timeout:?}: {last}").into())
+}
+
+/// Creates `topic` with `partitions` partitions, replication factor `rf` and topic
+/// configs, through `bootstrap`.
+pub fn create_topic(
+    rt: &tokio::runtime::Runtime,
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    rf: i32,
+    configs: &[(&str, &str)],
+) -> Res<()> {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()?;
+    let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(rf));
+    for (key, value) in configs {
+        new = new.set(key, value);
+    }
+    let options = AdminOptions::new()
+        .operation_timeout(Some(Duration::from_secs(60)))
+        .request_timeout(Some(Duration::from_secs(60)));
+    for result in rt.block_on(admin.create_topics([&new], &options))? {
+        result.map_err(|(topic, code)| format!("create topic {topic}: {code}"))?;
+    }
+    Ok(())
 }
 
 /// Starts one node with `launcher` and waits until its client port accepts.
@@ -574,6 +596,13 @@ struct ClusterOpts {
     /// Value bytes per record.
     #[arg(long, default_value_t = 1024)]
     value_bytes: usize,
+    /// Measure a running cluster at these HOST:PORTs instead of starting one (topics are
+    /// created there; the launcher options are ignored).
+    #[arg(long)]
+    bootstrap: Option<String>,
+    /// With --bootstrap: the brokers' pids (comma-separated), whose CPU and RSS are summed.
+    #[arg(long, value_delimiter = ',', requires = "bootstrap")]
+    broker_pids: Vec<u32>,
 }
 
 /// CPU seconds summed over `pids` (a pid that is gone counts 0).
@@ -608,27 +637,50 @@ pub fn main(args: &[String]) -> Res<bool> {
     );
     println!("rf  MB/s  broker CPU-s/GB (sum)  client CPU-s/GB  p50 ms  p99 ms  p99.9 ms  lost  RSS MiB (sum)");
     let mut metrics = serde_json::Map::new();
+    // Topic names unique per run, so a running cluster can be measured again.
+    let run_id = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     for &rf in &opts.rf {
-        let cluster =
-            LocalCluster::start(&launcher, opts.launcher.nodes, &opts.launcher.data_root())?;
-        cluster.wait_settled(opts.launcher.nodes, None, Duration::from_secs(120))?;
-        let bootstrap = cluster.bootstrap();
+        // A fresh cluster per replication factor, unless one is given.
+        let owned = match opts.bootstrap {
+            Some(_) => None,
+            None => Some(LocalCluster::start(
+                &launcher,
+                opts.launcher.nodes,
+                &opts.launcher.data_root(),
+            )?),
+        };
+        let (bootstrap, pids) = match &owned {
+            Some(cluster) => (cluster.bootstrap(), cluster.pids()),
+            None => (
+                opts.bootstrap.clone().unwrap_or_default(),
+                opts.broker_pids.clone(),
+            ),
+        };
+        wait_settled(
+            &bootstrap,
+            opts.launcher.nodes,
+            None,
+            Duration::from_secs(120),
+        )?;
         let min_isr = if rf >= 2 { "2" } else { "1" };
         let isr = usize::try_from(rf)?;
-        let topic = format!("cluster-rf{rf}");
-        cluster.create_topic(
+        let topic = format!("cluster-rf{rf}-{run_id}");
+        create_topic(
             &rt,
+            &bootstrap,
             &topic,
             opts.partitions,
             rf,
             &[("min.insync.replicas", min_isr)],
         )?;
-        cluster.wait_settled(
+        wait_settled(
+            &bootstrap,
             opts.launcher.nodes,
             Some((&topic, isr)),
             Duration::from_secs(60),
         )?;
-        let pids = cluster.pids();
         let value_bytes = u64::try_from(opts.value_bytes)?;
         let records = opts.produce_mib * 1024 * 1024 / value_bytes;
         let start = std::sync::Mutex::new(None);
@@ -664,15 +716,17 @@ pub fn main(args: &[String]) -> Res<bool> {
         #[expect(clippy::cast_precision_loss, reason = "byte counts far below 2^52")]
         let gb = run.bytes as f64 / 1e9;
         let mb_s = gb * 1000.0 / wall;
-        let latency_topic = format!("cluster-latency-rf{rf}");
-        cluster.create_topic(
+        let latency_topic = format!("cluster-latency-rf{rf}-{run_id}");
+        create_topic(
             &rt,
+            &bootstrap,
             &latency_topic,
             opts.partitions,
             rf,
             &[("min.insync.replicas", min_isr)],
         )?;
-        cluster.wait_settled(
+        wait_settled(
+            &bootstrap,
             opts.launcher.nodes,
             Some((&latency_topic, isr)),
             Duration::from_secs(60),
@@ -722,7 +776,7 @@ pub fn main(args: &[String]) -> Res<bool> {
     }
     let line = serde_json::json!({
         "bench": "logbook-bench cluster",
-        "target": launcher.name(),
+        "target": if opts.bootstrap.is_some() { "running" } else { launcher.name() },
         "nodes": opts.launcher.nodes,
         "partitions": opts.partitions,
         "produce_mib": opts.produce_mib,
