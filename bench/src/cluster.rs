@@ -632,7 +632,11 @@ pub fn main(args: &[String]) -> Res<bool> {
     println!(
         "logbook-bench cluster · {} × {} · load {}",
         opts.launcher.nodes,
-        launcher.name(),
+        if opts.bootstrap.is_some() {
+            "running"
+        } else {
+            launcher.name()
+        },
         procfs::loadavg()
     );
     println!("rf  MB/s  broker CPU-s/GB (sum)  client CPU-s/GB  p50 ms  p99 ms  p99.9 ms  lost  RSS MiB (sum)");
