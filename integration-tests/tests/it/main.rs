@@ -9,6 +9,7 @@ mod admin_apis;
 mod admin_topics;
 mod bad_input;
 mod clients;
+mod cluster_harness;
 mod compaction;
 mod compression;
 mod configs;
