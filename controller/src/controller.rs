@@ -1,0 +1,196 @@
+//! `RaftController`: one node of the controller quorum, started from its config and a
+//! state machine, with a `write` that returns the committed index and a leader watch.
+//!
+//! Start order: open the log (recovering a torn tail), install the newest snapshot into
+//! the state machine, start openraft, serve the controller listener, then `initialize`
+//! with the full voter set. Every voter does the last step with the same set, which
+//! openraft allows (the first membership entry is the same on each); a node that is
+//! already initialized answers `NotAllowed`, which is expected on every restart.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::{Raft, RaftMetrics};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::ControllerConfig;
+use crate::error::Error;
+use crate::net::peer::{NetworkFactory, PeerPool};
+use crate::net::server;
+use crate::raft::log_store::LogStore;
+use crate::raft::state_machine::{StateMachine, StateMachineStore};
+use crate::raft::types::{ControllerNode, Payload, TypeConfig};
+
+/// Subdirectory of the log directory holding snapshots.
+const SNAPSHOTS_DIR: &str = "snapshots";
+
+/// A running controller quorum member.
+pub struct RaftController {
+    node_id: u64,
+    raft: Raft<TypeConfig>,
+    local_addr: SocketAddr,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl RaftController {
+    /// Starts this voter, binding the address its own `controller.quorum.voters` entry
+    /// names.
+    ///
+    /// # Errors
+    /// As [`RaftController::start_with_listener`], or the address cannot be bound.
+    pub async fn start<S: StateMachine>(
+        config: ControllerConfig,
+        state_machine: S,
+    ) -> Result<Self, Error> {
+        let listener = TcpListener::bind(config.own_node()?.address()).await?;
+        Self::start_with_listener(config, listener, state_machine).await
+    }
+
+    /// Starts this voter on a listener bound already (tests bind port 0 first to learn
+    /// the voters' addresses).
+    ///
+    /// # Errors
+    /// `Config` for a node id outside the voters or invalid timings; `Io` if the log or
+    /// its snapshot cannot be opened; `Shutdown` if openraft stops while starting.
+    pub async fn start_with_listener<S: StateMachine>(
+        config: ControllerConfig,
+        listener: TcpListener,
+        state_machine: S,
+    ) -> Result<Self, Error> {
+        config.own_node()?;
+        let raft_config = Arc::new(config.openraft_config()?);
+        let log_dir = config.log_dir();
+        let (node_id, segment_bytes, entry_bytes_max) =
+            (config.node_id, config.segment_bytes, config.entry_bytes_max);
+        let open_dir = log_dir.clone();
+        let log_store = tokio::task::spawn_blocking(move || {
+            LogStore::open(&open_dir, node_id, segment_bytes, entry_bytes_max)
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??;
+        let state_machine =
+            StateMachineStore::open(&log_dir.join(SNAPSHOTS_DIR), state_machine).await?;
+        let shutdown = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let pool = Arc::new(PeerPool::new(
+            config.node_id,
+            config.limits.clone(),
+            shutdown.clone(),
+            tasks.clone(),
+        ));
+        let raft = Raft::new(
+            config.node_id,
+            raft_config,
+            NetworkFactory::new(pool),
+            log_store,
+            state_machine,
+        )
+        .await
+        .map_err(|e| Error::Shutdown {
+            reason: e.to_string(),
+        })?;
+        let local_addr = listener.local_addr()?;
+        tasks.spawn(server::serve(
+            listener,
+            raft.clone(),
+            config.limits.clone(),
+            shutdown.clone(),
+            tasks.clone(),
+        ));
+        let controller = Self {
+            node_id: config.node_id,
+            raft,
+            local_addr,
+            shutdown,
+            tasks,
+        };
+        match controller.raft.initialize(config.voters.clone()).await {
+            Ok(()) => {
+                tracing::info!(node_id = config.node_id, voters = ?config.voters.keys().collect::<Vec<_>>(), "controller quorum initialized")
+            }
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {
+                tracing::debug!(
+                    node_id = config.node_id,
+                    "controller quorum was initialized before"
+                );
+            }
+            Err(e) => {
+                controller.shutdown().await?;
+                return Err(Error::Internal(format!(
+                    "initializing the controller quorum: {e}"
+                )));
+            }
+        }
+        Ok(controller)
+    }
+
+    /// Appends `payload` through the leader and waits until it is committed and applied
+    /// here; returns its index.
+    ///
+    /// # Errors
+    /// `NotController` (with the leader, if known) when this node is not the leader;
+    /// `Shutdown` if the node stopped.
+    pub async fn write(&self, payload: Payload) -> Result<u64, Error> {
+        match self.raft.client_write(payload).await {
+            Ok(response) => Ok(response.log_id.index),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {
+                Err(Error::NotController {
+                    leader_id: forward.leader_id,
+                })
+            }
+            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
+                Err(Error::Internal(e.to_string()))
+            }
+            Err(RaftError::Fatal(fatal)) => Err(Error::Shutdown {
+                reason: fatal.to_string(),
+            }),
+        }
+    }
+
+    /// This node's id.
+    #[must_use]
+    pub fn node_id(&self) -> u64 {
+        self.node_id
+    }
+
+    /// The leader this node knows of now.
+    #[must_use]
+    pub fn leader(&self) -> Option<u64> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    /// openraft's metrics (leader, term, last log, applied, snapshot), updated on change.
+    #[must_use]
+    pub fn metrics(&self) -> watch::Receiver<RaftMetrics<u64, ControllerNode>> {
+        self.raft.metrics()
+    }
+
+    /// The openraft handle, for what this wrapper does not cover yet.
+    #[must_use]
+    pub fn raft(&self) -> &Raft<TypeConfig> {
+        &self.raft
+    }
+
+    /// The controller listener's address.
+    #[must_use]
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops Raft, the listener, its connections and the peer tasks, and waits for them.
+    ///
+    /// # Errors
+    /// `Internal` if the Raft core task panicked.
+    pub async fn shutdown(&self) -> Result<(), Error> {
+        let stopped = self.raft.shutdown().await;
+        self.shutdown.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+        stopped.map_err(|e| Error::Internal(format!("controller Raft task: {e}")))
+    }
+}
