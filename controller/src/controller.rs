@@ -164,6 +164,29 @@ impl RaftController {
         self.raft.metrics().borrow().current_leader
     }
 
+    /// Waits until some node is known as leader (the broker's startup waits for this
+    /// before it registers); returns its id, or `None` after `timeout`.
+    ///
+    /// # Errors
+    /// `Shutdown` if the node stops while waiting.
+    pub async fn wait_for_leader(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<u64>, Error> {
+        let mut metrics = self.raft.metrics();
+        let waited =
+            tokio::time::timeout(timeout, metrics.wait_for(|m| m.current_leader.is_some()))
+                .await
+                .map(|seen| seen.map(|m| m.current_leader));
+        match waited {
+            Err(_) => Ok(None),
+            Ok(Ok(leader)) => Ok(leader),
+            Ok(Err(_)) => Err(Error::Shutdown {
+                reason: "metrics closed".to_string(),
+            }),
+        }
+    }
+
     /// openraft's metrics (leader, term, last log, applied, snapshot), updated on change.
     #[must_use]
     pub fn metrics(&self) -> watch::Receiver<RaftMetrics<u64, ControllerNode>> {

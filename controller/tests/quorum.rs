@@ -364,7 +364,9 @@ fn expect_closed(address: std::net::SocketAddr, bytes: &[u8]) {
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
-    stream.write_all(bytes).expect("write");
+    if !bytes.is_empty() {
+        stream.write_all(bytes).expect("write");
+    }
     let mut buf = [0u8; 64];
     match stream.read(&mut buf) {
         Ok(0) => {}
@@ -411,4 +413,58 @@ async fn garbage_on_the_controller_port_closes_the_connection() {
     for node in cluster.nodes.values() {
         node.shutdown().await.expect("shutdown");
     }
+}
+
+// A single voter elects itself and commits (the shape of single-node mode); its listener
+// serves at most `connections_max` connections and closes the ones beyond, and a freed
+// slot is usable again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_voter_commits_and_bounds_its_connections() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("addr");
+    let voters = BTreeMap::from([(1, ControllerNode::new("127.0.0.1", address.port()))]);
+    let mut config = ControllerConfig::new(1, voters, dir.path().to_path_buf());
+    config.timings = test_timings();
+    config.limits.connections_max = 1;
+    let applied = Applied::default();
+    let machine = ListMachine {
+        applied: applied.clone(),
+    };
+    let node = RaftController::start_with_listener(config, listener, machine)
+        .await
+        .expect("start");
+    assert_eq!(node.wait_for_leader(WAIT).await.expect("running"), Some(1));
+    let index = node
+        .write(Payload::from_json("{\"value\":1}".to_string()).expect("json"))
+        .await
+        .expect("write");
+    assert_eq!(
+        *applied.lock().expect("lock"),
+        vec![(index, "{\"value\":1}".to_string())]
+    );
+    tokio::task::spawn_blocking(move || {
+        let held = std::net::TcpStream::connect(address).expect("first connection");
+        expect_closed(address, &[]);
+        drop(held);
+        // The server notices the close and frees the slot; retry briefly.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let mut again = std::net::TcpStream::connect(address).expect("connect");
+            again
+                .set_read_timeout(Some(Duration::from_millis(300)))
+                .expect("timeout");
+            let mut buf = [0u8; 8];
+            match again.read(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                other => assert!(
+                    std::time::Instant::now() < deadline,
+                    "slot never freed: {other:?}"
+                ),
+            }
+        }
+    })
+    .await
+    .expect("join");
+    node.shutdown().await.expect("shutdown");
 }

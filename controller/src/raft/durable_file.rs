@@ -23,6 +23,17 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
 
 /// Durably replaces `dir/name` with `body`.
 pub(crate) fn write(dir: &Path, name: &str, body: &[u8]) -> io::Result<()> {
+    write_file(dir, name, body, true)
+}
+
+/// Replaces `dir/name` with `body` atomically but without fsync: for hints whose loss
+/// costs only time (after a power loss the old content, a damaged file or none may be
+/// found, and `read` tells a damaged one apart by its CRC).
+pub(crate) fn write_unsynced(dir: &Path, name: &str, body: &[u8]) -> io::Result<()> {
+    write_file(dir, name, body, false)
+}
+
+fn write_file(dir: &Path, name: &str, body: &[u8], sync: bool) -> io::Result<()> {
     let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
     let mut file = OpenOptions::new()
         .write(true)
@@ -31,10 +42,15 @@ pub(crate) fn write(dir: &Path, name: &str, body: &[u8]) -> io::Result<()> {
         .open(&tmp)?;
     file.write_all(&crc32c::crc32c(body).to_be_bytes())?;
     file.write_all(body)?;
-    file.sync_all()?;
+    if sync {
+        file.sync_all()?;
+    }
     drop(file);
     fs::rename(&tmp, dir.join(name))?;
-    sync_dir(dir)
+    if sync {
+        sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// Reads `dir/name`: `Ok(None)` if it does not exist, `InvalidData` if its CRC is wrong.

@@ -6,6 +6,7 @@
 //! quorum from that callback, so acknowledging earlier would let a commit rest on entries
 //! a power loss can take away. The vote goes to `quorum-state` (KRaft's name) by
 //! write-temp-fsync-rename; a vote that does not read back is an error, not a blank vote.
+//! The committed log id is a hint, saved without fsync (see `save_committed`).
 //! Cloning is cheap and shares the log (openraft's log reader is a clone).
 
 use std::fmt::Debug;
@@ -235,18 +236,31 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         .map_err(|e| StorageIOError::read_vote(&e).into())
     }
 
+    /// Saved without fsync: Raft needs no durable commit index (it is learned again from
+    /// the leader); the file only lets a restarted node re-apply its log before it hears
+    /// from one, and an fsync here would sit on every write's path.
     async fn save_committed(
         &mut self,
         committed: Option<LogId<NodeId>>,
     ) -> Result<(), StorageError<NodeId>> {
-        self.blocking(move |dir, _| write_json(dir, COMMITTED_FILE, &committed))
-            .await
-            .map_err(|e| StorageIOError::write(&e).into())
+        self.blocking(move |dir, _| {
+            let body = serde_json::to_vec(&committed).map_err(io::Error::other)?;
+            durable_file::write_unsynced(dir, COMMITTED_FILE, &body)
+        })
+        .await
+        .map_err(|e| StorageIOError::write(&e).into())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
         self.blocking(|dir, inner| {
-            let committed = read_json::<Option<LogId<NodeId>>>(dir, COMMITTED_FILE)?.flatten();
+            let committed = match read_json::<Option<LogId<NodeId>>>(dir, COMMITTED_FILE) {
+                Ok(committed) => committed.flatten(),
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    tracing::warn!(error = %e, "ignoring a damaged committed-log-id (written without fsync)");
+                    None
+                }
+                Err(e) => return Err(e),
+            };
             Ok(clamp_committed(committed, inner.last_log_id))
         })
         .await

@@ -111,3 +111,42 @@ pub(crate) fn read_latest(dir: &Path) -> io::Result<Option<(Meta, Vec<u8>)>> {
     let meta: Meta = serde_json::from_slice(meta_json).map_err(|e| invalid(&e.to_string()))?;
     Ok(Some((meta, data.to_vec())))
 }
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, LogId};
+
+    use super::*;
+
+    fn meta(index: u64) -> Meta {
+        Meta {
+            last_log_id: Some(LogId::new(CommittedLeaderId::new(2, 1), index)),
+            last_membership: openraft::StoredMembership::default(),
+            snapshot_id: format!("2-{index}"),
+        }
+    }
+
+    // The newest snapshot reads back and replaces older ones; a damaged newest snapshot is
+    // an error, never an empty state.
+    #[test]
+    fn newest_snapshot_wins_and_damage_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(read_latest(dir.path()).expect("read").is_none());
+        write(dir.path(), &meta(9), b"nine").expect("write");
+        write(dir.path(), &meta(99), b"ninety-nine").expect("write");
+        let (read_meta, data) = read_latest(dir.path()).expect("read").expect("present");
+        assert_eq!((read_meta, data), (meta(99), b"ninety-nine".to_vec()));
+        assert_eq!(
+            list(dir.path()).expect("ls").len(),
+            1,
+            "older snapshot deleted"
+        );
+        let path = list(dir.path()).expect("ls").pop().expect("one");
+        let mut bytes = fs::read(&path).expect("read");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x20;
+        fs::write(&path, &bytes).expect("damage");
+        let err = read_latest(dir.path()).expect_err("damaged snapshot");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+}
