@@ -37,6 +37,14 @@ pub struct RaftController {
     tasks: TaskTracker,
 }
 
+/// Dropping the handle without `shutdown` still stops the listener and peer tasks; the
+/// Raft core then stops when its last handle goes.
+impl Drop for RaftController {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
 impl RaftController {
     /// Starts this voter, binding the address its own `controller.quorum.voters` entry
     /// names.
@@ -67,9 +75,16 @@ impl RaftController {
         let log_dir = config.log_dir();
         let (node_id, segment_bytes, entry_bytes_max) =
             (config.node_id, config.segment_bytes, config.entry_bytes_max);
+        let resign_on_restart = config.voters.len() > 1;
         let open_dir = log_dir.clone();
         let log_store = tokio::task::spawn_blocking(move || {
-            LogStore::open(&open_dir, node_id, segment_bytes, entry_bytes_max)
+            LogStore::open(
+                &open_dir,
+                node_id,
+                resign_on_restart,
+                segment_bytes,
+                entry_bytes_max,
+            )
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))??;

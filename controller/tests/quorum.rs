@@ -424,6 +424,7 @@ async fn single_voter_commits_and_bounds_its_connections() {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let address = listener.local_addr().expect("addr");
     let voters = BTreeMap::from([(1, ControllerNode::new("127.0.0.1", address.port()))]);
+    let voters_of_one = voters.clone();
     let mut config = ControllerConfig::new(1, voters, dir.path().to_path_buf());
     config.timings = test_timings();
     config.limits.connections_max = 1;
@@ -466,5 +467,32 @@ async fn single_voter_commits_and_bounds_its_connections() {
     })
     .await
     .expect("join");
+    // A quorum of one resumes its term on restart (no election, so single-node startup
+    // stays fast) and re-applies its committed entries from disk.
+    let term = node.metrics().borrow().current_term;
+    node.shutdown().await.expect("shutdown");
+    let restarted_applied = Applied::default();
+    let machine = ListMachine {
+        applied: restarted_applied.clone(),
+    };
+    let mut config = ControllerConfig::new(1, voters_of_one, dir.path().to_path_buf());
+    config.timings = test_timings();
+    let node = RaftController::start(config, machine)
+        .await
+        .expect("restart");
+    assert_eq!(node.wait_for_leader(WAIT).await.expect("running"), Some(1));
+    assert_eq!(node.metrics().borrow().current_term, term);
+    let mut metrics = node.metrics();
+    tokio::time::timeout(
+        WAIT,
+        metrics.wait_for(|m| m.last_applied.is_some_and(|l| l.index >= index)),
+    )
+    .await
+    .expect("re-applied")
+    .expect("metrics");
+    assert_eq!(
+        *restarted_applied.lock().expect("lock"),
+        vec![(index, "{\"value\":1}".to_string())]
+    );
     node.shutdown().await.expect("shutdown");
 }

@@ -37,6 +37,9 @@ type NodeId = u64;
 #[derive(Clone, Debug)]
 pub struct LogStore {
     node_id: NodeId,
+    /// Whether this node's own committed vote reads back uncommitted (see
+    /// `resign_on_restart`); off for a quorum of one, which has no follower to diverge from.
+    resign_on_restart: bool,
     dir: PathBuf,
     inner: Arc<Mutex<Inner>>,
 }
@@ -51,13 +54,16 @@ struct Inner {
 
 impl LogStore {
     /// Opens node `node_id`'s log in `dir` (recovering a torn tail), rolling segments at
-    /// `segment_bytes` and refusing entries over `entry_bytes_max`.
+    /// `segment_bytes` and refusing entries over `entry_bytes_max`. `resign_on_restart`:
+    /// whether a leader's own vote reads back uncommitted (true unless the quorum is this
+    /// node alone).
     ///
     /// # Errors
     /// The directory cannot be read or created, or a state file is damaged.
     pub fn open(
         dir: &Path,
         node_id: NodeId,
+        resign_on_restart: bool,
         segment_bytes: u64,
         entry_bytes_max: u32,
     ) -> io::Result<Self> {
@@ -72,6 +78,7 @@ impl LogStore {
         };
         Ok(Self {
             node_id,
+            resign_on_restart,
             dir: dir.to_path_buf(),
             inner: Arc::new(Mutex::new(Inner {
                 log,
@@ -133,7 +140,8 @@ fn write_json<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()>
 /// completes, so after a power loss its log can end below entries a quorum holds; as
 /// leader of the same term it would then write different entries under the same log ids
 /// (term, index), which followers take as ones they already have: diverged state machines.
-/// A plain vote still stops this node voting for anyone else in that term.
+/// A plain vote still stops this node voting for anyone else in that term. A quorum of one
+/// keeps its leadership: nobody else holds its lost tail.
 fn resign_on_restart(vote: Vote<NodeId>, node_id: NodeId) -> Vote<NodeId> {
     if vote.committed && vote.leader_id.node_id == node_id {
         tracing::info!(
@@ -227,10 +235,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
-        let node_id = self.node_id;
+        let (node_id, resign) = (self.node_id, self.resign_on_restart);
         self.blocking(move |dir, _| {
             let vote: Option<Vote<NodeId>> = read_json(dir, VOTE_FILE)?;
-            Ok(vote.map(|vote| resign_on_restart(vote, node_id)))
+            Ok(vote.map(|vote| {
+                if resign {
+                    resign_on_restart(vote, node_id)
+                } else {
+                    vote
+                }
+            }))
         })
         .await
         .map_err(|e| StorageIOError::read_vote(&e).into())
