@@ -1,5 +1,5 @@
-//! openraft's `RaftLogStorage` over [`LogFile`]: entries, the vote, the committed log id
-//! and the purge point, all durable before openraft hears they are.
+//! openraft's `RaftLogStorage` over [`LogFile`]: entries, the vote and the purge point,
+//! each durable before openraft hears it is, and the committed log id as a hint.
 //!
 //! Every disk operation runs on a blocking thread (`spawn_blocking`), and an append calls
 //! `LogFlushed::log_io_completed` only after its fsync: openraft counts this node toward a
@@ -136,10 +136,11 @@ fn write_json<T: Serialize>(dir: &Path, name: &str, value: &T) -> io::Result<()>
 /// also starts a new epoch).
 ///
 /// Why: openraft 0.9 restores a node whose saved vote is its own committed one as leader
-/// at once, in the same term. A leader's entries reach followers before its own fsync
-/// completes, so after a power loss its log can end below entries a quorum holds; as
-/// leader of the same term it would then write different entries under the same log ids
-/// (term, index), which followers take as ones they already have: diverged state machines.
+/// at once, in the same term. If its log then ends below entries a quorum holds (a torn
+/// tail after a power loss: `append` here fsyncs before openraft replicates, but a disk
+/// may still drop what it acknowledged), it would write different entries under the same
+/// log ids (term, index), which followers take as ones they already have: diverged state
+/// machines. The cost is one election per leader restart.
 /// A plain vote still stops this node voting for anyone else in that term. A quorum of one
 /// keeps its leadership: nobody else holds its lost tail.
 fn resign_on_restart(vote: Vote<NodeId>, node_id: NodeId) -> Vote<NodeId> {
