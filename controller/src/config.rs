@@ -140,9 +140,26 @@ impl ControllerConfig {
         })
     }
 
-    /// openraft's configuration, validated.
+    /// openraft's configuration, validated, after checking that the largest request fits
+    /// a frame (else a full AppendEntries or a snapshot chunk would close the connection
+    /// every time it is sent, and the peer would never catch up).
     pub(crate) fn openraft_config(&self) -> Result<openraft::Config, Error> {
         let t = &self.timings;
+        // Request header, JSON field names and log ids around the entries or chunk.
+        const MARGIN_BYTES: u64 = 64 * 1024;
+        let entries_bytes = t
+            .append_entries_max
+            .saturating_mul(u64::from(self.entry_bytes_max));
+        // A chunk's bytes travel as a JSON array of numbers: up to 4 bytes per byte.
+        let chunk_bytes = t.snapshot_chunk_bytes.saturating_mul(4);
+        let needed = entries_bytes.max(chunk_bytes).saturating_add(MARGIN_BYTES);
+        if (self.limits.frame_bytes_max as u64) < needed {
+            return Err(Error::Config(format!(
+                "frame_bytes_max {} is below the {needed} bytes that append_entries_max x \
+                 entry_bytes_max or a snapshot chunk needs",
+                self.limits.frame_bytes_max
+            )));
+        }
         openraft::Config {
             cluster_name: "logbook-controller".to_string(),
             election_timeout_min: t.election_timeout_min_ms,
@@ -210,5 +227,19 @@ mod tests {
         for bad in ["", "1@host", "x@h:1", "1@:9093", "1@h:70000", "1@h:1,1@h:2"] {
             assert!(parse_voters(bad).is_err(), "{bad:?} must not parse");
         }
+    }
+
+    // The defaults validate; a frame limit too small for a full AppendEntries is refused.
+    #[test]
+    fn frame_limit_must_hold_the_largest_request() {
+        let voters = parse_voters("1@localhost:9093").expect("parse");
+        let mut config = ControllerConfig::new(1, voters, PathBuf::from("/tmp"));
+        config.openraft_config().expect("defaults are valid");
+        config.limits.frame_bytes_max = 8 << 20;
+        assert!(matches!(config.openraft_config(), Err(Error::Config(_))));
+        config.timings.append_entries_max = 4;
+        config
+            .openraft_config()
+            .expect("4 x 1 MiB entries fit 8 MiB frames");
     }
 }

@@ -28,9 +28,13 @@ use crate::raft::types::{ControllerNode, Payload, TypeConfig};
 /// Subdirectory of the log directory holding snapshots.
 const SNAPSHOTS_DIR: &str = "snapshots";
 
+/// Bytes an entry's JSON adds around its payload (log id and variant tag; about 100).
+const ENTRY_ENVELOPE_BYTES_MAX: usize = 256;
+
 /// A running controller quorum member.
 pub struct RaftController {
     node_id: u64,
+    entry_bytes_max: u32,
     raft: Raft<TypeConfig>,
     local_addr: SocketAddr,
     shutdown: CancellationToken,
@@ -119,6 +123,7 @@ impl RaftController {
         ));
         let controller = Self {
             node_id: config.node_id,
+            entry_bytes_max: config.entry_bytes_max,
             raft,
             local_addr,
             shutdown,
@@ -149,8 +154,18 @@ impl RaftController {
     ///
     /// # Errors
     /// `NotController` (with the leader, if known) when this node is not the leader;
-    /// `Shutdown` if the node stopped.
+    /// `EntryTooLarge` if the stored entry could exceed `entry_bytes_max`; `Shutdown` if
+    /// the node stopped.
     pub async fn write(&self, payload: Payload) -> Result<u64, Error> {
+        // Checked here, not in the log: an append that fails is a storage error, and
+        // openraft stops the node on those.
+        let bytes = payload.json().len() + ENTRY_ENVELOPE_BYTES_MAX;
+        if bytes > self.entry_bytes_max as usize {
+            return Err(Error::EntryTooLarge {
+                bytes,
+                max: self.entry_bytes_max,
+            });
+        }
         match self.raft.client_write(payload).await {
             Ok(response) => Ok(response.log_id.index),
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward))) => {

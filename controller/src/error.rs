@@ -13,6 +13,15 @@ pub enum Error {
         /// The current leader's node id, when this node knows it.
         leader_id: Option<u64>,
     },
+    /// The entry is larger than `entry_bytes_max` allows (Kafka's RECORD_LIST_TOO_LARGE
+    /// for a metadata batch); nothing was written.
+    #[error("controller entry of {bytes} bytes exceeds entry_bytes_max {max}")]
+    EntryTooLarge {
+        /// Size of the entry as it would be stored.
+        bytes: usize,
+        /// The configured limit.
+        max: u32,
+    },
     /// The Raft node has stopped (shutdown, or a fatal storage error before it).
     #[error("the controller quorum has shut down: {reason}")]
     Shutdown {

@@ -496,3 +496,41 @@ async fn single_voter_commits_and_bounds_its_connections() {
     );
     node.shutdown().await.expect("shutdown");
 }
+
+// A write larger than `entry_bytes_max` is refused with EntryTooLarge before it reaches
+// the log (where it would fail the append and stop the node); the node keeps committing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_write_is_refused_and_the_node_keeps_working() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let voters = BTreeMap::from([(1, ControllerNode::new("127.0.0.1", port))]);
+    let mut config = ControllerConfig::new(1, voters, dir.path().to_path_buf());
+    config.timings = test_timings();
+    config.entry_bytes_max = 1024;
+    let applied = Applied::default();
+    let machine = ListMachine {
+        applied: applied.clone(),
+    };
+    let node = RaftController::start_with_listener(config, listener, machine)
+        .await
+        .expect("start");
+    assert_eq!(node.wait_for_leader(WAIT).await.expect("running"), Some(1));
+    let big = Payload::encode(&"x".repeat(2000)).expect("encode");
+    let refused = tokio::time::timeout(WAIT, node.write(big))
+        .await
+        .expect("answered");
+    assert!(
+        matches!(refused, Err(Error::EntryTooLarge { max: 1024, .. })),
+        "{refused:?}"
+    );
+    let index = tokio::time::timeout(WAIT, node.write(Payload::encode(&7).expect("encode")))
+        .await
+        .expect("answered")
+        .expect("write");
+    assert_eq!(
+        *applied.lock().expect("lock"),
+        vec![(index, "7".to_string())]
+    );
+    node.shutdown().await.expect("shutdown");
+}
