@@ -344,3 +344,75 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         self.call(RaftApiKey::Vote, &rpc, option.hard_ttl()).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(port: u16) -> PeerTask {
+        let limits = NetworkLimits {
+            reconnect_backoff_min_ms: 200,
+            reconnect_backoff_max_ms: 400,
+            ..NetworkLimits::default()
+        };
+        PeerTask {
+            client_id: "controller-1".to_string(),
+            target: 2,
+            address: format!("127.0.0.1:{port}"),
+            backoff: Duration::from_millis(limits.reconnect_backoff_min_ms),
+            limits,
+            connection: None,
+            retry_at: None,
+            correlation_id: 0,
+        }
+    }
+
+    // A failed dial backs off (doubling, capped) and fails calls at once meanwhile without
+    // dialing; once the peer listens again the next call after the backoff reconnects and
+    // the backoff resets.
+    #[tokio::test]
+    async fn dial_failures_back_off_and_a_returning_peer_is_reconnected() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let mut peer = task(port);
+        let call = Call {
+            api_key: RaftApiKey::Vote,
+            body: b"{}".to_vec(),
+            deadline: Instant::now() + Duration::from_secs(5),
+            reply: oneshot::channel().0,
+        };
+        assert!(matches!(
+            peer.exchange(&call).await,
+            Err(CallError::Unreachable(_))
+        ));
+        assert_eq!(peer.backoff, Duration::from_millis(400));
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .expect("peer returns");
+        match peer.exchange(&call).await {
+            Err(CallError::Unreachable(e)) => assert!(e.to_string().contains("backing off"), "{e}"),
+            other => panic!("dialed during the backoff: {other:?}"),
+        }
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.expect("accept");
+            let mut framed = Framed::new(stream, frame::codec(1 << 20));
+            let request = framed.next().await.expect("a request").expect("frame");
+            let (header, body) = frame::decode_request(request.freeze()).expect("header");
+            assert_eq!(
+                (header.api_key, &body[..]),
+                (RaftApiKey::Vote.code(), &b"{}"[..])
+            );
+            framed
+                .send(frame::encode_response(header.correlation_id, b"\"ok\""))
+                .await
+                .expect("answer");
+        });
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let body = peer.exchange(&call).await.expect("reconnected");
+        assert_eq!(&body[..], b"\"ok\"");
+        assert_eq!(peer.backoff, Duration::from_millis(200));
+    }
+}
