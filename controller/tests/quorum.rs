@@ -157,13 +157,19 @@ impl Cluster {
         }
     }
 
-    /// Writes through the current leader.
+    /// Writes through the current leader, again through the next one if leadership moved
+    /// before the write was appended (busy cores can cost a leader its lease).
     async fn write(&self, value: u64) -> u64 {
-        let leader = self.leader().await;
-        self.nodes[&leader]
-            .write(Payload::encode(&serde_json::json!({ "value": value })).expect("encode"))
-            .await
-            .expect("write")
+        let payload = Payload::encode(&serde_json::json!({ "value": value })).expect("encode");
+        for _ in 0..5 {
+            let leader = self.leader().await;
+            match self.nodes[&leader].write(payload.clone()).await {
+                Ok(index) => return index,
+                Err(Error::NotController { .. }) => continue,
+                Err(e) => panic!("write {value}: {e}"),
+            }
+        }
+        panic!("write {value}: leadership kept moving")
     }
 
     /// Waits until node `id` applied `index`, then returns its applied list.
