@@ -36,7 +36,7 @@ pub struct RaftController {
     node_id: u64,
     entry_bytes_max: u32,
     raft: Raft<TypeConfig>,
-    local_addr: SocketAddr,
+    local_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -51,7 +51,8 @@ impl Drop for RaftController {
 
 impl RaftController {
     /// Starts this voter, binding the address its own `controller.quorum.voters` entry
-    /// names.
+    /// names, unless it is the only voter: a quorum of one has no peer to listen for, so
+    /// it opens no socket at all (single-node mode, plan §2.4).
     ///
     /// # Errors
     /// As [`RaftController::start_with_listener`], or the address cannot be bound.
@@ -59,8 +60,14 @@ impl RaftController {
         config: ControllerConfig,
         state_machine: S,
     ) -> Result<Self, Error> {
-        let listener = TcpListener::bind(config.own_node()?.address()).await?;
-        Self::start_with_listener(config, listener, state_machine).await
+        let only_voter = config.voters.len() == 1;
+        let listener = if only_voter {
+            config.own_node()?;
+            None
+        } else {
+            Some(TcpListener::bind(config.own_node()?.address()).await?)
+        };
+        Self::start_inner(config, listener, state_machine).await
     }
 
     /// Starts this voter on a listener bound already (tests bind port 0 first to learn
@@ -72,6 +79,14 @@ impl RaftController {
     pub async fn start_with_listener<S: StateMachine>(
         config: ControllerConfig,
         listener: TcpListener,
+        state_machine: S,
+    ) -> Result<Self, Error> {
+        Self::start_inner(config, Some(listener), state_machine).await
+    }
+
+    async fn start_inner<S: StateMachine>(
+        config: ControllerConfig,
+        listener: Option<TcpListener>,
         state_machine: S,
     ) -> Result<Self, Error> {
         config.own_node()?;
@@ -113,14 +128,20 @@ impl RaftController {
         .map_err(|e| Error::Shutdown {
             reason: e.to_string(),
         })?;
-        let local_addr = listener.local_addr()?;
-        tasks.spawn(server::serve(
-            listener,
-            raft.clone(),
-            config.limits.clone(),
-            shutdown.clone(),
-            tasks.clone(),
-        ));
+        let local_addr = match listener {
+            Some(listener) => {
+                let local_addr = listener.local_addr()?;
+                tasks.spawn(server::serve(
+                    listener,
+                    raft.clone(),
+                    config.limits.clone(),
+                    shutdown.clone(),
+                    tasks.clone(),
+                ));
+                Some(local_addr)
+            }
+            None => None,
+        };
         let controller = Self {
             node_id: config.node_id,
             entry_bytes_max: config.entry_bytes_max,
@@ -229,9 +250,9 @@ impl RaftController {
         &self.raft
     }
 
-    /// The controller listener's address.
+    /// The controller listener's address (`None`: the only voter, no listener).
     #[must_use]
-    pub fn local_addr(&self) -> SocketAddr {
+    pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local_addr
     }
 

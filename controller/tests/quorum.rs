@@ -399,7 +399,7 @@ fn frame(body: &[u8]) -> Vec<u8> {
 async fn garbage_on_the_controller_port_closes_the_connection() {
     let cluster = Cluster::start(test_timings()).await;
     let leader = cluster.leader().await;
-    let address = cluster.nodes[&leader].local_addr();
+    let address = cluster.nodes[&leader].local_addr().expect("listening");
     let cases: Vec<Vec<u8>> = vec![
         vec![0x7F, 0xFF, 0xFF, 0xFF, 1, 2, 3],
         frame(&[0, 18, 0, 3, 0, 0, 0, 1, 0xFF, 0xFF]),
@@ -474,7 +474,8 @@ async fn single_voter_commits_and_bounds_its_connections() {
     .await
     .expect("join");
     // A quorum of one resumes its term on restart (no election, so single-node startup
-    // stays fast) and re-applies its committed entries from disk.
+    // stays fast) and re-applies its committed entries from disk; started by `start`, it
+    // binds nothing.
     let term = node.metrics().borrow().current_term;
     node.shutdown().await.expect("shutdown");
     let restarted_applied = Applied::default();
@@ -486,6 +487,7 @@ async fn single_voter_commits_and_bounds_its_connections() {
     let node = RaftController::start(config, machine)
         .await
         .expect("restart");
+    assert_eq!(node.local_addr(), None, "a quorum of one opens no socket");
     assert_eq!(node.wait_for_leader(WAIT).await.expect("running"), Some(1));
     assert_eq!(node.metrics().borrow().current_term, term);
     let mut metrics = node.metrics();
