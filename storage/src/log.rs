@@ -30,7 +30,8 @@ use crate::producer_state::{
 use crate::record_batch::{iter_headers, RecordBatchHeader};
 use crate::transaction_index::{self, AbortedTxn};
 
-mod cleaning; // log compaction's hooks: the cleaning job, the segment swap, swap recovery
+mod cleaning;
+mod follower; // append_as_follower, truncate_fully_and_start_at: the replica's side // log compaction's hooks: the cleaning job, the segment swap, swap recovery
 pub use cleaning::CompactionConfig;
 
 /// Per-log settings, Kafka's topic configs of the same names.
