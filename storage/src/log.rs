@@ -1504,6 +1504,10 @@ impl Log {
         let offset = offset.get();
         self.check_not_failed()?;
         if offset >= self.end() {
+            // An epoch this replica started as leader without appending anything ends
+            // here; as a follower it must not report it as its last fetched epoch
+            // (Kafka's truncateTo does the same).
+            self.leader_epochs.truncate_from_end(self.end());
             return Ok(());
         }
         let located = if offset < self.log_start_offset {

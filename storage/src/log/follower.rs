@@ -172,6 +172,15 @@ impl Log {
         })
     }
 
+    /// Records that `epoch` starts at the log end (Kafka's `becomeLeader` assigning the
+    /// new epoch's start offset), so a follower that fetched further in an older epoch
+    /// learns where that epoch ended here before this leader appends anything. Older or
+    /// equal epochs change nothing.
+    pub fn assign_epoch_start(&mut self, epoch: LeaderEpoch) {
+        let end = self.end();
+        self.leader_epochs.assign(epoch, end);
+    }
+
     /// Empties the log and restarts it at `offset` (Kafka's `truncateFullyAndStartAt`):
     /// for a follower whose whole log lies below the leader's log start, or that must
     /// start over at the leader's offset. Producer state, epochs and transaction indexes

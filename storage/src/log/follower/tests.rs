@@ -243,3 +243,19 @@ fn truncate_fully_and_start_at_restarts_the_log() {
     );
     assert_eq!(log.leader_epochs().latest_epoch(), Some(LeaderEpoch(7)));
 }
+
+// A replica elected leader records its epoch's start; if it is demoted before writing
+// anything, a truncation at or past its log end drops that empty epoch, so as a follower
+// it never reports an epoch it wrote nothing in (the fetcher would loop on the diverging
+// answer otherwise).
+#[test]
+fn truncation_at_the_log_end_drops_an_empty_leader_epoch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open_log(dir.path());
+    leader_append(&mut log, &batch(1, 10, 1_000), 3);
+    log.assign_epoch_start(LeaderEpoch(5));
+    assert_eq!(log.leader_epochs().latest_epoch(), Some(LeaderEpoch(5)));
+    log.truncate_to(Offset(1)).expect("truncate");
+    assert_eq!(log.leader_epochs().latest_epoch(), Some(LeaderEpoch(3)));
+    assert_eq!(log.log_end_offset(), Offset(1));
+}
