@@ -1,7 +1,8 @@
 //! The divergence model: three replicas of one partition driven through the fetcher by
 //! random produces, fetch rounds, leader changes and crashes that lose a leader's
-//! uncommitted tail. Every replica is in the ISR, so the leader's high watermark is the
-//! smallest fetch offset of all followers and any replica may be elected. Checked after
+//! uncommitted tail, and process restarts that recover a replica's log from disk. Every
+//! replica is in the ISR, so the leader's high watermark is the smallest fetch offset of
+//! all followers and any replica may be elected. Checked after
 //! every step: no replica ever holds anything but the committed bytes below the highest
 //! high watermark reached (offsets below the committed point never change); at the end,
 //! once everyone caught up, all three logs are byte-identical with the same epochs.
@@ -30,6 +31,10 @@ enum Step {
     /// lost unsynced data, or an unclean restart), then a new epoch starts with the
     /// replica `to` leading.
     Crash { lose: usize, to: usize },
+    /// This replica's process restarts: its log is recovered from disk (no clean
+    /// shutdown). A restarted leader loses leadership to itself in a new epoch; a
+    /// follower gets a fresh fetcher.
+    Restart(usize),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -38,6 +43,7 @@ fn step() -> impl Strategy<Value = Step> {
         5 => (0..REPLICAS, 1usize..3).prop_map(|(r, n)| Step::Fetch(r, n)),
         2 => (0..REPLICAS).prop_map(Step::Elect),
         1 => (1usize..3, 0..REPLICAS).prop_map(|(lose, to)| Step::Crash { lose, to }),
+        1 => (0..REPLICAS).prop_map(Step::Restart),
     ]
 }
 
@@ -83,21 +89,21 @@ impl Cluster {
             .collect();
         self.leader = LeaderState::new(Arc::clone(&self.replicas[index]), self.epoch, followers);
         self.fetchers = (0..REPLICAS)
-            .map(|i| {
-                (i != index).then(|| {
-                    let endpoint = InMemoryLeader::new(&self.leader, i as i32, &self.replicas[i]);
-                    let mut fetcher = ReplicaFetcher::new(endpoint, FetcherConfig::default());
-                    fetcher
-                        .add_partitions(vec![InitialFetchState {
-                            log: Arc::clone(&self.replicas[i]),
-                            topic_id: Uuid::nil(),
-                            current_leader_epoch: LeaderEpoch(self.epoch),
-                        }])
-                        .expect("add");
-                    fetcher
-                })
-            })
+            .map(|i| (i != index).then(|| self.follower_fetcher(i)))
             .collect();
+    }
+
+    fn follower_fetcher(&self, i: usize) -> Fetcher {
+        let endpoint = InMemoryLeader::new(&self.leader, i as i32, &self.replicas[i]);
+        let mut fetcher = ReplicaFetcher::new(endpoint, FetcherConfig::default());
+        fetcher
+            .add_partitions(vec![InitialFetchState {
+                log: Arc::clone(&self.replicas[i]),
+                topic_id: Uuid::nil(),
+                current_leader_epoch: LeaderEpoch(self.epoch),
+            }])
+            .expect("add");
+        fetcher
     }
 
     fn leader_replica(&self) -> &Arc<Replica> {
@@ -131,6 +137,14 @@ impl Cluster {
                     leader.truncate(Offset(cut));
                 }
                 self.elect(to);
+            }
+            Step::Restart(index) => {
+                self.replicas[index].restart();
+                if index == self.leader_index {
+                    self.elect(index);
+                } else {
+                    self.fetchers[index] = Some(self.follower_fetcher(index));
+                }
             }
         }
         self.note_committed();

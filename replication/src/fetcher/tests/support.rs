@@ -94,6 +94,7 @@ struct Durable {
 /// One replica's log, usable as leader (appends with an epoch) and as follower.
 pub(super) struct Replica {
     tp: TopicPartition,
+    dir: std::path::PathBuf,
     log: Mutex<Log>,
     high_watermark: Mutex<Offset>,
     durable: watch::Sender<Durable>,
@@ -115,11 +116,25 @@ impl Replica {
         });
         Arc::new(Self {
             tp: tp(),
+            dir: dir.to_path_buf(),
             log: Mutex::new(log),
             high_watermark: Mutex::new(end),
             durable,
             mode,
         })
+    }
+
+    /// A crash and restart: the log is opened again from its files (recovery runs, as no
+    /// clean-shutdown marker was written) and replaces the one in memory.
+    pub(super) fn restart(&self) {
+        let mut log = self.log.lock();
+        let config = log.config().clone();
+        *log = Log::open(&self.dir, config).expect("reopen log");
+        let end = log.log_end_offset();
+        drop(log);
+        self.durable.send_modify(|d| d.offset = end);
+        let mut hw = self.high_watermark.lock();
+        *hw = (*hw).min(end);
     }
 
     /// fsyncs what was appended; a failure fails the log (as `Partition::flush` does).
