@@ -338,7 +338,8 @@ fn fetcher_with(
 
 // The fsync rule on a running fetcher task: while the leader keeps appending and the
 // follower's disk syncs only when the test says so, no Fetch ever carries an offset
-// beyond what the follower has fsync'd.
+// beyond what the follower has fsync'd. The task also takes a new leader epoch and a
+// removal while running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn running_fetcher_never_reports_an_offset_that_is_not_durable() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -375,7 +376,35 @@ async fn running_fetcher_never_reports_an_offset_that_is_not_durable() {
     let (states, failed) = handle.describe().await.expect("describe");
     assert!(failed.is_empty(), "{failed:?}");
     assert_eq!(states.len(), 1);
+    // A leader epoch change from metadata moves the running partition to the new epoch.
+    leader.lock().epoch = 2;
+    handle
+        .add_partitions(vec![InitialFetchState {
+            log: Arc::clone(&follower),
+            topic_id: Uuid::nil(),
+            current_leader_epoch: LeaderEpoch(2),
+        }])
+        .await
+        .expect("new epoch");
+    let (states, _) = handle.describe().await.expect("describe");
+    assert_eq!(states[0].1.current_leader_epoch, LeaderEpoch(2));
+    write(&leader_replica, 2, &[2]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while follower.end() < leader_replica.end() || follower.durable_offset() < follower.end() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no fetch in the new epoch"
+        );
+        follower.flush();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Once removed, the partition is fetched no more.
     handle.remove_partitions(vec![tp()]).await.expect("remove");
+    let after_remove = sent_log.lock().len();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(sent_log.lock().len(), after_remove, "fetched after removal");
+    let (states, _) = handle.describe().await.expect("describe");
+    assert!(states.is_empty());
     handle.shutdown().await;
     let sent = sent_log.lock().clone();
     assert!(sent.len() > 2, "{sent:?}");
