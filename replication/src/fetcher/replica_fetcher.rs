@@ -154,6 +154,10 @@ pub struct ReplicaFetcher<E, L> {
     config: FetcherConfig,
     partitions: BTreeMap<TopicPartition, PartitionFetchState<L>>,
     failed: BTreeMap<TopicPartition, FailureReason>,
+    /// Rounds fetched so far: each Fetch starts its partition list one further, so when
+    /// the response's byte budget runs out it is not always the same partitions that
+    /// wait (Kafka moves served partitions to the end of its list for the same reason).
+    rotation: usize,
 }
 
 impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
@@ -164,6 +168,7 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
             config,
             partitions: BTreeMap::new(),
             failed: BTreeMap::new(),
+            rotation: 0,
         }
     }
 
@@ -503,6 +508,9 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
         if partitions.is_empty() {
             return;
         }
+        let first = self.rotation % partitions.len();
+        partitions.rotate_left(first);
+        self.rotation = self.rotation.wrapping_add(1);
         let sent: BTreeMap<TopicPartition, (Offset, LeaderEpoch)> = partitions
             .iter()
             .map(|p| {

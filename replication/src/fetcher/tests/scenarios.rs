@@ -9,9 +9,11 @@ use logbook_storage::{AppendOutcome, LeaderEpoch, Offset};
 use uuid::Uuid;
 
 use super::super::{
-    FailureReason, FetcherConfig, InitialFetchState, ReplicaFetcher, ReplicaFetcherHandle,
+    EndPointError, EpochRequest, EpochResult, FailureReason, FetchRequest, FetchedPartition,
+    FetcherConfig, InitialFetchState, LeaderEndPoint, ReplicaFetcher, ReplicaFetcherHandle,
 };
 use super::support::{batch, tp, FlushMode, InMemoryLeader, LeaderState, Replica, Sent};
+use crate::TopicPartition;
 
 fn config() -> FetcherConfig {
     FetcherConfig {
@@ -460,5 +462,92 @@ async fn failed_fsync_stops_the_partition() {
         leader_replica.hw(),
         Offset(2),
         "the leader never counted offset 5"
+    );
+}
+
+/// A leader that only records the order of each Fetch's partitions and answers nothing.
+struct OrderRecordingLeader {
+    orders: Vec<Vec<i32>>,
+}
+
+impl LeaderEndPoint for OrderRecordingLeader {
+    fn broker_id(&self) -> i32 {
+        0
+    }
+
+    async fn fetch(
+        &mut self,
+        request: FetchRequest,
+    ) -> Result<Vec<FetchedPartition>, EndPointError> {
+        self.orders.push(
+            request
+                .partitions
+                .iter()
+                .map(|p| p.topic_partition.partition)
+                .collect(),
+        );
+        Ok(Vec::new())
+    }
+
+    async fn fetch_epoch_end_offsets(
+        &mut self,
+        _partitions: Vec<EpochRequest>,
+    ) -> Result<Vec<EpochResult>, EndPointError> {
+        Ok(Vec::new())
+    }
+
+    async fn fetch_earliest_offset(
+        &mut self,
+        _tp: &TopicPartition,
+        _epoch: LeaderEpoch,
+    ) -> Result<Offset, EndPointError> {
+        Ok(Offset(0))
+    }
+
+    async fn fetch_latest_offset(
+        &mut self,
+        _tp: &TopicPartition,
+        _epoch: LeaderEpoch,
+    ) -> Result<Offset, EndPointError> {
+        Ok(Offset(0))
+    }
+}
+
+// Each Fetch starts its partition list one further, so a response's byte budget is not
+// always spent on the same partitions.
+#[tokio::test]
+async fn fetch_order_rotates_between_rounds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut fetcher = ReplicaFetcher::new(OrderRecordingLeader { orders: Vec::new() }, config());
+    let replicas: Vec<_> = (0..3)
+        .map(|p| {
+            let tp = TopicPartition {
+                topic: "t".to_string(),
+                partition: p,
+            };
+            let replica =
+                Replica::open_as(&dir.path().join(format!("p{p}")), FlushMode::Inline, tp);
+            replica.append_as_leader(&batch(1, None), 1);
+            replica
+        })
+        .collect();
+    fetcher
+        .add_partitions(
+            replicas
+                .iter()
+                .map(|r| InitialFetchState {
+                    log: Arc::clone(r),
+                    topic_id: Uuid::nil(),
+                    current_leader_epoch: LeaderEpoch(1),
+                })
+                .collect(),
+        )
+        .expect("add");
+    for _ in 0..4 {
+        fetcher.do_work().await;
+    }
+    assert_eq!(
+        fetcher.endpoint_mut().orders,
+        vec![vec![0, 1, 2], vec![1, 2, 0], vec![2, 0, 1], vec![0, 1, 2]]
     );
 }

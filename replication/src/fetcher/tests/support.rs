@@ -103,6 +103,10 @@ pub(super) struct Replica {
 
 impl Replica {
     pub(super) fn open(dir: &Path, mode: FlushMode) -> Arc<Self> {
+        Self::open_as(dir, mode, tp())
+    }
+
+    pub(super) fn open_as(dir: &Path, mode: FlushMode, tp: TopicPartition) -> Arc<Self> {
         let config = LogConfig {
             segment_bytes: 2048,
             index_interval_bytes: 256,
@@ -115,7 +119,7 @@ impl Replica {
             failed: false,
         });
         Arc::new(Self {
-            tp: tp(),
+            tp,
             dir: dir.to_path_buf(),
             log: Mutex::new(log),
             high_watermark: Mutex::new(end),
