@@ -30,7 +30,8 @@ use crate::producer_state::{
 use crate::record_batch::{iter_headers, RecordBatchHeader};
 use crate::transaction_index::{self, AbortedTxn};
 
-mod cleaning; // log compaction's hooks: the cleaning job, the segment swap, swap recovery
+mod cleaning;
+mod follower; // append_as_follower, truncate_fully_and_start_at: the replica's side // log compaction's hooks: the cleaning job, the segment swap, swap recovery
 pub use cleaning::CompactionConfig;
 
 /// Per-log settings, Kafka's topic configs of the same names.
@@ -1503,6 +1504,10 @@ impl Log {
         let offset = offset.get();
         self.check_not_failed()?;
         if offset >= self.end() {
+            // An epoch this replica started as leader without appending anything ends
+            // here; as a follower it must not report it as its last fetched epoch
+            // (Kafka's truncateTo does the same).
+            self.leader_epochs.truncate_from_end(self.end());
             return Ok(());
         }
         let located = if offset < self.log_start_offset {

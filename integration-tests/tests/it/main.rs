@@ -28,6 +28,7 @@ mod metadata;
 mod poison_batches;
 mod produce_consume;
 mod python_client;
+mod replica_fetch;
 mod retention;
 mod streams;
 mod topic_limits;
