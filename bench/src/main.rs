@@ -4,6 +4,11 @@
 //! BASELINE.json` compares it with a committed baseline and exits 1 on a gross
 //! regression).
 //!
+//! Modes with their own options: `logbook-bench failover --trials N` (kill-the-leader
+//! trials on a 3-node cluster, `failover.rs`) and `logbook-bench cluster` (acks=all
+//! throughput, CPU per GB summed over the nodes and latency, RF=3 against RF=1,
+//! `cluster.rs`); both run against Apache Kafka (`--target kafka`) or Logbook.
+//!
 //! Sections (`--only a,b`): `ceilings` (machine limits), `startup` (empty data dir),
 //! `produce`, `consume` (cold, warm, hot tail), `latency`, `txn` (transactional produce
 //! and read_committed latency, see `txn.rs`), `recovery` (start after SIGKILL with
@@ -63,7 +68,9 @@
 
 mod broker;
 mod ceilings;
+mod cluster;
 mod connections;
+mod failover;
 mod kafka;
 mod procfs;
 mod report;
@@ -272,6 +279,14 @@ fn main() -> ExitCode {
 }
 
 fn run() -> Res<bool> {
+    // Modes with options of their own (issue 11): `failover` (kill-the-leader trials) and
+    // `cluster` (figures on a 3-node cluster); see failover.rs and cluster.rs.
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("failover") => return failover::main(args.get(1..).unwrap_or_default()),
+        Some("cluster") => return cluster::main(args.get(1..).unwrap_or_default()),
+        _ => {}
+    }
     let opts = Opts::parse();
     if !opts.summarize.is_empty() {
         report::summarize(&opts.summarize)?;

@@ -3,8 +3,10 @@
 //! Every limit the broker enforces lives in [`Limits`], named with its unit last, so an
 //! operator can find and change it and a test can exceed it.
 
+mod cluster;
 mod settings;
 
+pub use cluster::{ClusterConfig, ProcessRoles, QuorumVoter, QuorumVoters};
 pub use settings::{env_key, setting, Setting, SETTINGS};
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,9 +31,24 @@ pub struct Config {
     /// Directory holding all partitions and metadata.
     #[arg(long, env = "LOGBOOK_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
-    /// This broker's node id.
+    /// This broker's node id (`node.id`; `broker.id` is its old name). With
+    /// `--controller-quorum-voters`, a node with the controller role must be listed there.
     #[arg(long, env = "LOGBOOK_NODE_ID", default_value_t = 1)]
     pub node_id: i32,
+    /// What this node does (`process.roles`): `broker,controller` (combined, the default),
+    /// `broker` or `controller`. A node without `--controller-quorum-voters` must be
+    /// combined: it is a single node.
+    #[arg(
+        long,
+        env = "LOGBOOK_PROCESS_ROLES",
+        default_value = "broker,controller"
+    )]
+    pub process_roles: ProcessRoles,
+    /// The controller quorum (`controller.quorum.voters`): `1@host:port,2@host:port,…`,
+    /// the same on every node. A node with the controller role listens for the quorum on
+    /// its own entry; clients still use `--listen`. Empty (the default): a single node.
+    #[arg(long, env = "LOGBOOK_CONTROLLER_QUORUM_VOTERS", default_value = "")]
+    pub controller_quorum_voters: QuorumVoters,
     /// Create topics on first use by Metadata or Produce (`auto.create.topics.enable`).
     #[arg(long, env = "LOGBOOK_AUTO_CREATE_TOPICS_ENABLE", default_value_t = true, action = clap::ArgAction::Set)]
     pub auto_create_topics_enable: bool,
@@ -377,7 +394,21 @@ impl Config {
             settings::apply(self, key.trim(), value)?;
         }
         self.mark_flags_explicit();
+        self.cluster()?;
         Ok(())
+    }
+
+    /// The cluster settings (`node.id`, `process.roles`, `controller.quorum.voters`),
+    /// checked together.
+    ///
+    /// # Errors
+    /// A message naming the settings that disagree; the broker must not start.
+    pub fn cluster(&self) -> Result<ClusterConfig, String> {
+        ClusterConfig::new(
+            self.node_id,
+            self.process_roles,
+            self.controller_quorum_voters.clone(),
+        )
     }
 
     /// Adds to `explicit` every Kafka-named setting whose value differs from what a start

@@ -49,6 +49,8 @@ pub fn storage_error(e: &logbook_storage::Error) -> ResponseError {
         Error::CorruptBatch { .. } => ResponseError::CorruptMessage,
         Error::Batch(b) => batch_error(b),
         Error::AppendTooLarge { .. } => ResponseError::MessageTooLarge,
+        // Only a follower's fetcher appends replicated batches; no client sees this.
+        Error::UnexpectedAppendOffset { .. } => ResponseError::UnknownServerError,
         Error::Io(_) | Error::LogFailed { .. } => ResponseError::KafkaStorageError,
         Error::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         Error::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,

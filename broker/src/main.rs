@@ -18,7 +18,10 @@ fn main() -> std::process::ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let mut config = Config::parse();
-    if let Err(message) = config.apply_kafka_settings(std::env::vars()) {
+    let checked = config
+        .apply_kafka_settings(std::env::vars())
+        .and_then(|()| config.cluster()?.supported_by_this_build());
+    if let Err(message) = checked {
         tracing::error!("{message}");
         eprintln!("logbook: {message}");
         return std::process::ExitCode::FAILURE;

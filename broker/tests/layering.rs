@@ -5,6 +5,7 @@
 //!   never sees the wire protocol (no `kafka-protocol`) or the async runtime;
 //! - replication may use storage (and protocol-adapter, for the follower's fetch
 //!   client), never the broker;
+//! - the controller's Raft layer uses no other workspace crate;
 //! - only the broker sits on top.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -75,4 +76,6 @@ fn crates_keep_their_layers() {
     );
     assert_none(&deps, "logbook-protocol", &workspace);
     assert_none(&deps, "logbook-replication", &["logbook-broker"]);
+    // The Raft layer knows no broker, partition or log: its state machine is a trait.
+    assert_none(&deps, "logbook-controller", &workspace);
 }

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+pub mod cluster;
+
 /// How long a freshly spawned broker may take to accept its first TCP connection
 /// (env `LOGBOOK_IT_STARTUP_TIMEOUT_SECS` overrides it, e.g. for a JVM reference broker).
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -261,7 +263,7 @@ impl Drop for Broker {
 }
 
 /// `STARTUP_TIMEOUT`, or `LOGBOOK_IT_STARTUP_TIMEOUT_SECS` when set.
-fn startup_timeout() -> Duration {
+pub(crate) fn startup_timeout() -> Duration {
     std::env::var("LOGBOOK_IT_STARTUP_TIMEOUT_SECS")
         .ok()
         .and_then(|s| s.parse().ok())

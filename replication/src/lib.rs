@@ -7,6 +7,7 @@
 //! high-watermark rules cannot be bypassed.
 
 pub mod failpoint;
+pub mod fetcher;
 mod flusher;
 pub mod hw_checkpoint;
 mod log_cleaner;

@@ -34,6 +34,17 @@ pub enum Error {
     /// A produce payload failed header validation.
     #[error(transparent)]
     Batch(#[from] BatchError),
+    /// Batches fetched from the leader do not continue this replica's log: the first does
+    /// not start at the log end, or one does not start where the previous ended (Kafka's
+    /// `UnexpectedAppendOffsetException`). Nothing was written; the follower must
+    /// truncate or re-fetch.
+    #[error("replicated batch at offset {got} where {expected} was expected")]
+    UnexpectedAppendOffset {
+        /// The offset the next batch had to start at.
+        expected: i64,
+        /// The base offset it had.
+        got: i64,
+    },
     /// A single append is larger than a segment can address (u32 file positions).
     #[error("append of {bytes} bytes exceeds the maximum segment size")]
     AppendTooLarge {

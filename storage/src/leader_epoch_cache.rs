@@ -135,6 +135,28 @@ impl LeaderEpochFileCache {
         }
     }
 
+    /// The follower's side of the KIP-279 loop: the largest known epoch not above `epoch`
+    /// and where it ends in this log (the start of the next known epoch, or `log_end`
+    /// for the latest). The leader answered a divergence with `epoch`; if the answer's
+    /// epoch differs, this replica never had `epoch`, truncates to the returned end and
+    /// asks again with the returned epoch. Unlike [`Self::end_offset_for`] (the leader's
+    /// answer), an epoch newer than the latest gets the latest and `log_end`. An epoch
+    /// older than every known one gets itself with the first known start offset (as
+    /// Kafka's `endOffsetFor`: that replica's data there was written in later epochs).
+    /// `None` for -1 and for an empty cache.
+    pub fn floor_end_offset(&self, epoch: LeaderEpoch, log_end: i64) -> Option<(LeaderEpoch, i64)> {
+        if epoch.0 < 0 {
+            return None;
+        }
+        let first = self.entries.first()?;
+        let newer = self.entries.partition_point(|e| e.epoch <= epoch);
+        let Some(floor) = newer.checked_sub(1).and_then(|i| self.entries.get(i)) else {
+            return Some((epoch, first.start_offset));
+        };
+        let end = self.entries.get(newer).map_or(log_end, |e| e.start_offset);
+        Some((floor.epoch, end))
+    }
+
     /// Removes entries starting at or after `end_offset` (the log was truncated there).
     pub fn truncate_from_end(&mut self, end_offset: i64) {
         let before = self.entries.len();
@@ -269,6 +291,37 @@ mod tests {
         assert_eq!(
             cache.end_offset_for(LeaderEpoch(4), 90),
             Some((LeaderEpoch(3), 70))
+        );
+    }
+
+    // The follower's floor lookup: the largest epoch at or below the one asked for, ended
+    // by the next known epoch's start or the log end; older than any known answers itself
+    // with the first start (as Kafka's endOffsetFor), newer than any answers the latest.
+    #[test]
+    fn floor_end_offset_answers_the_largest_epoch_at_or_below() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cache = LeaderEpochFileCache::load(dir.path()).expect("load");
+        assert_eq!(
+            cache.floor_end_offset(LeaderEpoch(3), 9),
+            None,
+            "empty cache"
+        );
+        cache.assign(LeaderEpoch(1), 10);
+        cache.assign(LeaderEpoch(3), 40);
+        cache.assign(LeaderEpoch(6), 70);
+        let floor = |e| cache.floor_end_offset(LeaderEpoch(e), 90);
+        assert_eq!(floor(-1), None);
+        assert_eq!(floor(0), Some((LeaderEpoch(0), 10)));
+        assert_eq!(floor(1), Some((LeaderEpoch(1), 40)));
+        assert_eq!(floor(2), Some((LeaderEpoch(1), 40)));
+        assert_eq!(floor(3), Some((LeaderEpoch(3), 70)));
+        assert_eq!(floor(5), Some((LeaderEpoch(3), 70)));
+        assert_eq!(floor(6), Some((LeaderEpoch(6), 90)));
+        assert_eq!(floor(9), Some((LeaderEpoch(6), 90)), "newer than any");
+        assert_eq!(
+            cache.end_offset_for(LeaderEpoch(9), 90),
+            None,
+            "the leader's answer differs"
         );
     }
 

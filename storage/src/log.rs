@@ -30,7 +30,8 @@ use crate::producer_state::{
 use crate::record_batch::{iter_headers, RecordBatchHeader};
 use crate::transaction_index::{self, AbortedTxn};
 
-mod cleaning; // log compaction's hooks: the cleaning job, the segment swap, swap recovery
+mod cleaning;
+mod follower; // append_as_follower, truncate_fully_and_start_at: the replica's side // log compaction's hooks: the cleaning job, the segment swap, swap recovery
 pub use cleaning::CompactionConfig;
 
 /// Per-log settings, Kafka's topic configs of the same names.
@@ -1444,15 +1445,6 @@ impl Log {
         &self.leader_epochs
     }
 
-    /// Records that `epoch` starts at the log end (Kafka's `maybeAssignEpochStartOffset`,
-    /// called when this replica becomes leader in `epoch`), so OffsetsForLeaderEpoch tells a
-    /// follower of the previous epoch where it ended even before the new leader appends.
-    /// An epoch not newer than the latest known changes nothing.
-    pub fn assign_epoch_start_offset(&mut self, epoch: LeaderEpoch) {
-        let log_end = self.end();
-        self.leader_epochs.assign(epoch, log_end);
-    }
-
     /// Idempotent producers tracked (for tests and metrics).
     pub fn producer_count(&self) -> usize {
         self.producer_state.producer_count()
@@ -1512,6 +1504,10 @@ impl Log {
         let offset = offset.get();
         self.check_not_failed()?;
         if offset >= self.end() {
+            // An epoch this replica started as leader without appending anything ends
+            // here; as a follower it must not report it as its last fetched epoch
+            // (Kafka's truncateTo does the same).
+            self.leader_epochs.truncate_from_end(self.end());
             return Ok(());
         }
         let located = if offset < self.log_start_offset {

@@ -134,6 +134,16 @@ pub static SETTINGS: &[Setting] = &[
         "an integer >= 1",
         5
     ),
+    Setting {
+        name: "controller.quorum.voters",
+        allowed: "id@host:port,... (distinct ids, routable hosts), or empty for a single node",
+        config_type: 7,
+        apply: |c, v| {
+            c.controller_quorum_voters = v.parse()?;
+            Ok(())
+        },
+        read: |c| c.controller_quorum_voters.to_string(),
+    },
     numeric!(
         "default.replication.factor",
         default_replication_factor,
@@ -364,6 +374,16 @@ pub static SETTINGS: &[Setting] = &[
         "an integer >= 1",
         3
     ),
+    Setting {
+        name: "process.roles",
+        allowed: "broker,controller, broker or controller",
+        config_type: 7,
+        apply: |c, v| {
+            c.process_roles = v.parse()?;
+            Ok(())
+        },
+        read: |c| c.process_roles.to_string(),
+    },
     numeric!(
         "producer.id.expiration.ms",
         producer_id_expiration_ms,
@@ -618,6 +638,72 @@ mod tests {
             .expect_err("a negative connection limit");
         assert!(
             e.contains("'-1'") && e.contains("max.connections.per.ip") && e.contains("allowed"),
+            "{e}"
+        );
+    }
+
+    // The cluster settings take Kafka's names through --override and KAFKA_*, and are
+    // checked together with node.id once all are applied.
+    #[test]
+    fn cluster_settings_by_kafka_name() {
+        let mut c = Config::parse_from([
+            "logbook",
+            "--override",
+            "process.roles=controller",
+            "--override",
+            "controller.quorum.voters=1@127.0.0.1:19811,2@127.0.0.1:19821",
+        ]);
+        c.apply_kafka_settings([("KAFKA_NODE_ID".to_string(), "2".to_string())])
+            .expect("a controller that is a voter");
+        let cluster = c.cluster().expect("checked");
+        assert_eq!(cluster.node_id, 2);
+        assert!(!cluster.roles.broker && cluster.roles.controller);
+        assert_eq!(
+            cluster.controller_address.map(|v| v.address()),
+            Some("127.0.0.1:19821".to_string())
+        );
+        assert!(c.explicit.contains("process.roles"));
+        assert_eq!(
+            (setting("controller.quorum.voters").expect("a setting").read)(&c),
+            "1@127.0.0.1:19811,2@127.0.0.1:19821"
+        );
+
+        let mut c = Config::parse_from([
+            "logbook",
+            "--node-id",
+            "3",
+            "--controller-quorum-voters",
+            "1@127.0.0.1:19811,2@127.0.0.1:19821",
+        ]);
+        let e = c
+            .apply_kafka_settings([])
+            .expect_err("a combined node that is not a voter");
+        assert!(e.contains("node.id 3 must be one of"), "{e}");
+
+        let mut c = Config::parse_from(["logbook", "--override", "process.roles=broker,broker"]);
+        let e = c.apply_kafka_settings([]).expect_err("a duplicate role");
+        assert!(
+            e.contains("process.roles") && e.contains("duplicate role 'broker'"),
+            "{e}"
+        );
+
+        let mut c = Config::parse_from(["logbook"]);
+        c.apply_kafka_settings([]).expect("defaults");
+        assert!(c.cluster().expect("checked").is_single_node());
+        assert!(!c.explicit.contains("process.roles"));
+        assert!(!c.explicit.contains("controller.quorum.voters"));
+    }
+
+    // The flags refuse bad values when parsed, with clap's message naming the flag.
+    #[test]
+    fn cluster_flags_parse() {
+        let e = Config::try_parse_from(["logbook", "--controller-quorum-voters", "1@h:1,1@h:2"])
+            .expect_err("duplicate ids");
+        assert!(e.to_string().contains("duplicate voter id 1"), "{e}");
+        let e = Config::try_parse_from(["logbook", "--process-roles", "brokers"])
+            .expect_err("unknown role");
+        assert!(
+            e.to_string().contains("unknown process role 'brokers'"),
             "{e}"
         );
     }

@@ -42,7 +42,7 @@ impl Partition {
         let policy = self.flusher.policy();
         let (log_end, durable) = self.with_log(|log| {
             if new_epoch {
-                log.assign_epoch_start_offset(state.leader_epoch);
+                log.assign_epoch_start(state.leader_epoch);
             }
             let durable = match policy {
                 FlushPolicy::EveryWrite => log.recovery_point(),

@@ -1,0 +1,19 @@
+//! The controller quorum: a Raft log of cluster metadata, replicated among the nodes named
+//! by `controller.quorum.voters`, as KRaft's `__cluster_metadata` log is.
+//!
+//! This crate is the Raft layer only (openraft; ARCHITECTURE.md says why not raft-rs):
+//! entries are opaque JSON batches and the state that applies them is a [`StateMachine`]
+//! the caller brings. It knows nothing of brokers, topics or the metadata records, so the
+//! metadata crate and the QuorumController can change without touching consensus.
+
+pub mod config; // ControllerConfig, voter parsing, Raft timings and network limits
+pub mod controller; // RaftController: start, write, leader watch, shutdown
+pub mod error; // the crate's typed Error
+pub mod net; // the controller listener and the pooled peer connections
+pub mod raft; // TypeConfig, log storage, state machine adapter, snapshots
+
+pub use config::{parse_voters, ControllerConfig, NetworkLimits, RaftTimings};
+pub use controller::RaftController;
+pub use error::Error;
+pub use raft::state_machine::{StateMachine, StateMachineError};
+pub use raft::types::{ControllerNode, Payload, TypeConfig};

@@ -1,0 +1,11 @@
+//! The controller's network: a listener on this voter's `controller.quorum.voters`
+//! address, apart from the client listener, and one pooled connection per peer.
+//!
+//! Frames are Kafka's: a 4-byte length, then a request header v1 (api key, api version,
+//! correlation id, client id) or a response header v0 (correlation id), then the body.
+//! Raft's messages use private api keys with openraft's serde-JSON bodies; next session
+//! the same listener also serves the Kafka APIs brokers send to controllers.
+
+pub mod frame; // request/response headers and the private api keys
+pub mod peer; // PeerPool: one connection per peer, reconnect with backoff; RaftNetwork
+pub mod server; // the controller listener: decode, dispatch to Raft, answer
