@@ -145,7 +145,6 @@ impl QuorumController {
             .sessions
             .touch(id, request.broker_epoch, self.clock.now(), timeout);
         let is_caught_up = request.current_metadata_offset >= session.registration_offset;
-        drop(active);
         let ((), _) = self
             .run(|image| {
                 let broker = check_broker_epoch(image, id, request.broker_epoch)?;
@@ -181,12 +180,19 @@ impl QuorumController {
             .topics()
             .flat_map(|t| t.partitions.iter())
             .any(|p| p.leader == id);
+        let should_shut_down =
+            request.want_shut_down && (broker.fenced || (broker.in_controlled_shutdown && !leads));
+        if should_shut_down {
+            // Logbook's choice (Kafka keeps the session to its timeout, so a quick restart
+            // waits on DUPLICATE_BROKER_REGISTRATION): a broker told to stop stops
+            // heartbeating, so its session ends now.
+            active.sessions.end(id, self.clock.now());
+        }
         Ok(BrokerHeartbeatReply {
             is_caught_up,
             is_fenced: broker.fenced,
             in_controlled_shutdown: broker.in_controlled_shutdown,
-            should_shut_down: request.want_shut_down
-                && (broker.fenced || (broker.in_controlled_shutdown && !leads)),
+            should_shut_down,
         })
     }
 

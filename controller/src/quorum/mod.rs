@@ -43,7 +43,8 @@ pub use cluster_control::{
 pub use error::QuorumError;
 pub use producer_id_control::{ProducerIdsBlock, PRODUCER_ID_BLOCK_SIZE};
 pub use replication_control::{
-    AlterConfigOp, AlterPartitionData, AlterPartitionRequest, CreatableTopic, CreatedTopic,
+    AlterConfigOp, AlterPartitionData, AlterPartitionRequest, AlterPartitionResults,
+    CreatableTopic, CreatedTopic,
 };
 pub use sessions::{BrokerSession, BrokerSessions};
 

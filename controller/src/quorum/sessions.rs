@@ -91,7 +91,15 @@ impl BrokerSessions {
             .collect()
     }
 
-    /// Ends `broker_id`'s session (it was fenced).
+    /// Ends `broker_id`'s session at `now`: it stopped after a controlled shutdown, so a
+    /// restart may register at once, and the next session check fences it.
+    pub fn end(&mut self, broker_id: BrokerId, now: Instant) {
+        if let Some(session) = self.sessions.get_mut(&broker_id) {
+            session.deadline = session.deadline.min(now);
+        }
+    }
+
+    /// Forgets `broker_id`'s session (it was fenced).
     pub fn remove(&mut self, broker_id: BrokerId) {
         self.sessions.remove(&broker_id);
     }
