@@ -133,8 +133,11 @@ async fn create(qc: &QuorumController, t: CreatableTopic) -> Result<CreatedTopic
     results.pop().expect("one result").1
 }
 
-/// (replicas, isr, leader, leader_epoch, partition_epoch) of every partition of `name`.
-fn partitions(image: &MetadataImage, name: &str) -> Vec<(Vec<i32>, Vec<i32>, i32, i32, i32)> {
+/// (replicas, isr, leader, leader_epoch, partition_epoch) of one partition.
+type PartitionView = (Vec<i32>, Vec<i32>, i32, i32, i32);
+
+/// The [`PartitionView`] of every partition of `name`.
+fn partitions(image: &MetadataImage, name: &str) -> Vec<PartitionView> {
     image
         .topic(name)
         .expect("topic")
