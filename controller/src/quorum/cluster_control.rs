@@ -197,7 +197,8 @@ impl QuorumController {
     }
 
     /// Fences every unfenced broker whose session ended: it leaves the ISRs and its
-    /// partitions elect new leaders. Returns the brokers fenced. The periodic session
+    /// partitions elect new leaders. Returns the brokers fenced now (not those that were
+    /// fenced already, whose ended sessions are only forgotten). The periodic session
     /// check calls this; tests call it after moving the clock.
     ///
     /// # Errors
@@ -207,10 +208,10 @@ impl QuorumController {
         let now = self.clock.now();
         let mut fenced = Vec::new();
         for id in active.sessions.expired(now) {
-            let ((), _) = self
+            let (was_unfenced, _) = self
                 .run(|image| {
                     let Some(broker) = image.broker(id).filter(|b| !b.fenced) else {
-                        return Ok((Vec::new(), ()));
+                        return Ok((Vec::new(), false));
                     };
                     let mut records = vec![MetadataRecord::BrokerRegistrationChange(
                         BrokerRegistrationChangeRecord {
@@ -221,12 +222,14 @@ impl QuorumController {
                         },
                     )];
                     records.extend(leave_isrs(image, id));
-                    Ok((records, ()))
+                    Ok((records, true))
                 })
                 .await?;
             active.sessions.remove(id);
-            tracing::warn!(broker_id = id, "broker session timed out; fenced");
-            fenced.push(id);
+            if was_unfenced {
+                tracing::warn!(broker_id = id, "broker session timed out; fenced");
+                fenced.push(id);
+            }
         }
         Ok(fenced)
     }
