@@ -9,7 +9,9 @@
 pub mod config; // ControllerConfig, voter parsing, Raft timings and network limits
 pub mod controller; // RaftController: start, write, leader watch, shutdown
 pub mod error; // the crate's typed Error
+pub mod metadata_state_machine; // the metadata image as the Raft state machine, and its publications
 pub mod net; // the controller listener and the pooled peer connections
+pub mod quorum; // QuorumController: the active controller's operations
 pub mod raft; // TypeConfig, log storage, state machine adapter, snapshots
 
 pub use config::{parse_voters, ControllerConfig, NetworkLimits, RaftTimings};

@@ -1,0 +1,314 @@
+//! Broker lifecycle on the active controller (Kafka's `ClusterControlManager` with the
+//! fencing half of `ReplicationControlManager`): registration, heartbeats, unfencing once
+//! caught up, fencing when a session ends, and controlled shutdown.
+//!
+//! A fenced or shutting-down broker leaves every ISR it is in and loses its leaderships
+//! (the partition's last ISR member stays, with no leader, until it returns); an unfenced
+//! broker is elected where a partition it is in sync for has no leader.
+
+use std::time::Duration;
+
+use logbook_metadata::{
+    BrokerEndpoint, BrokerId, BrokerRegistrationChangeRecord, Election, MetadataImage,
+    MetadataRecord, PartitionChangeBuilder, RegisterBrokerRecord, NO_LEADER,
+};
+use uuid::Uuid;
+
+use super::{BrokerSession, QuorumController, QuorumError};
+
+/// BrokerRegistration (API key 62), the fields the controller uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerRegistrationRequest {
+    /// The broker's node id.
+    pub broker_id: BrokerId,
+    /// Random id of this process run.
+    pub incarnation_id: Uuid,
+    /// Advertised listeners.
+    pub endpoints: Vec<BrokerEndpoint>,
+    /// `broker.rack`.
+    pub rack: Option<String>,
+    /// The broker's partition budget.
+    pub partitions_max: Option<u64>,
+}
+
+/// BrokerRegistration's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BrokerRegistrationReply {
+    /// The new registration's epoch: sent with every heartbeat and replica fetch.
+    pub broker_epoch: i64,
+    /// Offset of the registration: the broker is caught up once its image reaches it.
+    pub registration_offset: i64,
+}
+
+/// BrokerHeartbeat (API key 63).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BrokerHeartbeatRequest {
+    /// The broker.
+    pub broker_id: BrokerId,
+    /// Its registration's epoch.
+    pub broker_epoch: i64,
+    /// Offset of the last metadata batch the broker applied.
+    pub current_metadata_offset: i64,
+    /// The broker asks to stay (or become) fenced.
+    pub want_fence: bool,
+    /// The broker is shutting down (controlled shutdown).
+    pub want_shut_down: bool,
+}
+
+/// BrokerHeartbeat's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BrokerHeartbeatReply {
+    /// The broker's metadata offset reached its registration.
+    pub is_caught_up: bool,
+    /// The broker is fenced.
+    pub is_fenced: bool,
+    /// The broker is in controlled shutdown.
+    pub in_controlled_shutdown: bool,
+    /// The broker leads nothing any more and may stop.
+    pub should_shut_down: bool,
+}
+
+impl QuorumController {
+    /// Registers a broker, fenced until its heartbeats show it caught up. A new
+    /// incarnation while the previous one's session is live is refused; a re-registration
+    /// takes the old incarnation out of every ISR (it may have lost its unflushed tail).
+    ///
+    /// # Errors
+    /// `NotController`, `DuplicateBrokerRegistration`, `Raft`.
+    pub async fn register_broker(
+        &self,
+        request: BrokerRegistrationRequest,
+    ) -> Result<BrokerRegistrationReply, QuorumError> {
+        let mut active = self.activate().await?;
+        let now = self.clock.now();
+        let live = active.sessions.is_live(request.broker_id, now);
+        let (broker_epoch, offset) = self
+            .run(|image| {
+                if let Some(existing) = image.broker(request.broker_id) {
+                    if existing.incarnation_id != request.incarnation_id && live {
+                        return Err(QuorumError::DuplicateBrokerRegistration {
+                            broker_id: request.broker_id,
+                        });
+                    }
+                }
+                let broker_epoch = image.offset() + 1;
+                let mut records = vec![MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+                    broker_id: request.broker_id,
+                    incarnation_id: request.incarnation_id,
+                    broker_epoch,
+                    endpoints: request.endpoints.clone(),
+                    rack: request.rack.clone(),
+                    fenced: true,
+                    in_controlled_shutdown: false,
+                    partitions_max: request.partitions_max,
+                })];
+                records.extend(leave_isrs(image, request.broker_id));
+                Ok((records, broker_epoch))
+            })
+            .await?;
+        let timeout = Duration::from_millis(self.config.session_timeout_ms);
+        active.sessions.register(
+            request.broker_id,
+            BrokerSession {
+                broker_epoch,
+                registration_offset: offset,
+                deadline: now + timeout,
+            },
+        );
+        tracing::info!(
+            broker_id = request.broker_id,
+            broker_epoch,
+            offset,
+            "broker registered"
+        );
+        Ok(BrokerRegistrationReply {
+            broker_epoch,
+            registration_offset: offset,
+        })
+    }
+
+    /// A broker's heartbeat: extends its session; unfences it once caught up (unless it
+    /// wants to stay fenced); on `want_shut_down` moves its leaderships away and says
+    /// when it may stop.
+    ///
+    /// # Errors
+    /// `NotController`, `BrokerIdNotRegistered`, `StaleBrokerEpoch`, `Raft`.
+    pub async fn broker_heartbeat(
+        &self,
+        request: BrokerHeartbeatRequest,
+    ) -> Result<BrokerHeartbeatReply, QuorumError> {
+        let mut active = self.activate().await?;
+        let id = request.broker_id;
+        check_broker_epoch(&self.image(), id, request.broker_epoch)?;
+        let timeout = Duration::from_millis(self.config.session_timeout_ms);
+        let session = active
+            .sessions
+            .touch(id, request.broker_epoch, self.clock.now(), timeout);
+        let is_caught_up = request.current_metadata_offset >= session.registration_offset;
+        let ((), _) = self
+            .run(|image| {
+                let broker = check_broker_epoch(image, id, request.broker_epoch)?;
+                let change = |fenced: Option<bool>, shutting_down: Option<bool>| {
+                    MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecord {
+                        broker_id: id,
+                        broker_epoch: request.broker_epoch,
+                        fenced,
+                        in_controlled_shutdown: shutting_down,
+                    })
+                };
+                let mut records = Vec::new();
+                if request.want_shut_down {
+                    if !broker.in_controlled_shutdown && !broker.fenced {
+                        records.push(change(None, Some(true)));
+                        records.extend(leave_isrs(image, id));
+                    }
+                } else if request.want_fence {
+                    if !broker.fenced {
+                        records.push(change(Some(true), None));
+                        records.extend(leave_isrs(image, id));
+                    }
+                } else if broker.fenced && is_caught_up {
+                    records.push(change(Some(false), None));
+                    records.extend(lead_where_leaderless(image, id));
+                }
+                Ok((records, ()))
+            })
+            .await?;
+        let image = self.image();
+        let broker = check_broker_epoch(&image, id, request.broker_epoch)?;
+        let leads = image
+            .topics()
+            .flat_map(|t| t.partitions.iter())
+            .any(|p| p.leader == id);
+        let should_shut_down =
+            request.want_shut_down && (broker.fenced || (broker.in_controlled_shutdown && !leads));
+        if should_shut_down {
+            // Logbook's choice (Kafka keeps the session to its timeout, so a quick restart
+            // waits on DUPLICATE_BROKER_REGISTRATION): a broker told to stop stops
+            // heartbeating, so its session ends now.
+            active.sessions.end(id, self.clock.now());
+        }
+        Ok(BrokerHeartbeatReply {
+            is_caught_up,
+            is_fenced: broker.fenced,
+            in_controlled_shutdown: broker.in_controlled_shutdown,
+            should_shut_down,
+        })
+    }
+
+    /// Fences every unfenced broker whose session ended: it leaves the ISRs and its
+    /// partitions elect new leaders. Returns the brokers fenced now (not those that were
+    /// fenced already, whose ended sessions are only forgotten). The periodic session
+    /// check calls this; tests call it after moving the clock.
+    ///
+    /// # Errors
+    /// `NotController`, `Raft`.
+    pub async fn check_sessions(&self) -> Result<Vec<BrokerId>, QuorumError> {
+        let mut active = self.activate().await?;
+        let now = self.clock.now();
+        let mut fenced = Vec::new();
+        for id in active.sessions.expired(now) {
+            let (was_unfenced, _) = self
+                .run(|image| {
+                    let Some(broker) = image.broker(id).filter(|b| !b.fenced) else {
+                        return Ok((Vec::new(), false));
+                    };
+                    let mut records = vec![MetadataRecord::BrokerRegistrationChange(
+                        BrokerRegistrationChangeRecord {
+                            broker_id: id,
+                            broker_epoch: broker.broker_epoch,
+                            fenced: Some(true),
+                            in_controlled_shutdown: None,
+                        },
+                    )];
+                    records.extend(leave_isrs(image, id));
+                    Ok((records, true))
+                })
+                .await?;
+            active.sessions.remove(id);
+            if was_unfenced {
+                tracing::warn!(broker_id = id, "broker session timed out; fenced");
+                fenced.push(id);
+            }
+        }
+        Ok(fenced)
+    }
+}
+
+/// The registration of `id`, if `epoch` is its epoch.
+fn check_broker_epoch(
+    image: &MetadataImage,
+    id: BrokerId,
+    epoch: i64,
+) -> Result<logbook_metadata::BrokerRegistration, QuorumError> {
+    let broker = image
+        .broker(id)
+        .ok_or(QuorumError::BrokerIdNotRegistered { broker_id: id })?;
+    if broker.broker_epoch != epoch {
+        return Err(QuorumError::StaleBrokerEpoch {
+            broker_id: id,
+            epoch,
+            current: broker.broker_epoch,
+        });
+    }
+    Ok(broker.clone())
+}
+
+/// Whether unclean elections are allowed for `topic` (its override, else the cluster
+/// default, else Kafka's default false).
+pub(super) fn unclean_enabled(image: &MetadataImage, topic: &str) -> bool {
+    const NAME: &str = "unclean.leader.election.enable";
+    image
+        .topic_configs(topic)
+        .get(NAME)
+        .or_else(|| image.cluster_default_configs().get(NAME))
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// Changes that take broker `id` out of every ISR and elect new leaders where it led
+/// (Kafka's `generateLeaderAndIsrUpdates` with a broker to remove). The last ISR member
+/// stays in the ISR with no leader.
+pub(super) fn leave_isrs(image: &MetadataImage, id: BrokerId) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    for topic in image.topics() {
+        let election = if unclean_enabled(image, &topic.name) {
+            Election::Unclean
+        } else {
+            Election::Online
+        };
+        for (partition_id, partition) in (0..).zip(&topic.partitions) {
+            if !partition.isr.contains(&id) && partition.leader != id {
+                continue;
+            }
+            let target_isr: Vec<BrokerId> =
+                partition.isr.iter().copied().filter(|r| *r != id).collect();
+            let change = PartitionChangeBuilder::new(partition, topic.id, partition_id, |b| {
+                b != id && image.is_active_broker(b)
+            })
+            .with_election(election)
+            .with_target_isr(target_isr)
+            .build();
+            records.extend(change.map(MetadataRecord::PartitionChange));
+        }
+    }
+    records
+}
+
+/// Elections where broker `id` (being unfenced) is in the ISR of a partition without a
+/// leader (Kafka's `handleBrokerUnfenced`).
+fn lead_where_leaderless(image: &MetadataImage, id: BrokerId) -> Vec<MetadataRecord> {
+    let mut records = Vec::new();
+    for topic in image.topics() {
+        for (partition_id, partition) in (0..).zip(&topic.partitions) {
+            if partition.leader != NO_LEADER || !partition.isr.contains(&id) {
+                continue;
+            }
+            let change = PartitionChangeBuilder::new(partition, topic.id, partition_id, |b| {
+                b == id || image.is_active_broker(b)
+            })
+            .build();
+            records.extend(change.map(MetadataRecord::PartitionChange));
+        }
+    }
+    records
+}

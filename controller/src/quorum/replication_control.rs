@@ -1,0 +1,598 @@
+//! Topics, partitions, configs and leaders on the active controller (Kafka's
+//! `ReplicationControlManager` and `ConfigurationControlManager`): CreateTopics,
+//! CreatePartitions, DeleteTopics, IncrementalAlterConfigs, AlterPartition, ElectLeaders.
+//!
+//! Names and config values are validated by the broker, which knows the configs' types;
+//! the controller checks what only the image knows (existence, brokers, epochs). A request
+//! for several topics writes one batch for all its valid topics, so what it creates is
+//! all-or-nothing per request.
+
+use logbook_metadata::placement::{self, PlacementStart};
+use logbook_metadata::{
+    BrokerId, ConfigRecord, ConfigResource, Election, LeaderRecoveryState, MetadataImage,
+    MetadataRecord, PartitionChangeBuilder, PartitionRecord, PartitionRegistration,
+    RemoveTopicRecord, TopicRecord, NO_LEADER,
+};
+use uuid::Uuid;
+
+use super::{QuorumController, QuorumError};
+
+/// One topic of a CreateTopics request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatableTopic {
+    /// Name (validated by the broker).
+    pub name: String,
+    /// Partitions; -1 for `num.partitions`.
+    pub num_partitions: i32,
+    /// Replication factor; -1 for `default.replication.factor`.
+    pub replication_factor: i16,
+    /// Lower the replication factor to the active brokers instead of failing (internal
+    /// topics: `offsets.topic.replication.factor` 3 on a single node gives 1).
+    pub cap_replication_factor: bool,
+    /// Config overrides (validated by the broker).
+    pub configs: Vec<(String, String)>,
+}
+
+/// A topic created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatedTopic {
+    /// Its id.
+    pub topic_id: Uuid,
+    /// Partitions.
+    pub num_partitions: i32,
+    /// Replication factor.
+    pub replication_factor: i16,
+}
+
+/// One operation of IncrementalAlterConfigs on one config.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AlterConfigOp {
+    /// SET.
+    Set(String, String),
+    /// DELETE (back to the default).
+    Delete(String),
+    /// APPEND to a list value.
+    Append(String, String),
+    /// SUBTRACT from a list value.
+    Subtract(String, String),
+}
+
+/// AlterPartition (API key 56), v3 shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlterPartitionRequest {
+    /// The leader sending it.
+    pub broker_id: BrokerId,
+    /// Its broker epoch.
+    pub broker_epoch: i64,
+    /// The partitions.
+    pub partitions: Vec<AlterPartitionData>,
+}
+
+/// One partition of an AlterPartition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlterPartitionData {
+    /// The topic.
+    pub topic_id: Uuid,
+    /// The partition.
+    pub partition: i32,
+    /// The leader's epoch.
+    pub leader_epoch: i32,
+    /// The ISR wanted, each with the broker epoch the leader saw in its fetches
+    /// (`NewIsrWithEpochs`, KIP-903; -1 if unknown).
+    pub new_isr_with_epochs: Vec<(BrokerId, i64)>,
+    /// The leader's recovery state.
+    pub leader_recovery_state: LeaderRecoveryState,
+    /// The partition epoch the change was computed from.
+    pub partition_epoch: i32,
+}
+
+/// Per-partition results: the registration after the change, or the error.
+pub type AlterPartitionResults = Vec<(Uuid, i32, Result<PartitionRegistration, QuorumError>)>;
+
+impl QuorumController {
+    /// CreateTopics: places and creates each topic with its configs.
+    ///
+    /// # Errors
+    /// `NotController`, `Raft` for the whole request; per topic `TopicAlreadyExists`,
+    /// `InvalidReplicationFactor`, `InvalidPartitions`, `InvalidRequest` (named twice).
+    pub async fn create_topics(
+        &self,
+        topics: Vec<CreatableTopic>,
+        validate_only: bool,
+    ) -> Result<Vec<(String, Result<CreatedTopic, QuorumError>)>, QuorumError> {
+        let _active = self.activate().await?;
+        let config = self.config.clone();
+        let ids: Vec<Uuid> = topics.iter().map(|_| Uuid::new_v4()).collect();
+        let (results, _) = self
+            .run(|image| {
+                let mut records = Vec::new();
+                let mut results = Vec::new();
+                let usable = image.usable_brokers();
+                let mut created = 0;
+                for (i, (topic, id)) in topics.iter().zip(&ids).enumerate() {
+                    let result = if topics.iter().take(i).any(|t| t.name == topic.name) {
+                        Err(QuorumError::InvalidRequest(format!(
+                            "topic {} named twice",
+                            topic.name
+                        )))
+                    } else if image.topic(&topic.name).is_some() {
+                        Err(QuorumError::TopicAlreadyExists {
+                            name: topic.name.clone(),
+                        })
+                    } else {
+                        let partitions = if topic.num_partitions == -1 {
+                            config.default_num_partitions
+                        } else {
+                            topic.num_partitions
+                        };
+                        let mut rf = if topic.replication_factor == -1 {
+                            config.default_replication_factor
+                        } else {
+                            topic.replication_factor
+                        };
+                        if topic.cap_replication_factor {
+                            let active = i16::try_from(usable.len()).unwrap_or(i16::MAX).max(1);
+                            rf = rf.min(active);
+                        }
+                        // Leaders of consecutive topics start on consecutive brokers.
+                        let start = PlacementStart::fixed(image.topics().count() + created);
+                        placement::assign(partitions, rf, &usable, 0, start)
+                            .map_err(QuorumError::from)
+                            .map(|assignment| {
+                                created += 1;
+                                records.extend(new_topic_records(
+                                    &topic.name,
+                                    *id,
+                                    &assignment,
+                                    &topic.configs,
+                                ));
+                                CreatedTopic {
+                                    topic_id: *id,
+                                    num_partitions: partitions,
+                                    replication_factor: rf,
+                                }
+                            })
+                    };
+                    results.push((topic.name.clone(), result));
+                }
+                if validate_only {
+                    records.clear();
+                }
+                Ok((records, results))
+            })
+            .await?;
+        Ok(results)
+    }
+
+    /// CreatePartitions: grows each topic to `count` partitions, placed as new ones.
+    ///
+    /// # Errors
+    /// `NotController`, `Raft`; per topic `UnknownTopicOrPartition`, `InvalidPartitions`,
+    /// `InvalidReplicationFactor`.
+    pub async fn create_partitions(
+        &self,
+        topics: Vec<(String, i32)>,
+    ) -> Result<Vec<(String, Result<(), QuorumError>)>, QuorumError> {
+        let _active = self.activate().await?;
+        let (results, _) = self
+            .run(|image| {
+                let mut records = Vec::new();
+                let mut results = Vec::new();
+                for (name, count) in &topics {
+                    let result = grow_topic(image, name, *count).map(|r| records.extend(r));
+                    results.push((name.clone(), result));
+                }
+                Ok((records, results))
+            })
+            .await?;
+        Ok(results)
+    }
+
+    /// DeleteTopics: removes each topic with its partitions and configs.
+    ///
+    /// # Errors
+    /// `NotController`, `Raft`; per topic `UnknownTopicOrPartition`.
+    pub async fn delete_topics(
+        &self,
+        names: Vec<String>,
+    ) -> Result<Vec<(String, Result<Uuid, QuorumError>)>, QuorumError> {
+        let _active = self.activate().await?;
+        let (results, _) = self
+            .run(|image| {
+                let mut records = Vec::new();
+                let mut results = Vec::new();
+                for name in &names {
+                    let result = match image.topic(name) {
+                        Some(topic) if !records.iter().any(|r| {
+                            matches!(r, MetadataRecord::RemoveTopic(t) if t.topic_id == topic.id)
+                        }) => {
+                            records.push(MetadataRecord::RemoveTopic(RemoveTopicRecord {
+                                topic_id: topic.id,
+                            }));
+                            Ok(topic.id)
+                        }
+                        _ => Err(QuorumError::UnknownTopicOrPartition {
+                            name: name.clone(),
+                            partition: -1,
+                        }),
+                    };
+                    results.push((name.clone(), result));
+                }
+                Ok((records, results))
+            })
+            .await?;
+        Ok(results)
+    }
+
+    /// IncrementalAlterConfigs: applies each resource's operations (values validated by
+    /// the broker).
+    ///
+    /// # Errors
+    /// `NotController`, `Raft`; per resource `UnknownTopicOrPartition` for a topic that
+    /// does not exist.
+    pub async fn incremental_alter_configs(
+        &self,
+        resources: Vec<(ConfigResource, Vec<AlterConfigOp>)>,
+    ) -> Result<Vec<(ConfigResource, Result<(), QuorumError>)>, QuorumError> {
+        let _active = self.activate().await?;
+        let (results, _) = self
+            .run(|image| {
+                let mut records = Vec::new();
+                let mut results = Vec::new();
+                for (resource, ops) in &resources {
+                    let result = alter_configs(image, resource, ops).map(|r| records.extend(r));
+                    results.push((resource.clone(), result));
+                }
+                Ok((records, results))
+            })
+            .await?;
+        Ok(results)
+    }
+
+    /// AlterPartition: a leader's ISR change, validated as Kafka does (broker epoch,
+    /// leadership, leader epoch, partition epoch, eligible replicas) and committed.
+    ///
+    /// # Errors
+    /// `NotController`, `Raft`, `BrokerIdNotRegistered`/`StaleBrokerEpoch` for the
+    /// request; per partition `UnknownTopicId`, `UnknownTopicOrPartition`,
+    /// `NotLeaderOrFollower`, `FencedLeaderEpoch`, `InvalidUpdateVersion`,
+    /// `IneligibleReplica`, `InvalidRequest`, `NewLeaderElected` (committed anyway).
+    pub async fn alter_partition(
+        &self,
+        request: AlterPartitionRequest,
+    ) -> Result<AlterPartitionResults, QuorumError> {
+        let _active = self.activate().await?;
+        let (outcomes, _) = self
+            .run(|image| {
+                let broker =
+                    image
+                        .broker(request.broker_id)
+                        .ok_or(QuorumError::BrokerIdNotRegistered {
+                            broker_id: request.broker_id,
+                        })?;
+                if broker.broker_epoch != request.broker_epoch {
+                    return Err(QuorumError::StaleBrokerEpoch {
+                        broker_id: request.broker_id,
+                        epoch: request.broker_epoch,
+                        current: broker.broker_epoch,
+                    });
+                }
+                let mut records = Vec::new();
+                let mut outcomes = Vec::new();
+                for data in &request.partitions {
+                    let outcome = alter_one(image, request.broker_id, data).map(|change| {
+                        let leader = change.as_ref().and_then(|c| c.leader);
+                        records.extend(change.map(MetadataRecord::PartitionChange));
+                        leader
+                    });
+                    outcomes.push(outcome);
+                }
+                Ok((records, outcomes))
+            })
+            .await?;
+        let image = self.image();
+        let results = request
+            .partitions
+            .iter()
+            .zip(outcomes)
+            .map(|(data, outcome)| {
+                let result = outcome.and_then(|leader| match leader {
+                    Some(leader) if leader != request.broker_id => {
+                        Err(QuorumError::NewLeaderElected { leader })
+                    }
+                    _ => image
+                        .partition(&data.topic_id, data.partition)
+                        .cloned()
+                        .ok_or(QuorumError::UnknownTopicId {
+                            topic_id: data.topic_id,
+                        }),
+                });
+                (data.topic_id, data.partition, result)
+            })
+            .collect();
+        Ok(results)
+    }
+
+    /// ElectLeaders: PREFERRED or UNCLEAN elections for `partitions` (topic name,
+    /// partition), or for every partition when `None`.
+    ///
+    /// # Errors
+    /// `NotController`, `Raft`; per partition `UnknownTopicOrPartition`,
+    /// `ElectionNotNeeded`, `PreferredLeaderNotAvailable`, `EligibleLeadersNotAvailable`.
+    pub async fn elect_leaders(
+        &self,
+        election: Election,
+        partitions: Option<Vec<(String, i32)>>,
+    ) -> Result<Vec<((String, i32), Result<BrokerId, QuorumError>)>, QuorumError> {
+        let _active = self.activate().await?;
+        let (results, _) = self
+            .run(|image| {
+                let wanted: Vec<(String, i32)> = partitions.clone().unwrap_or_else(|| {
+                    image
+                        .topics()
+                        .flat_map(|t| (0..).zip(&t.partitions).map(|(p, _)| (t.name.clone(), p)))
+                        .collect()
+                });
+                let mut records = Vec::new();
+                let mut results = Vec::new();
+                for (name, p) in wanted {
+                    let result = elect_one(image, election, &name, p).map(|(change, leader)| {
+                        records.extend(change.map(MetadataRecord::PartitionChange));
+                        leader
+                    });
+                    results.push(((name, p), result));
+                }
+                Ok((records, results))
+            })
+            .await?;
+        Ok(results)
+    }
+}
+
+/// The records of a new topic: the topic, its partitions (leader = first replica, all in
+/// sync), its configs.
+fn new_topic_records(
+    name: &str,
+    topic_id: Uuid,
+    assignment: &[Vec<BrokerId>],
+    configs: &[(String, String)],
+) -> Vec<MetadataRecord> {
+    let mut records = vec![MetadataRecord::Topic(TopicRecord {
+        name: name.to_string(),
+        topic_id,
+    })];
+    records.extend(partition_records(topic_id, 0, assignment));
+    records.extend(configs.iter().map(|(config, value)| {
+        MetadataRecord::Config(ConfigRecord {
+            resource_type: logbook_metadata::ConfigResourceType::Topic,
+            resource_name: name.to_string(),
+            name: config.clone(),
+            value: Some(value.clone()),
+        })
+    }));
+    records
+}
+
+fn partition_records(
+    topic_id: Uuid,
+    first_partition_id: i32,
+    assignment: &[Vec<BrokerId>],
+) -> impl Iterator<Item = MetadataRecord> + '_ {
+    (first_partition_id..)
+        .zip(assignment)
+        .map(move |(partition_id, replicas)| {
+            MetadataRecord::Partition(PartitionRecord {
+                topic_id,
+                partition_id,
+                replicas: replicas.clone(),
+                isr: replicas.clone(),
+                removing_replicas: Vec::new(),
+                adding_replicas: Vec::new(),
+                leader: replicas.first().copied().unwrap_or(NO_LEADER),
+                leader_epoch: 0,
+                partition_epoch: 0,
+                leader_recovery_state: LeaderRecoveryState::Recovered,
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
+            })
+        })
+}
+
+fn grow_topic(
+    image: &MetadataImage,
+    name: &str,
+    count: i32,
+) -> Result<Vec<MetadataRecord>, QuorumError> {
+    let topic = image
+        .topic(name)
+        .ok_or_else(|| QuorumError::UnknownTopicOrPartition {
+            name: name.to_string(),
+            partition: -1,
+        })?;
+    let current = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+    if count <= current {
+        return Err(QuorumError::InvalidPartitions {
+            partitions: count,
+            reason: format!("topic {name} has {current} partitions already"),
+        });
+    }
+    let rf = topic
+        .partitions
+        .first()
+        .map_or(1, |p| i16::try_from(p.replicas.len()).unwrap_or(i16::MAX));
+    let start = PlacementStart::fixed(image.topics().count());
+    let assignment =
+        placement::assign(count - current, rf, &image.usable_brokers(), current, start)?;
+    Ok(partition_records(topic.id, current, &assignment).collect())
+}
+
+fn alter_configs(
+    image: &MetadataImage,
+    resource: &ConfigResource,
+    ops: &[AlterConfigOp],
+) -> Result<Vec<MetadataRecord>, QuorumError> {
+    if resource.resource_type == logbook_metadata::ConfigResourceType::Topic
+        && image.topic(&resource.name).is_none()
+    {
+        return Err(QuorumError::UnknownTopicOrPartition {
+            name: resource.name.clone(),
+            partition: -1,
+        });
+    }
+    let mut configs = image.configs(resource).clone();
+    for op in ops {
+        match op {
+            AlterConfigOp::Set(name, value) => {
+                configs.insert(name.clone(), value.clone());
+            }
+            AlterConfigOp::Delete(name) => {
+                configs.remove(name);
+            }
+            AlterConfigOp::Append(name, value) => {
+                let mut list: Vec<String> = list_value(configs.get(name));
+                if !list.contains(value) {
+                    list.push(value.clone());
+                }
+                configs.insert(name.clone(), list.join(","));
+            }
+            AlterConfigOp::Subtract(name, value) => {
+                let list: Vec<String> = list_value(configs.get(name))
+                    .into_iter()
+                    .filter(|v| v != value)
+                    .collect();
+                configs.insert(name.clone(), list.join(","));
+            }
+        }
+    }
+    let before = image.configs(resource);
+    let names: std::collections::BTreeSet<&String> = before.keys().chain(configs.keys()).collect();
+    Ok(names
+        .into_iter()
+        .filter(|name| before.get(*name) != configs.get(*name))
+        .map(|name| {
+            MetadataRecord::Config(ConfigRecord {
+                resource_type: resource.resource_type,
+                resource_name: resource.name.clone(),
+                name: name.clone(),
+                value: configs.get(name).cloned(),
+            })
+        })
+        .collect())
+}
+
+fn list_value(value: Option<&String>) -> Vec<String> {
+    value
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Validates one partition of an AlterPartition (Kafka's order of checks) and builds its
+/// change (`None`: nothing to change).
+fn alter_one(
+    image: &MetadataImage,
+    broker_id: BrokerId,
+    data: &AlterPartitionData,
+) -> Result<Option<logbook_metadata::PartitionChangeRecord>, QuorumError> {
+    let topic = image
+        .topic_by_id(&data.topic_id)
+        .ok_or(QuorumError::UnknownTopicId {
+            topic_id: data.topic_id,
+        })?;
+    let partition =
+        topic
+            .partition(data.partition)
+            .ok_or_else(|| QuorumError::UnknownTopicOrPartition {
+                name: topic.name.clone(),
+                partition: data.partition,
+            })?;
+    if partition.leader != broker_id {
+        return Err(QuorumError::NotLeaderOrFollower { broker_id });
+    }
+    if data.leader_epoch != partition.leader_epoch {
+        return Err(QuorumError::FencedLeaderEpoch {
+            epoch: data.leader_epoch,
+            current: partition.leader_epoch,
+        });
+    }
+    if data.partition_epoch != partition.partition_epoch {
+        return Err(QuorumError::InvalidUpdateVersion {
+            epoch: data.partition_epoch,
+            current: partition.partition_epoch,
+        });
+    }
+    let new_isr: Vec<BrokerId> = data.new_isr_with_epochs.iter().map(|(b, _)| *b).collect();
+    if data.leader_recovery_state == LeaderRecoveryState::Recovering && new_isr.len() > 1 {
+        return Err(QuorumError::InvalidRequest(
+            "a recovering leader must be alone in the ISR".to_string(),
+        ));
+    }
+    if partition.leader_recovery_state == LeaderRecoveryState::Recovered
+        && data.leader_recovery_state == LeaderRecoveryState::Recovering
+    {
+        return Err(QuorumError::InvalidRequest(
+            "a recovered leader cannot go back to recovering".to_string(),
+        ));
+    }
+    for (replica, epoch) in &data.new_isr_with_epochs {
+        let eligible = partition.replicas.contains(replica)
+            && image
+                .broker(*replica)
+                .is_some_and(|b| b.is_active() && (*epoch == -1 || *epoch == b.broker_epoch));
+        if !eligible {
+            return Err(QuorumError::IneligibleReplica { replica: *replica });
+        }
+    }
+    Ok(
+        PartitionChangeBuilder::new(partition, topic.id, data.partition, |b| {
+            image.is_active_broker(b)
+        })
+        .with_target_isr(new_isr)
+        .with_target_leader_recovery_state(data.leader_recovery_state)
+        .build(),
+    )
+}
+
+fn elect_one(
+    image: &MetadataImage,
+    election: Election,
+    name: &str,
+    p: i32,
+) -> Result<(Option<logbook_metadata::PartitionChangeRecord>, BrokerId), QuorumError> {
+    let unknown = || QuorumError::UnknownTopicOrPartition {
+        name: name.to_string(),
+        partition: p,
+    };
+    let topic = image.topic(name).ok_or_else(unknown)?;
+    let partition = topic.partition(p).ok_or_else(unknown)?;
+    // ElectLeaders UNCLEAN is an explicit request: Kafka runs it whatever the topic's
+    // `unclean.leader.election.enable` says.
+    match election {
+        Election::Preferred if partition.leader == partition.preferred_replica() => {
+            return Err(QuorumError::ElectionNotNeeded)
+        }
+        Election::Unclean | Election::Online if partition.has_leader() => {
+            return Err(QuorumError::ElectionNotNeeded)
+        }
+        _ => {}
+    }
+    let change = PartitionChangeBuilder::new(partition, topic.id, p, |b| image.is_active_broker(b))
+        .with_election(election)
+        .build();
+    let leader = change
+        .as_ref()
+        .and_then(|c| c.leader)
+        .unwrap_or(partition.leader);
+    match election {
+        Election::Preferred if leader != partition.preferred_replica() => {
+            Err(QuorumError::PreferredLeaderNotAvailable)
+        }
+        _ if leader == NO_LEADER => Err(QuorumError::EligibleLeadersNotAvailable),
+        _ => Ok((change, leader)),
+    }
+}

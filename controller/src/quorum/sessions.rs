@@ -1,0 +1,106 @@
+//! Broker sessions (Kafka's `BrokerHeartbeatManager`): when each broker's session ends and
+//! which offset its registration was written at. In memory on the active controller only,
+//! never in the log, as in Kafka: a new active controller starts every broker afresh.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use logbook_metadata::{BrokerId, MetadataImage};
+
+/// One broker's session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BrokerSession {
+    /// The registration the heartbeats belong to.
+    pub broker_epoch: i64,
+    /// Offset of the registration's batch: the broker is caught up once its metadata
+    /// offset reaches it. After a controller failover the registration's epoch stands in
+    /// (it is at most that offset, since the epoch is the offset before it plus one).
+    pub registration_offset: i64,
+    /// The session ends at this instant without a heartbeat.
+    pub deadline: Instant,
+}
+
+/// Sessions of the registered brokers.
+#[derive(Debug, Default)]
+pub struct BrokerSessions {
+    sessions: BTreeMap<BrokerId, BrokerSession>,
+}
+
+impl BrokerSessions {
+    /// Every broker of `image` gets a session ending at `deadline` (a new active
+    /// controller; plan §3.1 gives them `max(2 × heartbeat interval, 3 s)`).
+    pub fn reset(&mut self, image: &MetadataImage, deadline: Instant) {
+        self.sessions = image
+            .brokers()
+            .map(|b| {
+                let session = BrokerSession {
+                    broker_epoch: b.broker_epoch,
+                    registration_offset: b.broker_epoch,
+                    deadline,
+                };
+                (b.broker_id, session)
+            })
+            .collect();
+    }
+
+    /// Whether `broker_id` has a session that has not ended at `now`.
+    #[must_use]
+    pub fn is_live(&self, broker_id: BrokerId, now: Instant) -> bool {
+        self.sessions
+            .get(&broker_id)
+            .is_some_and(|s| now < s.deadline)
+    }
+
+    /// Starts the session of a new registration.
+    pub fn register(&mut self, broker_id: BrokerId, session: BrokerSession) {
+        self.sessions.insert(broker_id, session);
+    }
+
+    /// A heartbeat of registration `broker_epoch`: extends the session by `timeout`
+    /// (starting one if this controller has none for it); returns it.
+    pub fn touch(
+        &mut self,
+        broker_id: BrokerId,
+        broker_epoch: i64,
+        now: Instant,
+        timeout: Duration,
+    ) -> BrokerSession {
+        let session = self.sessions.entry(broker_id).or_insert(BrokerSession {
+            broker_epoch,
+            registration_offset: broker_epoch,
+            deadline: now,
+        });
+        if session.broker_epoch != broker_epoch {
+            *session = BrokerSession {
+                broker_epoch,
+                registration_offset: broker_epoch,
+                deadline: now,
+            };
+        }
+        session.deadline = now + timeout;
+        *session
+    }
+
+    /// Brokers whose session ended at or before `now`.
+    #[must_use]
+    pub fn expired(&self, now: Instant) -> Vec<BrokerId> {
+        self.sessions
+            .iter()
+            .filter(|(_, s)| s.deadline <= now)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Ends `broker_id`'s session at `now`: it stopped after a controlled shutdown, so a
+    /// restart may register at once, and the next session check fences it.
+    pub fn end(&mut self, broker_id: BrokerId, now: Instant) {
+        if let Some(session) = self.sessions.get_mut(&broker_id) {
+            session.deadline = session.deadline.min(now);
+        }
+    }
+
+    /// Forgets `broker_id`'s session (it was fenced).
+    pub fn remove(&mut self, broker_id: BrokerId) {
+        self.sessions.remove(&broker_id);
+    }
+}
