@@ -14,6 +14,12 @@
 //! apart except by latency). A crash between the two leaves a Prepare record, and loading
 //! the shard finishes the markers.
 //!
+//! Leadership of a `__transaction_state` partition moves between brokers: `load_partition`
+//! (Kafka's `onElection`) takes the coordinator epoch that markers carry, so partitions
+//! fence a deposed coordinator, and `unload_partition` (`onResignation`) drops the shard
+//! and resigns its load (a `Lease` every entry holds), so an EndTxn still waiting for its
+//! markers answers NOT_COORDINATOR rather than writing for a partition it no longer leads.
+//!
 //! Thread-safety: one `parking_lot::Mutex` per transactional id, held for bounded work
 //! (checks, one append) and never across an `.await`.
 
@@ -908,7 +914,10 @@ impl TransactionCoordinator {
             tokio::select! {
                 () = shutdown.cancelled() => {}
                 r = coordinator.complete(&entry) => {
-                    if let Err(e) = r {
+                    if r == Err(TxnError::NotCoordinator) {
+                        // Resigned: the next owner completes it from the log.
+                        tracing::debug!("completion left to the next coordinator");
+                    } else if let Err(e) = r {
                         let id = entry.lock().meta.transactional_id.clone();
                         tracing::warn!(transactional_id = id, error = %e, "cannot complete a transaction");
                     }
