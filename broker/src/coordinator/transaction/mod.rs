@@ -14,6 +14,12 @@
 //! apart except by latency). A crash between the two leaves a Prepare record, and loading
 //! the shard finishes the markers.
 //!
+//! Leadership of a `__transaction_state` partition moves between brokers: `load_partition`
+//! (Kafka's `onElection`) takes the coordinator epoch that markers carry, so partitions
+//! fence a deposed coordinator, and `unload_partition` (`onResignation`) drops the shard
+//! and resigns its load (a `Lease` every entry holds), so an EndTxn still waiting for its
+//! markers answers NOT_COORDINATOR rather than writing for a partition it no longer leads.
+//!
 //! Thread-safety: one `parking_lot::Mutex` per transactional id, held for bounded work
 //! (checks, one append) and never across an `.await`.
 
@@ -134,15 +140,51 @@ pub struct TxnEntry {
     pub meta: TransactionMetadata,
     /// A transition is being written: requests get CONCURRENT_TRANSACTIONS.
     pending: bool,
+    /// The load of the shard this entry belongs to.
+    lease: Arc<Lease>,
+}
+
+/// One load of a `__transaction_state` partition by this broker (Kafka's
+/// `TxnMetadataCacheEntry.coordinatorEpoch` plus its resignation): every entry of the shard
+/// holds it, so an operation that outlives the load (EndTxn waiting for its markers, a
+/// completion after a timeout) sees that this broker is no longer the coordinator and
+/// answers NOT_COORDINATOR instead of writing for a partition it does not lead.
+struct Lease {
+    /// The coordinator epoch given at load (the partition's leader epoch); markers carry it
+    /// so partitions fence a deposed coordinator. Unset while the load is finishing:
+    /// requests then get COORDINATOR_LOAD_IN_PROGRESS.
+    coordinator_epoch: OnceLock<i32>,
+    /// Cancelled at unload (Kafka's `onResignation`).
+    resigned: CancellationToken,
+}
+
+impl Lease {
+    fn new() -> Arc<Self> {
+        Arc::new(Lease {
+            coordinator_epoch: OnceLock::new(),
+            resigned: CancellationToken::new(),
+        })
+    }
+
+    /// The coordinator epoch, or why this load cannot serve.
+    fn coordinator_epoch(&self) -> Result<i32, TxnError> {
+        if self.resigned.is_cancelled() {
+            return Err(TxnError::NotCoordinator);
+        }
+        self.coordinator_epoch
+            .get()
+            .copied()
+            .ok_or(TxnError::CoordinatorLoadInProgress)
+    }
 }
 
 type Shared = Arc<Mutex<TxnEntry>>;
 
 /// The transactional ids of one `__transaction_state` partition: the transaction
 /// coordinator's [`CoordinatorShard`], rebuilt from that partition only.
-#[derive(Default)]
 pub struct TransactionShard {
     transactions: RwLock<HashMap<String, Shared>>,
+    lease: Arc<Lease>,
 }
 
 impl CoordinatorShard for TransactionShard {
@@ -154,7 +196,10 @@ impl CoordinatorShard for TransactionShard {
             Replayed::Marker { .. } => Ok(None),
         })
         .map_err(|e| format!("{}: {e}", partition.topic_partition()))?;
-        let shard = TransactionShard::default();
+        let shard = TransactionShard {
+            transactions: RwLock::new(HashMap::new()),
+            lease: Lease::new(),
+        };
         {
             let mut map = shard.transactions.write();
             for (id, meta) in records {
@@ -165,6 +210,7 @@ impl CoordinatorShard for TransactionShard {
                             Arc::new(Mutex::new(TxnEntry {
                                 meta,
                                 pending: false,
+                                lease: Arc::clone(&shard.lease),
                             })),
                         );
                     }
@@ -269,7 +315,7 @@ impl TransactionCoordinator {
         if let Some(topic) = existing {
             for index in 0..topic.partition_count {
                 coordinator
-                    .load_partition(index)
+                    .load_partition(index, coordinator.leader_epoch(index))
                     .map_err(|e| e.to_string())?;
             }
             let _ = coordinator.state_topic.set(topic);
@@ -278,19 +324,39 @@ impl TransactionCoordinator {
     }
 
     /// Kafka's `onElection` for `__transaction_state`: replays partition `partition_index`
-    /// into a shard, finishes its Prepare transactions (markers, then Complete; Ongoing
-    /// ones are left to their timeout) and starts its timers.
+    /// into a shard whose markers carry `coordinator_epoch` (the partition's leader epoch),
+    /// finishes its Prepare transactions (markers, then Complete; Ongoing ones are left to
+    /// their timeout) and starts its timers. An earlier load of the partition resigns first.
     ///
     /// # Errors
     /// The partition is not hosted here or cannot be read.
-    pub fn load_partition(&self, partition_index: i32) -> Result<(), RuntimeError> {
+    pub fn load_partition(
+        &self,
+        partition_index: i32,
+        coordinator_epoch: i32,
+    ) -> Result<(), RuntimeError> {
         let partition = self
             .topics
             .replicas()
             .partition(TRANSACTION_STATE_TOPIC_NAME, partition_index)
             .ok_or(RuntimeError::NotCoordinator(partition_index))?;
+        self.unload_partition(partition_index);
         blocking(|| self.runtime.load(partition_index, &partition))?;
         let shard = self.runtime.shard(partition_index)?;
+        if shard
+            .lease
+            .coordinator_epoch
+            .set(coordinator_epoch)
+            .is_err()
+        {
+            // Another load of the same partition raced this one and owns the shard.
+            return Err(RuntimeError::LoadInProgress(partition_index));
+        }
+        tracing::info!(
+            partition = partition_index,
+            coordinator_epoch,
+            "transaction coordinator loaded"
+        );
         for entry in shard.all() {
             if entry.lock().meta.pending_result().is_some() {
                 self.spawn_completion(entry);
@@ -299,6 +365,39 @@ impl TransactionCoordinator {
         self.schedule_abort_timed_out(partition_index);
         self.schedule_remove_expired(partition_index);
         Ok(())
+    }
+
+    /// Kafka's `onResignation` for `__transaction_state`: this broker no longer leads
+    /// partition `partition_index`. Drops its transactional ids, cancels their timers
+    /// (transaction timeout, id expiry), and makes operations still in flight for them
+    /// (EndTxn waiting for markers or a durable write, AddPartitionsToTxn, InitProducerId,
+    /// a completion) answer NOT_COORDINATOR; later requests for its ids get NOT_COORDINATOR
+    /// until it is loaded again. When this returns no append of the old load is under way.
+    pub fn unload_partition(&self, partition_index: i32) {
+        let Some(shard) = self.runtime.unload(partition_index) else {
+            return;
+        };
+        shard.lease.resigned.cancel();
+        // Appends run under the entry's lock and check the lease first: taking every lock
+        // once waits out any append that checked before the cancel.
+        let entries = shard.all();
+        for entry in &entries {
+            drop(entry.lock());
+        }
+        tracing::info!(
+            partition = partition_index,
+            transactional_ids = entries.len(),
+            "transaction coordinator unloaded"
+        );
+    }
+
+    /// The leader epoch of partition `partition_index` of `__transaction_state` here: the
+    /// coordinator epoch of a load on a single node (0 if the partition is not hosted).
+    fn leader_epoch(&self, partition_index: i32) -> i32 {
+        self.topics
+            .replicas()
+            .partition(TRANSACTION_STATE_TOPIC_NAME, partition_index)
+            .map_or(0, |p| p.leader_epoch().0)
     }
 
     /// Stops the coordinator's timers.
@@ -358,7 +457,7 @@ impl TransactionCoordinator {
                     "created {TRANSACTION_STATE_TOPIC_NAME}"
                 );
                 for index in 0..topic.partition_count {
-                    if let Err(e) = self.load_partition(index) {
+                    if let Err(e) = self.load_partition(index, self.leader_epoch(index)) {
                         tracing::error!(error = %e, "cannot load a partition of {TRANSACTION_STATE_TOPIC_NAME}");
                         return Err(TxnError::CoordinatorNotAvailable);
                     }
@@ -372,11 +471,15 @@ impl TransactionCoordinator {
         }
     }
 
+    /// The loaded shard of `transactional_id`, once its load has finished.
     fn shard_for(&self, transactional_id: &str) -> Result<Arc<TransactionShard>, TxnError> {
         self.state_topic()?;
-        self.runtime
+        let shard = self
+            .runtime
             .shard(self.partition_for(transactional_id))
-            .map_err(|e| crate::errors::txn_runtime_error(&e))
+            .map_err(|e| crate::errors::txn_runtime_error(&e))?;
+        shard.lease.coordinator_epoch()?;
+        Ok(shard)
     }
 
     /// The entry of an existing id.
@@ -389,6 +492,7 @@ impl TransactionCoordinator {
     /// Appends `meta` (or a tombstone for `Dead`) to the id's partition and installs it in
     /// `entry` as pending. Call with the entry's lock held.
     fn append(&self, entry: &mut TxnEntry, next: TransactionMetadata) -> Result<Durable, TxnError> {
+        entry.lease.coordinator_epoch()?;
         let id = next.transactional_id.clone();
         let topic = self.state_topic()?;
         let partition = self
@@ -426,29 +530,20 @@ impl TransactionCoordinator {
         }
     }
 
-    /// Waits for an append, then clears the entry's pending mark.
+    /// Waits for an append, then clears the entry's pending mark; NOT_COORDINATOR if the
+    /// shard is unloaded meanwhile.
     async fn durable(&self, entry: &Shared, durable: Durable) -> Result<(), TxnError> {
         let timeout = Duration::from_millis(self.config.write_timeout_ms);
-        let result = durable
-            .partition
-            .wait_durable(durable.end_offset, timeout)
-            .await;
+        let resigned = entry.lock().lease.resigned.clone();
+        let result = tokio::select! {
+            () = resigned.cancelled() => return Err(TxnError::NotCoordinator),
+            r = durable.partition.wait_durable(durable.end_offset, timeout) => r,
+        };
         entry.lock().pending = false;
         result.map_err(|e| {
             tracing::warn!(error = %e, "transaction log write not durable");
             append_error(&e)
         })
-    }
-
-    /// The coordinator epoch markers carry: the leader epoch of the id's partition.
-    fn coordinator_epoch(&self, transactional_id: &str) -> i32 {
-        self.topics
-            .replicas()
-            .partition(
-                TRANSACTION_STATE_TOPIC_NAME,
-                self.partition_for(transactional_id),
-            )
-            .map_or(0, |p| p.leader_epoch().0)
     }
 
     /// InitProducerId with a transactional id (Kafka's `handleInitProducerId`): the id's
@@ -488,6 +583,7 @@ impl TransactionCoordinator {
                             Arc::new(Mutex::new(TxnEntry {
                                 meta,
                                 pending: false,
+                                lease: Arc::clone(&shard.lease),
                             }))
                         }),
                 )
@@ -783,16 +879,19 @@ impl TransactionCoordinator {
         let Some(result) = meta.pending_result() else {
             return Ok(());
         };
-        let coordinator_epoch = self.coordinator_epoch(&meta.transactional_id);
-        markers::write_markers(
-            &self.topics,
-            &self.groups,
-            &meta,
-            coordinator_epoch,
-            result,
-            Duration::from_millis(self.config.write_timeout_ms),
-        )
-        .await?;
+        let lease = Arc::clone(&entry.lock().lease);
+        let coordinator_epoch = lease.coordinator_epoch()?;
+        tokio::select! {
+            () = lease.resigned.cancelled() => return Err(TxnError::NotCoordinator),
+            r = markers::write_markers(
+                &self.topics,
+                &self.groups,
+                &meta,
+                coordinator_epoch,
+                result,
+                Duration::from_millis(self.config.write_timeout_ms),
+            ) => r?,
+        }
         let durable = {
             let mut e = entry.lock();
             if e.meta.state != meta.state || e.meta.producer_epoch != meta.producer_epoch {
@@ -815,7 +914,10 @@ impl TransactionCoordinator {
             tokio::select! {
                 () = shutdown.cancelled() => {}
                 r = coordinator.complete(&entry) => {
-                    if let Err(e) = r {
+                    if r == Err(TxnError::NotCoordinator) {
+                        // Resigned: the next owner completes it from the log.
+                        tracing::debug!("completion left to the next coordinator");
+                    } else if let Err(e) = r {
                         let id = entry.lock().meta.transactional_id.clone();
                         tracing::warn!(transactional_id = id, error = %e, "cannot complete a transaction");
                     }

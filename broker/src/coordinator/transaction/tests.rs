@@ -18,6 +18,18 @@ fn open(path: &std::path::Path) -> Setup {
 }
 
 fn open_with(path: &std::path::Path, transaction_version: i16) -> Setup {
+    open_config(path, |c| c.transaction_version = transaction_version)
+}
+
+/// A coordinator with the tests' settings (v1 flow), adjusted by `adjust`.
+fn open_config(path: &std::path::Path, adjust: impl FnOnce(&mut TransactionConfig)) -> Setup {
+    let mut config = TransactionConfig {
+        state_log_num_partitions: 3,
+        max_timeout_ms: 60_000,
+        transaction_version: 1,
+        ..TransactionConfig::default()
+    };
+    adjust(&mut config);
     let replicas = Arc::new(logbook_replication::ReplicaManager::new(
         path,
         logbook_replication::FlushPolicy::EveryWrite,
@@ -43,18 +55,8 @@ fn open_with(path: &std::path::Path, transaction_version: i16) -> Setup {
         },
     )
     .expect("groups");
-    let txn = TransactionCoordinator::load(
-        &topics,
-        groups,
-        producer_ids,
-        TransactionConfig {
-            state_log_num_partitions: 3,
-            max_timeout_ms: 60_000,
-            transaction_version,
-            ..TransactionConfig::default()
-        },
-    )
-    .expect("transactions");
+    let txn =
+        TransactionCoordinator::load(&topics, groups, producer_ids, config).expect("transactions");
     Setup { topics, txn }
 }
 
@@ -462,4 +464,163 @@ async fn replay_v1_records_completes_v2_transaction() {
             .await,
         Ok((pid + 1000, 0))
     );
+}
+
+/// The coordinator epoch of `pid`'s last marker on the partition (-1 if none).
+fn marker_coordinator_epoch(s: &Setup, topic: &str, index: i32, pid: i64) -> i32 {
+    s.topics
+        .replicas()
+        .partition(topic, index)
+        .expect("partition")
+        .active_producers()
+        .expect("producers")
+        .into_iter()
+        .find(|p| p.producer_id == pid)
+        .map_or(-1, |p| p.coordinator_epoch)
+}
+
+fn high_watermark(s: &Setup, topic: &str, index: i32) -> i64 {
+    s.topics
+        .replicas()
+        .partition(topic, index)
+        .expect("partition")
+        .offsets()
+        .expect("offsets")
+        .high_watermark
+        .get()
+}
+
+// Resignation (Kafka's `onResignation`): after unloading the id's __transaction_state
+// partition the transaction's timeout abort never fires (no record, no marker), and EndTxn,
+// AddPartitionsToTxn, InitProducerId and DescribeTransactions answer NOT_COORDINATOR.
+// Loading it again (coordinator epoch 7) finds the ongoing transaction in the log, and the
+// new owner aborts it on timeout with markers carrying epoch 7.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unload_stops_timeout_abort_and_reload_restores() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open_config(dir.path(), |c| c.abort_timed_out_interval_ms = 20);
+    create_topic(&s, "a");
+    let (pid, epoch) = s.txn.init_producer_id("t", 500, None).await.expect("init");
+    s.txn
+        .add_partitions("t", pid, epoch, &[("a".into(), 0)], 0)
+        .await
+        .expect("add");
+    let index = s.txn.partition_for("t");
+    s.txn.unload_partition(index);
+    let state_end = high_watermark(&s, TRANSACTION_STATE_TOPIC_NAME, index);
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    assert_eq!(
+        high_watermark(&s, TRANSACTION_STATE_TOPIC_NAME, index),
+        state_end,
+        "an unloaded shard wrote to __transaction_state"
+    );
+    assert_eq!(
+        high_watermark(&s, "a", 0),
+        0,
+        "an unloaded shard wrote a marker"
+    );
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, epoch, TransactionResult::Commit, 0)
+            .await,
+        Err(TxnError::NotCoordinator)
+    );
+    assert_eq!(
+        s.txn
+            .add_partitions("t", pid, epoch, &[("a".into(), 1)], 0)
+            .await,
+        Err(TxnError::NotCoordinator)
+    );
+    assert_eq!(
+        s.txn.init_producer_id("t", 500, None).await,
+        Err(TxnError::NotCoordinator)
+    );
+    assert_eq!(
+        s.txn.describe("t").map(|m| m.state),
+        Err(TxnError::NotCoordinator)
+    );
+
+    tokio::task::block_in_place(|| s.txn.load_partition(index, 7)).expect("reload");
+    let m = s.txn.describe("t").expect("replayed");
+    assert_eq!(
+        (m.state, m.producer_id, m.producer_epoch),
+        (TransactionState::Ongoing, pid, epoch)
+    );
+    assert_eq!(m.partitions.len(), 1);
+    settle(&s, "t", TransactionState::CompleteAbort).await;
+    let m = s.txn.describe("t").expect("describe");
+    // The timeout abort fences the producer: the epoch is bumped.
+    assert_eq!(
+        (m.state, m.producer_id, m.producer_epoch),
+        (TransactionState::CompleteAbort, pid, epoch + 1)
+    );
+    assert_eq!(high_watermark(&s, "a", 0), 1, "one abort marker");
+    assert_eq!(marker_coordinator_epoch(&s, "a", 0, pid), 7);
+}
+
+// An EndTxn past its Prepare record, about to write markers, when the partition is unloaded:
+// it answers NOT_COORDINATOR and writes no marker. The next owner (coordinator epoch 5)
+// finishes the commit from the Prepare record with markers carrying epoch 5.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unload_fails_end_txn_before_markers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open(dir.path());
+    create_topic(&s, "a");
+    let (pid, epoch) = s.txn.init_producer_id("t", 1000, None).await.expect("init");
+    s.txn
+        .add_partitions("t", pid, epoch, &[("a".into(), 1)], 0)
+        .await
+        .expect("add");
+    // EndTxn's first half: PrepareCommit written and durable.
+    let entry = s.txn.entry("t").expect("entry");
+    let durable = {
+        let mut e = entry.lock();
+        let next = e
+            .meta
+            .prepare_end(TransactionResult::Commit, now_ms())
+            .expect("end")
+            .expect("changed");
+        s.txn.append(&mut e, next).expect("append")
+    };
+    s.txn.durable(&entry, durable).await.expect("durable");
+    let index = s.txn.partition_for("t");
+    s.txn.unload_partition(index);
+    // Its second half, on the entry it already holds.
+    assert_eq!(s.txn.complete(&entry).await, Err(TxnError::NotCoordinator));
+    assert_eq!(
+        high_watermark(&s, "a", 1),
+        0,
+        "a resigned coordinator wrote a marker"
+    );
+
+    tokio::task::block_in_place(|| s.txn.load_partition(index, 5)).expect("reload");
+    settle(&s, "t", TransactionState::CompleteCommit).await;
+    assert_eq!(
+        s.txn.describe("t").expect("describe").state,
+        TransactionState::CompleteCommit
+    );
+    assert_eq!(high_watermark(&s, "a", 1), 1, "one commit marker");
+    assert_eq!(marker_coordinator_epoch(&s, "a", 1, pid), 5);
+}
+
+// EndTxn's markers carry the coordinator epoch the partition was loaded with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_txn_markers_carry_coordinator_epoch_of_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open(dir.path());
+    create_topic(&s, "a");
+    let index = s.txn.partition_for("t");
+    tokio::task::block_in_place(|| s.txn.state_topic().map(|_| ())).expect("state topic");
+    tokio::task::block_in_place(|| s.txn.load_partition(index, 3)).expect("reload");
+    let (pid, epoch) = s.txn.init_producer_id("t", 1000, None).await.expect("init");
+    s.txn
+        .add_partitions("t", pid, epoch, &[("a".into(), 0), ("a".into(), 1)], 0)
+        .await
+        .expect("add");
+    s.txn
+        .end_transaction("t", pid, epoch, TransactionResult::Commit, 0)
+        .await
+        .expect("commit");
+    assert_eq!(marker_coordinator_epoch(&s, "a", 0, pid), 3);
+    assert_eq!(marker_coordinator_epoch(&s, "a", 1, pid), 3);
 }
