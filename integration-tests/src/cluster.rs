@@ -430,6 +430,21 @@ pub struct MetadataView {
     /// `(partition, leader)` of the topic asked about, sorted by partition; empty when
     /// the topic was not asked about or is unknown.
     pub leaders: Vec<(i32, i32)>,
+    /// The same partitions with their replicas and ISR (each sorted), by partition.
+    pub partitions: Vec<PartitionView>,
+}
+
+/// One partition as Metadata describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionView {
+    /// The partition index.
+    pub partition: i32,
+    /// Its leader, -1 when it has none.
+    pub leader: i32,
+    /// Its replicas, sorted.
+    pub replicas: Vec<i32>,
+    /// Its in-sync replicas, sorted.
+    pub isr: Vec<i32>,
 }
 
 /// Asks `bootstrap` for metadata (of `topic`, or of no topic) with rdkafka.
@@ -466,7 +481,31 @@ pub fn metadata(
         .flat_map(|t| t.partitions().iter().map(|p| (p.id(), p.leader())))
         .collect();
     leaders.sort_unstable();
-    Ok(MetadataView { brokers, leaders })
+    let mut partitions: Vec<PartitionView> = metadata
+        .topics()
+        .iter()
+        .filter(|t| Some(t.name()) == topic && t.error().is_none())
+        .flat_map(|t| {
+            t.partitions().iter().map(|p| {
+                let mut replicas = p.replicas().to_vec();
+                replicas.sort_unstable();
+                let mut isr = p.isr().to_vec();
+                isr.sort_unstable();
+                PartitionView {
+                    partition: p.id(),
+                    leader: p.leader(),
+                    replicas,
+                    isr,
+                }
+            })
+        })
+        .collect();
+    partitions.sort_by_key(|p| p.partition);
+    Ok(MetadataView {
+        brokers,
+        leaders,
+        partitions,
+    })
 }
 
 /// The leader of `topic`/`partition` as a client sees it, waiting until there is one.

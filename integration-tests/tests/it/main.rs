@@ -10,6 +10,7 @@ mod admin_topics;
 mod bad_input;
 mod clients;
 mod cluster_harness;
+mod cluster_replication;
 mod compaction;
 mod compression;
 mod configs;
