@@ -7,18 +7,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use integration_tests::cluster::{metadata, wait_until, Cluster, ClusterSpec, MetadataView};
 use rdkafka::admin::{NewTopic, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
-use rdkafka::producer::Producer;
+use rdkafka::producer::{BaseRecord, Producer};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::common::{
-    admin, admin_options, block_on, consume, consumer, producer, send_all, wait_for_reports, Record,
+    admin, admin_options, block_on, consume, consumer, producer, send_all, wait_for_reports,
+    Delivery, Record,
 };
 
 /// Generous: two cores, three brokers, and the test's own clients.
@@ -188,43 +189,35 @@ fn three_nodes_form_a_cluster_and_survive_a_leader_kill() {
     );
 }
 
-// Kafka's central promise: under idempotent acks=all load with min.insync.replicas=2, a
-// SIGKILL of a partition's leader loses no acknowledged record, duplicates none, and moves
-// none to another offset.
-#[test]
-#[ignore = "the 3-node wiring (issue 11, session 2) has not landed yet"]
-fn acked_records_survive_a_leader_sigkill_under_load_exactly_once() {
-    let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
-    let view = create_rf3_topic(&cluster, "load", 4);
-    let victim = view.partitions[0].leader;
-    let bootstrap = cluster.bootstrap();
+/// An idempotent acks=all producer on its own thread, sending 50 records at a time round
+/// the partitions until stopped; joined, it waits for every delivery report.
+struct Load {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(Vec<Record>, Vec<Delivery>)>,
+}
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let load = {
-        let stop = Arc::clone(&stop);
-        let bootstrap = bootstrap.clone();
-        std::thread::spawn(move || {
+impl Load {
+    fn start(bootstrap: String, topic: &'static str, partitions: i32) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
             let producer = producer(
                 &bootstrap,
                 &[
                     ("enable.idempotence", "true"),
-                    ("message.timeout.ms", "60000"),
+                    ("message.timeout.ms", "90000"),
                 ],
             );
             let mut sent: Vec<Record> = Vec::new();
-            let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let batch: Vec<Record> = (i..i + 50)
-                    .map(|n| Record::new(n % 4, format!("k{n}"), format!("value-{n}")))
-                    .collect();
-                // `send_all` numbers opaques from 0 per call; keep one global numbering.
-                for (offset_in_batch, record) in batch.iter().enumerate() {
-                    let index = sent.len() + offset_in_batch;
-                    let mut base =
-                        rdkafka::producer::BaseRecord::with_opaque_to("load", Box::new(index))
-                            .partition(record.partition)
-                            .key(record.key.as_deref().unwrap_or_default())
-                            .payload(record.value.as_deref().unwrap_or_default());
+            while !flag.load(Ordering::Relaxed) {
+                for _ in 0..50 {
+                    let n = sent.len();
+                    let partition = i32::try_from(n).expect("few records") % partitions;
+                    let record = Record::new(partition, format!("k{n}"), format!("value-{n}"));
+                    let mut base = BaseRecord::with_opaque_to(topic, Box::new(n))
+                        .partition(partition)
+                        .key(record.key.as_deref().unwrap_or_default())
+                        .payload(record.value.as_deref().unwrap_or_default());
                     loop {
                         match producer.send(base) {
                             Ok(()) => break,
@@ -237,39 +230,38 @@ fn acked_records_survive_a_leader_sigkill_under_load_exactly_once() {
                             Err((e, _)) => panic!("enqueue: {e}"),
                         }
                     }
+                    sent.push(record);
                 }
-                sent.extend(batch);
-                i += 50;
                 producer.poll(Duration::from_millis(20));
             }
-            wait_for_reports(&producer, sent.len(), Duration::from_secs(90));
+            wait_for_reports(&producer, sent.len(), Duration::from_secs(120));
             (sent, producer.context().deliveries())
-        })
-    };
-    std::thread::sleep(Duration::from_secs(3));
-    cluster.node_mut(victim).kill();
-    let killed_at = Instant::now();
-    std::thread::sleep(Duration::from_secs(8));
-    stop.store(true, Ordering::Relaxed);
-    let (sent, deliveries) = load.join().expect("load thread");
-    let failed: Vec<_> = deliveries.iter().filter(|d| d.result.is_err()).collect();
-    assert!(
-        failed.is_empty(),
-        "{} records failed: {:?}",
-        failed.len(),
-        &failed[..failed.len().min(5)]
-    );
-    assert_eq!(deliveries.len(), sent.len());
+        });
+        Load { stop, thread }
+    }
 
-    cluster.node_mut(victim).restart();
-    let survivor = cluster
-        .nodes()
-        .iter()
-        .find(|n| n.node_id() != victim)
-        .expect("a survivor")
-        .bootstrap();
+    /// Stops sending, waits for every report, and asserts each record was acknowledged.
+    fn finish(self) -> (Vec<Record>, Vec<Delivery>) {
+        self.stop.store(true, Ordering::Relaxed);
+        let (sent, deliveries) = self.thread.join().expect("load thread");
+        let failed: Vec<_> = deliveries.iter().filter(|d| d.result.is_err()).collect();
+        assert!(
+            failed.is_empty(),
+            "{} of {} records failed: {:?}",
+            failed.len(),
+            sent.len(),
+            &failed[..failed.len().min(5)]
+        );
+        assert_eq!(deliveries.len(), sent.len());
+        (sent, deliveries)
+    }
+}
+
+/// Waits until every partition of `topic` has a leader and the full ISR, as `bootstrap`
+/// sees it.
+fn wait_for_full_isr(cluster: &Cluster, bootstrap: &str, topic: &str) {
     let settled = wait_until(SETTLE, || {
-        let v = metadata(&survivor, Some("load"), Duration::from_secs(3)).ok()?;
+        let v = metadata(bootstrap, Some(topic), Duration::from_secs(3)).ok()?;
         v.partitions
             .iter()
             .all(|p| p.isr == [1, 2, 3] && p.leader >= 0)
@@ -277,11 +269,21 @@ fn acked_records_survive_a_leader_sigkill_under_load_exactly_once() {
     });
     assert!(
         settled.is_some(),
-        "ISR never recovered\n{}",
+        "{topic}: the ISR never recovered\n{}",
         cluster.log_tails()
     );
+}
 
-    let log = read_all(&survivor, "load", 4);
+/// Asserts that every acknowledged record is in `topic` at the offset its delivery report
+/// gave, and that no value is in the log twice.
+fn assert_exactly_once(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    sent: &[Record],
+    deliveries: &[Delivery],
+) {
+    let log = read_all(bootstrap, topic, partitions);
     let mut at: BTreeMap<(i32, i64), Vec<u8>> = BTreeMap::new();
     let mut seen: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
     for (partition, records) in &log {
@@ -296,17 +298,92 @@ fn acked_records_survive_a_leader_sigkill_under_load_exactly_once() {
         "duplicated: {:?}",
         &duplicates[..duplicates.len().min(5)]
     );
-    for d in &deliveries {
+    let mut lost = Vec::new();
+    for d in deliveries {
         let (partition, offset) = d.result.expect("acked");
         let expected = sent[d.index].value.as_ref().expect("value");
-        assert_eq!(
-            at.get(&(partition, offset)),
-            Some(expected),
-            "acked record {} at {partition}/{offset} (killed {victim} {:?} into the run)",
-            d.index,
-            killed_at.elapsed()
-        );
+        if at.get(&(partition, offset)) != Some(expected) {
+            lost.push((
+                d.index,
+                partition,
+                offset,
+                at.get(&(partition, offset)).cloned(),
+            ));
+        }
     }
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged records are not where their reports said, e.g. {:?}",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
+}
+
+// Kafka's central promise: under idempotent acks=all load with min.insync.replicas=2, a
+// SIGKILL of a partition's leader loses no acknowledged record, duplicates none, and moves
+// none to another offset.
+#[test]
+#[ignore = "the 3-node wiring (issue 11, session 2) has not landed yet"]
+fn acked_records_survive_a_leader_sigkill_under_load_exactly_once() {
+    let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
+    let view = create_rf3_topic(&cluster, "load", 4);
+    let victim = view.partitions[0].leader;
+    let load = Load::start(cluster.bootstrap(), "load", 4);
+    std::thread::sleep(Duration::from_secs(3));
+    cluster.node_mut(victim).kill();
+    std::thread::sleep(Duration::from_secs(8));
+    let (sent, deliveries) = load.finish();
+    cluster.node_mut(victim).restart();
+    let survivor = cluster.node(victim % 3 + 1).bootstrap();
+    wait_for_full_isr(&cluster, &survivor, "load");
+    assert_exactly_once(&survivor, "load", 4, &sent, &deliveries);
+}
+
+// No split brain: a leader paused (SIGSTOP) for longer than the broker session timeout is
+// fenced and replaced; resumed, it acknowledges nothing that the cluster then loses, and
+// every acknowledged record is present exactly once at its offset.
+#[test]
+#[ignore = "the 3-node wiring (issue 11, session 2) has not landed yet"]
+fn a_paused_leader_is_replaced_and_loses_nothing_acknowledged() {
+    let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
+    let view = create_rf3_topic(&cluster, "paused", 4);
+    let victim = view.partitions[0].leader;
+    let survivor = cluster.node(victim % 3 + 1).bootstrap();
+    let load = Load::start(cluster.bootstrap(), "paused", 4);
+    std::thread::sleep(Duration::from_secs(2));
+    cluster.node_mut(victim).pause();
+    let moved = leader_other_than(&survivor, "paused", 0, victim);
+    assert!(
+        moved.is_some(),
+        "no new leader while {victim} was paused\n{}",
+        cluster.log_tails()
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    cluster.node_mut(victim).resume();
+    std::thread::sleep(Duration::from_secs(4));
+    let (sent, deliveries) = load.finish();
+    wait_for_full_isr(&cluster, &survivor, "paused");
+    assert_exactly_once(&survivor, "paused", 4, &sent, &deliveries);
+}
+
+// A rolling restart (SIGTERM, controlled shutdown, restart, wait for the full ISR) of all
+// three nodes under idempotent acks=all load loses and duplicates nothing.
+#[test]
+#[ignore = "the 3-node wiring (issue 11, session 2) has not landed yet"]
+fn rolling_restart_under_load_loses_nothing() {
+    let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
+    create_rf3_topic(&cluster, "rolling", 4);
+    let load = Load::start(cluster.bootstrap(), "rolling", 4);
+    for id in 1..=3 {
+        std::thread::sleep(Duration::from_secs(2));
+        let status = cluster.node_mut(id).terminate();
+        assert!(status.success(), "node {id} exited with {status}");
+        cluster.node_mut(id).restart();
+        let other = cluster.node(id % 3 + 1).bootstrap();
+        wait_for_full_isr(&cluster, &other, "rolling");
+    }
+    let (sent, deliveries) = load.finish();
+    assert_exactly_once(&cluster.bootstrap(), "rolling", 4, &sent, &deliveries);
 }
 
 // With two of three nodes killed, an acks=all produce to the survivor's partition is never
