@@ -70,6 +70,9 @@ pub struct NetworkLimits {
     pub reconnect_backoff_max_ms: u64,
     /// An inbound connection with no request for this long is closed. Default 60000 ms.
     pub connection_idle_ms: u64,
+    /// Longest the listener works on one controller RPC before answering
+    /// REQUEST_TIMED_OUT (Kafka's `request.timeout.ms`). Default 30000 ms.
+    pub request_timeout_ms: u64,
 }
 
 impl Default for NetworkLimits {
@@ -82,6 +85,7 @@ impl Default for NetworkLimits {
             reconnect_backoff_min_ms: 50,
             reconnect_backoff_max_ms: 2000,
             connection_idle_ms: 60_000,
+            request_timeout_ms: 30_000,
         }
     }
 }

@@ -20,7 +20,8 @@ use tokio_util::task::TaskTracker;
 use crate::config::ControllerConfig;
 use crate::error::Error;
 use crate::net::peer::{NetworkFactory, PeerPool};
-use crate::net::server;
+use crate::net::server::{self, ControllerSlot};
+use crate::quorum::QuorumController;
 use crate::raft::log_store::LogStore;
 use crate::raft::state_machine::{StateMachine, StateMachineStore};
 use crate::raft::types::{ControllerNode, Payload, TypeConfig};
@@ -37,6 +38,7 @@ pub struct RaftController {
     entry_bytes_max: u32,
     raft: Raft<TypeConfig>,
     local_addr: Option<SocketAddr>,
+    controller_slot: ControllerSlot,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -112,7 +114,7 @@ impl RaftController {
         let shutdown = CancellationToken::new();
         let tasks = TaskTracker::new();
         let pool = Arc::new(PeerPool::new(
-            config.node_id,
+            format!("controller-{}", config.node_id),
             config.limits.clone(),
             shutdown.clone(),
             tasks.clone(),
@@ -128,12 +130,14 @@ impl RaftController {
         .map_err(|e| Error::Shutdown {
             reason: e.to_string(),
         })?;
+        let controller_slot = ControllerSlot::default();
         let local_addr = match listener {
             Some(listener) => {
                 let local_addr = listener.local_addr()?;
                 tasks.spawn(server::serve(
                     listener,
                     raft.clone(),
+                    Arc::clone(&controller_slot),
                     config.limits.clone(),
                     shutdown.clone(),
                     tasks.clone(),
@@ -147,6 +151,7 @@ impl RaftController {
             entry_bytes_max: config.entry_bytes_max,
             raft,
             local_addr,
+            controller_slot,
             shutdown,
             tasks,
         };
@@ -248,6 +253,12 @@ impl RaftController {
     #[must_use]
     pub fn raft(&self) -> &Raft<TypeConfig> {
         &self.raft
+    }
+
+    /// Lets the controller listener serve controller RPC with `controller` (once; later
+    /// calls are ignored). Until then it answers those requests NOT_CONTROLLER.
+    pub(crate) fn install_controller(&self, controller: std::sync::Weak<QuorumController>) {
+        let _ = self.controller_slot.set(controller);
     }
 
     /// The controller listener's address (`None`: the only voter, no listener).

@@ -6,6 +6,7 @@
 //! the caller brings. It knows nothing of brokers, topics or the metadata records, so the
 //! metadata crate and the QuorumController can change without touching consensus.
 
+pub mod client; // ControllerClient: a broker's calls to the active controller, local or remote
 pub mod config; // ControllerConfig, voter parsing, Raft timings and network limits
 pub mod controller; // RaftController: start, write, leader watch, shutdown
 pub mod error; // the crate's typed Error
@@ -14,6 +15,7 @@ pub mod net; // the controller listener and the pooled peer connections
 pub mod quorum; // QuorumController: the active controller's operations
 pub mod raft; // TypeConfig, log storage, state machine adapter, snapshots
 
+pub use client::{ControllerClient, ControllerClientConfig};
 pub use config::{parse_voters, ControllerConfig, NetworkLimits, RaftTimings};
 pub use controller::RaftController;
 pub use error::Error;

@@ -6,7 +6,7 @@ use uuid::Uuid;
 use crate::records::BrokerId;
 
 /// Failures a caller of this crate can act on.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum Error {
     /// Bytes that are not a metadata batch or snapshot.
     #[error("undecodable metadata: {reason}")]

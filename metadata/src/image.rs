@@ -30,7 +30,9 @@ pub struct TopicIdPartition {
 }
 
 /// Something that has dynamic configs (Kafka's `ConfigResource`).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct ConfigResource {
     /// Topic or broker.
     pub resource_type: ConfigResourceType,

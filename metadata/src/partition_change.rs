@@ -21,7 +21,7 @@ use crate::image::PartitionRegistration;
 use crate::records::{BrokerId, LeaderRecoveryState, PartitionChangeRecord, NO_LEADER};
 
 /// How to elect a leader (Kafka's `PartitionChangeBuilder.Election`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Election {
     /// Keep the partition online from the ISR; keep the current leader when possible.
     #[default]

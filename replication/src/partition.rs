@@ -38,6 +38,7 @@ use crate::flusher::{FlushPolicy, Flusher};
 use crate::Error;
 
 mod acks;
+mod follower;
 mod follower_fetch;
 pub mod leader;
 mod replica_state;
@@ -174,6 +175,11 @@ pub struct Partition {
     role: watch::Sender<Role>,
     /// The log end; followers' long polls wake on it.
     log_end: watch::Sender<Offset>,
+    /// The durable offset (everything below is fsync'd), apart from the high watermark: a
+    /// follower's fetcher waits on it before its next fetch (plan §0), while its high
+    /// watermark comes from the leader. Woken with no change when an fsync fails (the
+    /// waiters then find the partition offline).
+    durable: watch::Sender<Offset>,
     /// The offset this replica counts toward the high watermark as leader: its durable
     /// offset, or its log end when the OS flushes.
     leader_offset: AtomicI64,
@@ -236,6 +242,8 @@ impl Partition {
         let (high_watermark, _) = watch::channel(start);
         let (role, _) = watch::channel(Role::None);
         let (log_end, _) = watch::channel(log_end_offset);
+        // Everything recovery kept is on disk.
+        let (durable, _) = watch::channel(log_end_offset);
         let leader_epoch = log.leader_epochs().latest_epoch().unwrap_or_default();
         Ok(Arc::new_cyclic(|self_weak| Partition {
             topic_partition,
@@ -249,6 +257,7 @@ impl Partition {
             leadership: RwLock::new(Leadership::new(options.local_broker_id, leader_epoch)),
             role,
             log_end,
+            durable,
             // Everything recovery kept is on disk.
             leader_offset: AtomicI64::new(log_end_offset.get()),
             min_insync_replicas: AtomicUsize::new(1),
@@ -460,8 +469,16 @@ impl Partition {
         };
         match handle.sync() {
             Ok(synced) => {
-                if let Some(state) = self.log.lock().as_mut() {
+                let durable = self.log.lock().as_mut().map(|state| {
                     state.log.mark_durable(synced);
+                    state.log.recovery_point()
+                });
+                if let Some(durable) = durable {
+                    self.durable.send_if_modified(|d| {
+                        let advanced = durable > *d;
+                        *d = (*d).max(durable);
+                        advanced
+                    });
                 }
                 if self.flusher.policy() == FlushPolicy::EveryWrite {
                     self.leader_offset_reached(synced.durable_offset);
@@ -476,6 +493,8 @@ impl Partition {
                     state.log.mark_failed(format!("fsync failed: {e}"));
                 }
                 self.offline.store(true, Ordering::Release);
+                // Wake the fetcher waiting for durability: it finds the partition offline.
+                self.durable.send_modify(|_| {});
                 tracing::error!(partition = %self.topic_partition, error = %e, "fsync failed; partition offline until restart");
             }
         }
@@ -745,6 +764,8 @@ impl Partition {
         // Wait for a sync in progress: close writes the same checkpoints.
         let _syncing = self.sync_lock.lock();
         let state = self.log.lock().take();
+        // A fetcher waiting for durability finds the partition closed.
+        self.durable.send_modify(|_| {});
         if let Some(state) = state {
             state.log.close()?;
         }
@@ -758,6 +779,7 @@ impl Partition {
     pub fn delete(&self) -> Result<(), Error> {
         let _syncing = self.sync_lock.lock();
         let state = self.log.lock().take();
+        self.durable.send_modify(|_| {});
         if let Some(state) = state {
             state.log.delete()?;
         }

@@ -22,15 +22,22 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use logbook_storage::LogConfig;
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use crate::fetcher::{
+    BrokerEndpoints, FetcherConfig, LeaderEndPointFactory, RemoteLeaderEndPoints,
+    ReplicaFetcherManager,
+};
 use crate::hw_checkpoint::{HighWatermarkCheckpoint, HighWatermarks};
 use crate::log_cleaner::{LogCleaner, LogCleanerConfig, Partitions};
-use crate::partition::{now_ms, PartitionState, ReplicaOptions, REPLICA_LAG_TIME_MAX_MS_DEFAULT};
+use crate::partition::{
+    now_ms, PartitionState, ReplicaOptions, Role, REPLICA_LAG_TIME_MAX_MS_DEFAULT,
+};
 use crate::{
     AlterPartitionSender, Error, FlushPolicy, Flusher, NoController, Partition, TopicPartition,
 };
@@ -38,6 +45,17 @@ use crate::{
 /// How often the high-watermark checkpoint is written (Kafka's
 /// `replica.high.watermark.checkpoint.interval.ms`).
 const HW_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Kafka's `replica.socket.timeout.ms`: longest a follower's request to its leader may take
+/// on top of the fetch's own wait.
+const REPLICA_SOCKET_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Largest response frame a follower accepts from its leader: the fetch response budget
+/// (`replica.fetch.response.max.bytes`, 10 MiB) with room for one oversized first batch.
+const REPLICA_FRAME_BYTES_MAX: usize = 64 << 20;
+
+/// How long shutdown waits for the replica fetchers to stop.
+const FETCHER_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a role change did to one partition (see
 /// [`ReplicaManager::apply_partition_changes`]).
@@ -84,6 +102,11 @@ pub struct ReplicaManager {
     /// Partitions opened lead alone at once (single node, no controller); false once
     /// leadership comes from the controller's metadata.
     lead_alone: bool,
+    /// The fetchers of the partitions this broker follows.
+    fetchers: ReplicaFetcherManager,
+    /// This broker's epoch (its registration with the controller; -1 before), sent in
+    /// followers' fetches (KIP-903).
+    broker_epoch: Arc<AtomicI64>,
 }
 
 impl ReplicaManager {
@@ -113,7 +136,65 @@ impl ReplicaManager {
                 wake: Condvar::new(),
             }),
             lead_alone: true,
+            fetchers: ReplicaFetcherManager::new(FetcherConfig {
+                wait_for_durable: policy == FlushPolicy::EveryWrite,
+                ..FetcherConfig::default()
+            }),
+            broker_epoch: Arc::new(AtomicI64::new(-1)),
         }
+    }
+
+    /// Followers fetch from the leaders' addresses `endpoints` gives (the cluster
+    /// metadata), over Kafka's Fetch protocol. Set after [`ReplicaManager::with_broker_id`]
+    /// (fetches carry the id) and before any partition is followed.
+    #[must_use]
+    pub fn with_broker_endpoints(self, endpoints: Arc<dyn BrokerEndpoints>) -> Self {
+        let factory = RemoteLeaderEndPoints {
+            endpoints,
+            replica_id: self.local_broker_id,
+            broker_epoch: Arc::clone(&self.broker_epoch),
+            request_timeout: REPLICA_SOCKET_TIMEOUT,
+            frame_bytes_max: REPLICA_FRAME_BYTES_MAX,
+        };
+        self.fetchers.set_factory(Arc::new(factory));
+        self
+    }
+
+    /// Followers reach their leaders through `factory` (tests: in-process leaders). Set
+    /// before any partition is followed.
+    #[must_use]
+    pub fn with_leader_end_point_factory(self, factory: Arc<dyn LeaderEndPointFactory>) -> Self {
+        self.fetchers.set_factory(factory);
+        self
+    }
+
+    /// Sets the replica fetchers' settings (`wait_for_durable` is taken from the flush
+    /// policy whatever `config` says).
+    #[must_use]
+    pub fn with_fetcher_config(self, config: FetcherConfig) -> Self {
+        self.fetchers.set_config(FetcherConfig {
+            wait_for_durable: self.flusher.policy() == FlushPolicy::EveryWrite,
+            ..config
+        });
+        self
+    }
+
+    /// Sets this broker's epoch after it registered with the controller; followers'
+    /// fetches carry it from their next request.
+    pub fn set_broker_epoch(&self, broker_epoch: i64) {
+        self.broker_epoch.store(broker_epoch, Ordering::Release);
+    }
+
+    /// This broker's epoch (-1 before registration).
+    #[must_use]
+    pub fn broker_epoch(&self) -> i64 {
+        self.broker_epoch.load(Ordering::Acquire)
+    }
+
+    /// The replica fetchers (tests and metrics describe them).
+    #[must_use]
+    pub fn fetchers(&self) -> &ReplicaFetcherManager {
+        &self.fetchers
     }
 
     /// Leadership comes from the controller: partitions open with no role and serve
@@ -228,8 +309,10 @@ impl ReplicaManager {
     }
 
     /// Applies the controller's committed leadership and ISR of hosted partitions (Kafka's
-    /// `applyDelta` for local changes): this broker leads → `become_leader`; it is another
-    /// replica → `become_follower`. Stale states are ignored by the partition. Answers per
+    /// `applyDelta` for local changes): this broker leads → `become_leader`, and its
+    /// fetcher stops; it is another replica → `become_follower`, and the partition is
+    /// fetched from its leader in the leader epoch the partition now has (no fetching while
+    /// it has no leader). Stale states are ignored by the partition. Answers per
     /// partition, in order; a partition this broker does not host is
     /// `UnknownTopicOrPartition` (creating its log needs its topic config: the metadata
     /// publisher creates it first).
@@ -245,15 +328,32 @@ impl ReplicaManager {
                     return (tp.clone(), Err(Error::UnknownTopicOrPartition(tp)));
                 };
                 let result = if state.leader == self.local_broker_id {
+                    self.fetchers.remove_partitions(std::slice::from_ref(&tp));
                     partition.become_leader(&state).map(PartitionChange::Leader)
                 } else if state.replicas.contains(&self.local_broker_id) {
-                    Ok(PartitionChange::Follower(partition.become_follower(&state)))
+                    let changed = partition.become_follower(&state);
+                    self.update_fetcher(&partition, state.topic_id);
+                    Ok(PartitionChange::Follower(changed))
                 } else {
+                    self.fetchers.remove_partitions(std::slice::from_ref(&tp));
                     Ok(PartitionChange::NotAReplica)
                 };
                 (tp, result)
             })
             .collect()
+    }
+
+    /// Fetches a follower partition from the leader it now has (after a role change that
+    /// may have been ignored as stale), or stops fetching it.
+    fn update_fetcher(&self, partition: &Arc<Partition>, topic_id: uuid::Uuid) {
+        let (leader, leader_epoch) = partition.current_leader();
+        let tp = partition.topic_partition();
+        if partition.role() == Role::Follower && leader >= 0 && leader != self.local_broker_id {
+            self.fetchers
+                .add_partition(partition, topic_id, leader, leader_epoch);
+        } else {
+            self.fetchers.remove_partitions(std::slice::from_ref(tp));
+        }
     }
 
     fn all_partitions(&self) -> Vec<Arc<Partition>> {
@@ -421,6 +521,11 @@ impl ReplicaManager {
     /// topic is gone from the metadata already; leftovers are removed at next start).
     pub fn delete_topic(&self, topic: &str) {
         let removed = self.partitions.write().remove(topic).unwrap_or_default();
+        let names: Vec<TopicPartition> = removed
+            .iter()
+            .map(|p| p.topic_partition().clone())
+            .collect();
+        self.fetchers.remove_partitions(&names);
         for partition in removed {
             if let Err(e) = partition.delete() {
                 tracing::error!(partition = %partition.topic_partition(), error = %e, "deleting partition data failed");
@@ -439,6 +544,11 @@ impl ReplicaManager {
             let from = usize::try_from(range.start).unwrap_or(0).min(list.len());
             list.split_off(from)
         };
+        let names: Vec<TopicPartition> = removed
+            .iter()
+            .map(|p| p.topic_partition().clone())
+            .collect();
+        self.fetchers.remove_partitions(&names);
         for partition in removed {
             if let Err(e) = partition.delete() {
                 tracing::error!(partition = %partition.topic_partition(), error = %e, "removing a rolled-back partition failed");
@@ -480,9 +590,17 @@ impl ReplicaManager {
         }
     }
 
-    /// Closes every hosted partition (clean-shutdown checkpoints), then stops the
+    /// Stops the replica fetchers and waits for them: nothing is appended to a follower
+    /// after this returns.
+    pub async fn shutdown_fetchers(&self) {
+        self.fetchers.shutdown().await;
+    }
+
+    /// Stops the replica fetchers (waiting for them a bounded time on the broker's
+    /// runtime), closes every hosted partition (clean-shutdown checkpoints), then stops the
     /// flusher.
     pub fn shutdown(&self) {
+        self.fetchers.shutdown_blocking(FETCHER_SHUTDOWN_TIMEOUT);
         *self.maintenance.stop.lock() = true;
         self.maintenance.wake.notify_all();
         if let Some(cleaner) = self.log_cleaner.lock().take() {

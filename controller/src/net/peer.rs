@@ -41,7 +41,7 @@ type NodeId = u64;
 
 /// Why a call got no answer.
 #[derive(Debug)]
-enum CallError {
+pub(crate) enum CallError {
     /// Could not connect (or backing off after failing to): openraft should back off.
     Unreachable(io::Error),
     /// Connected, but the exchange failed or timed out: the connection was dropped.
@@ -50,7 +50,8 @@ enum CallError {
 
 /// One request for a peer's task.
 struct Call {
-    api_key: RaftApiKey,
+    api_key: i16,
+    api_version: i16,
     body: Vec<u8>,
     deadline: Instant,
     reply: oneshot::Sender<Result<Bytes, CallError>>,
@@ -59,7 +60,7 @@ struct Call {
 /// The peers' tasks, started on first use and stopped by the controller's shutdown.
 #[derive(Debug)]
 pub(crate) struct PeerPool {
-    node_id: NodeId,
+    client_id: String,
     limits: NetworkLimits,
     peers: Mutex<HashMap<NodeId, (ControllerNode, mpsc::Sender<Call>)>>,
     shutdown: CancellationToken,
@@ -67,14 +68,15 @@ pub(crate) struct PeerPool {
 }
 
 impl PeerPool {
+    /// A pool whose connections introduce themselves as `client_id`.
     pub(crate) fn new(
-        node_id: NodeId,
+        client_id: String,
         limits: NetworkLimits,
         shutdown: CancellationToken,
         tasks: TaskTracker,
     ) -> Self {
         Self {
-            node_id,
+            client_id,
             limits,
             peers: Mutex::new(HashMap::new()),
             shutdown,
@@ -95,7 +97,7 @@ impl PeerPool {
         }
         let (tx, rx) = mpsc::channel(self.limits.peer_queue_max);
         let peer = PeerTask {
-            client_id: format!("controller-{}", self.node_id),
+            client_id: self.client_id.clone(),
             target,
             address: node.address(),
             limits: self.limits.clone(),
@@ -107,6 +109,43 @@ impl PeerPool {
         self.tasks.spawn(peer.run(rx, self.shutdown.clone()));
         peers.insert(target, (node.clone(), tx.clone()));
         tx
+    }
+
+    /// Sends one request to `target` on its pooled connection and waits for the answer's
+    /// body until `deadline` (the peer task answers by then; the grace only covers
+    /// scheduling).
+    pub(crate) async fn call(
+        &self,
+        target: NodeId,
+        node: &ControllerNode,
+        (api_key, api_version): (i16, i16),
+        body: Vec<u8>,
+        deadline: Instant,
+    ) -> Result<Bytes, CallError> {
+        let timed_out = || {
+            CallError::Network(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "controller request timed out",
+            ))
+        };
+        let stopped = || CallError::Network(io::Error::other("controller peer task stopped"));
+        let (reply, answer) = oneshot::channel();
+        let call = Call {
+            api_key,
+            api_version,
+            body,
+            deadline,
+            reply,
+        };
+        let sender = self.sender(target, node);
+        tokio::time::timeout_at(deadline, sender.send(call))
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(|_| stopped())?;
+        tokio::time::timeout_at(deadline + Duration::from_millis(100), answer)
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(|_| stopped())?
     }
 }
 
@@ -190,8 +229,8 @@ impl PeerTask {
     async fn exchange(&mut self, call: &Call) -> Result<Bytes, CallError> {
         self.correlation_id = self.correlation_id.wrapping_add(1);
         let header = RequestHeader {
-            api_key: call.api_key.code(),
-            api_version: frame::RAFT_API_VERSION,
+            api_key: call.api_key,
+            api_version: call.api_version,
             correlation_id: self.correlation_id,
             client_id: self.client_id.clone(),
         };
@@ -271,29 +310,16 @@ impl PeerClient {
         let network = |e: io::Error| RPCError::Network(NetworkError::new(&e));
         let body = serde_json::to_vec(request).map_err(|e| network(io::Error::other(e)))?;
         let deadline = Instant::now() + timeout;
-        let (reply, answer) = oneshot::channel();
-        let call = Call {
-            api_key,
-            body,
-            deadline,
-            reply,
-        };
-        let sender = self.pool.sender(self.target, &self.node);
-        let timed_out = || {
-            network(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "controller request timed out",
-            ))
-        };
-        tokio::time::timeout_at(deadline, sender.send(call))
-            .await
-            .map_err(|_| timed_out())?
-            .map_err(|_| network(io::Error::other("controller peer task stopped")))?;
-        // The peer task answers by the deadline; the grace only covers scheduling.
-        let answer = tokio::time::timeout_at(deadline + Duration::from_millis(100), answer)
-            .await
-            .map_err(|_| timed_out())?
-            .map_err(|_| network(io::Error::other("controller peer task stopped")))?;
+        let answer = self
+            .pool
+            .call(
+                self.target,
+                &self.node,
+                (api_key.code(), frame::RAFT_API_VERSION),
+                body,
+                deadline,
+            )
+            .await;
         let body = match answer {
             Ok(body) => body,
             Err(CallError::Unreachable(e)) => {
@@ -379,7 +405,8 @@ mod tests {
             .port();
         let mut peer = task(port);
         let call = Call {
-            api_key: RaftApiKey::Vote,
+            api_key: RaftApiKey::Vote.code(),
+            api_version: frame::RAFT_API_VERSION,
             body: b"{}".to_vec(),
             deadline: Instant::now() + Duration::from_secs(5),
             reply: oneshot::channel().0,

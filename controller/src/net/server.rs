@@ -1,12 +1,19 @@
-//! The controller listener: accepts peers' connections (at most `connections_max`),
-//! reads Kafka-framed requests, hands Raft's to openraft, and answers in request order.
+//! The controller listener: accepts peers' and brokers' connections (at most
+//! `connections_max`), reads Kafka-framed requests, hands Raft's to openraft and controller
+//! RPC ([`super::rpc`]) to the QuorumController, and answers in request order (one request
+//! at a time per connection; a controller RPC gets at most `request_timeout_ms`).
 //!
 //! A peer that sends something we cannot parse (bad header, unknown api key, a body that
 //! is not the request's JSON, a frame over the limit) gets its connection closed and one
 //! warning line; nothing it sent reaches Raft, and every other connection carries on.
+//!
+//! When a connection that carried broker heartbeats closes, the QuorumController hears of
+//! it (`heartbeat_connection_closed`), so a killed broker is fenced after one heartbeat
+//! interval instead of a whole session timeout.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,13 +28,32 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::frame::{self, FrameError, RaftApiKey};
+use super::rpc::{self, ControllerRequest, CONTROLLER_RPC_API_KEY, CONTROLLER_RPC_API_VERSION};
 use crate::config::NetworkLimits;
+use crate::quorum::{QuorumController, QuorumError};
 use crate::raft::types::TypeConfig;
+
+/// The QuorumController that serves controller RPC, installed once it has started (the
+/// Raft layer starts first and serves Raft alone until then; the Raft tests never
+/// install one). Weak, because the controller owns the Raft node that owns this listener.
+pub(crate) type ControllerSlot = Arc<OnceLock<Weak<QuorumController>>>;
+
+/// Ids of accepted connections, so a closed heartbeat connection names its sessions.
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What one connection serves with.
+#[derive(Clone)]
+struct Service {
+    raft: Raft<TypeConfig>,
+    controller: ControllerSlot,
+    limits: NetworkLimits,
+}
 
 /// Accepts connections until `shutdown`, serving each on its own tracked task.
 pub(crate) async fn serve(
     listener: TcpListener,
     raft: Raft<TypeConfig>,
+    controller: ControllerSlot,
     limits: NetworkLimits,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -51,9 +77,14 @@ pub(crate) async fn serve(
             tracing::warn!(%peer, max = limits.connections_max, "controller connections at their limit; closing a new one");
             continue;
         };
-        let (raft, limits, shutdown) = (raft.clone(), limits.clone(), shutdown.clone());
+        let service = Service {
+            raft: raft.clone(),
+            controller: Arc::clone(&controller),
+            limits: limits.clone(),
+        };
+        let shutdown = shutdown.clone();
         tasks.spawn(async move {
-            serve_connection(stream, peer, &raft, &limits, &shutdown).await;
+            serve_connection(stream, peer, &service, &shutdown).await;
             drop(permit);
         });
     }
@@ -62,48 +93,103 @@ pub(crate) async fn serve(
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
-    raft: &Raft<TypeConfig>,
-    limits: &NetworkLimits,
+    service: &Service,
     shutdown: &CancellationToken,
 ) {
+    let connection = NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed);
+    let mut carried_heartbeat = false;
+    let closed = serve_requests(
+        stream,
+        peer,
+        service,
+        shutdown,
+        connection,
+        &mut carried_heartbeat,
+    )
+    .await;
+    if closed && carried_heartbeat {
+        if let Some(controller) = service.controller.get().and_then(Weak::upgrade) {
+            match controller.heartbeat_connection_closed(connection).await {
+                Ok(()) | Err(QuorumError::NotController { .. }) => {}
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "heartbeat connection closed; sessions not cut")
+                }
+            }
+        }
+    }
+}
+
+/// Serves requests until the connection ends; `true` if the peer closed it or it broke
+/// (not our shutdown). Sets `carried_heartbeat` once a broker heartbeat came over it.
+async fn serve_requests(
+    stream: TcpStream,
+    peer: SocketAddr,
+    service: &Service,
+    shutdown: &CancellationToken,
+    connection: u64,
+    carried_heartbeat: &mut bool,
+) -> bool {
     let _ = stream.set_nodelay(true);
-    let mut framed = Framed::new(stream, frame::codec(limits.frame_bytes_max));
-    let idle = Duration::from_millis(limits.connection_idle_ms);
+    let mut framed = Framed::new(stream, frame::codec(service.limits.frame_bytes_max));
+    let idle = Duration::from_millis(service.limits.connection_idle_ms);
     loop {
         let next = tokio::select! {
-            () = shutdown.cancelled() => return,
+            () = shutdown.cancelled() => return false,
             next = tokio::time::timeout(idle, framed.next()) => next,
         };
         let request = match next {
             Err(_) => {
                 tracing::debug!(%peer, "closing an idle controller connection");
-                return;
+                return true;
             }
-            Ok(None) => return,
+            Ok(None) => return true,
             Ok(Some(Err(e))) => {
                 tracing::warn!(%peer, error = %e, "closing controller connection: unreadable frame");
-                return;
+                return true;
             }
             Ok(Some(Ok(frame))) => frame.freeze(),
         };
-        let response = match handle(raft, request).await {
+        let response = tokio::select! {
+            () = shutdown.cancelled() => return false,
+            response = handle(service, request, connection, carried_heartbeat) => response,
+        };
+        let response = match response {
             Ok(response) => response,
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "closing controller connection: malformed request");
-                return;
+                return true;
             }
         };
         if let Err(e) = framed.send(response).await {
             tracing::debug!(%peer, error = %e, "controller connection lost while answering");
-            return;
+            return true;
         }
     }
 }
 
 /// Decodes one request, runs it, encodes the answer: openraft's `Result` as JSON, so a
-/// Raft-level refusal (a stale term, a shut-down node) travels to the caller as such.
-async fn handle(raft: &Raft<TypeConfig>, request: Bytes) -> Result<Bytes, FrameError> {
+/// Raft-level refusal (a stale term, a shut-down node) travels to the caller as such;
+/// for controller RPC the QuorumController's `Result`.
+async fn handle(
+    service: &Service,
+    request: Bytes,
+    connection: u64,
+    carried_heartbeat: &mut bool,
+) -> Result<Bytes, FrameError> {
     let (header, body) = frame::decode_request(request)?;
+    if header.api_key == CONTROLLER_RPC_API_KEY {
+        if header.api_version != CONTROLLER_RPC_API_VERSION {
+            return Err(FrameError("unsupported api version"));
+        }
+        let request: ControllerRequest = decode(&body)?;
+        *carried_heartbeat |= matches!(request, ControllerRequest::BrokerHeartbeat(_));
+        let result = controller_rpc(service, request, connection).await;
+        return Ok(frame::encode_response(
+            header.correlation_id,
+            &encode(&result)?,
+        ));
+    }
+    let raft = &service.raft;
     let key = RaftApiKey::from_code(header.api_key).ok_or(FrameError("unknown api key"))?;
     if header.api_version != frame::RAFT_API_VERSION {
         return Err(FrameError("unsupported api version"));
@@ -114,6 +200,26 @@ async fn handle(raft: &Raft<TypeConfig>, request: Bytes) -> Result<Bytes, FrameE
         RaftApiKey::InstallSnapshot => encode(&raft.install_snapshot(decode(&body)?).await),
     }?;
     Ok(frame::encode_response(header.correlation_id, &body))
+}
+
+/// Runs a controller RPC on the installed QuorumController within `request_timeout_ms`.
+/// Before one is installed this node answers NOT_CONTROLLER with the leader it knows.
+async fn controller_rpc(
+    service: &Service,
+    request: ControllerRequest,
+    connection: u64,
+) -> Result<rpc::ControllerReply, QuorumError> {
+    let Some(controller) = service.controller.get().and_then(Weak::upgrade) else {
+        let leader_id = service.raft.metrics().borrow().current_leader;
+        return Err(QuorumError::NotController { leader_id });
+    };
+    let timeout_ms = service.limits.request_timeout_ms;
+    tokio::time::timeout(
+        Duration::from_millis(timeout_ms),
+        rpc::dispatch(&controller, request, Some(connection)),
+    )
+    .await
+    .unwrap_or(Err(QuorumError::RequestTimedOut { timeout_ms }))
 }
 
 fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {

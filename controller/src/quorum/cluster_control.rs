@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::{BrokerSession, QuorumController, QuorumError};
 
 /// BrokerRegistration (API key 62), the fields the controller uses.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BrokerRegistrationRequest {
     /// The broker's node id.
     pub broker_id: BrokerId,
@@ -32,7 +32,7 @@ pub struct BrokerRegistrationRequest {
 }
 
 /// BrokerRegistration's answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BrokerRegistrationReply {
     /// The new registration's epoch: sent with every heartbeat and replica fetch.
     pub broker_epoch: i64,
@@ -41,7 +41,7 @@ pub struct BrokerRegistrationReply {
 }
 
 /// BrokerHeartbeat (API key 63).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BrokerHeartbeatRequest {
     /// The broker.
     pub broker_id: BrokerId,
@@ -56,7 +56,7 @@ pub struct BrokerHeartbeatRequest {
 }
 
 /// BrokerHeartbeat's answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct BrokerHeartbeatReply {
     /// The broker's metadata offset reached its registration.
     pub is_caught_up: bool,
@@ -113,6 +113,7 @@ impl QuorumController {
                 broker_epoch,
                 registration_offset: offset,
                 deadline: now + timeout,
+                heartbeat_connection: None,
             },
         );
         tracing::info!(
@@ -137,13 +138,28 @@ impl QuorumController {
         &self,
         request: BrokerHeartbeatRequest,
     ) -> Result<BrokerHeartbeatReply, QuorumError> {
+        self.broker_heartbeat_over(request, None).await
+    }
+
+    /// [`QuorumController::broker_heartbeat`] as the controller listener serves it:
+    /// `connection` is the id of the connection it came over, whose closing cuts the
+    /// session short ([`QuorumController::heartbeat_connection_closed`]).
+    pub(crate) async fn broker_heartbeat_over(
+        &self,
+        request: BrokerHeartbeatRequest,
+        connection: Option<u64>,
+    ) -> Result<BrokerHeartbeatReply, QuorumError> {
         let mut active = self.activate().await?;
         let id = request.broker_id;
         check_broker_epoch(&self.image(), id, request.broker_epoch)?;
         let timeout = Duration::from_millis(self.config.session_timeout_ms);
-        let session = active
-            .sessions
-            .touch(id, request.broker_epoch, self.clock.now(), timeout);
+        let session = active.sessions.touch(
+            id,
+            request.broker_epoch,
+            connection,
+            self.clock.now(),
+            timeout,
+        );
         let is_caught_up = request.current_metadata_offset >= session.registration_offset;
         let ((), _) = self
             .run(|image| {
@@ -194,6 +210,23 @@ impl QuorumController {
             in_controlled_shutdown: broker.in_controlled_shutdown,
             should_shut_down,
         })
+    }
+
+    /// The controller connection `connection` closed: brokers whose last heartbeat came
+    /// over it are fenced by the session check unless they heartbeat again within one
+    /// `broker.heartbeat.interval.ms` (plan §3.1). Nothing happens on a controller that
+    /// is not active (sessions live only on the active one).
+    ///
+    /// # Errors
+    /// `NotController`, `Raft` (from becoming active).
+    pub async fn heartbeat_connection_closed(&self, connection: u64) -> Result<(), QuorumError> {
+        let mut active = self.activate().await?;
+        let deadline = self.clock.now() + Duration::from_millis(self.config.heartbeat_interval_ms);
+        let cut = active.sessions.connection_closed(connection, deadline);
+        if !cut.is_empty() {
+            tracing::info!(brokers = ?cut, connection, "heartbeat connection closed; sessions end in one heartbeat interval");
+        }
+        Ok(())
     }
 
     /// Fences every unfenced broker whose session ended: it leaves the ISRs and its

@@ -6,7 +6,10 @@ use logbook_metadata::BrokerId;
 use uuid::Uuid;
 
 /// A controller operation's failure (whole request, or one topic / partition of it).
-#[derive(Debug, thiserror::Error)]
+///
+/// Serializable because the controller RPC (`net::rpc`) carries it from the active
+/// controller to a broker on another node unchanged.
+#[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum QuorumError {
     /// NOT_CONTROLLER: this node is not the active controller; retry at `leader_id`.
     #[error("not the active controller (leader: {leader_id:?})")]
@@ -124,9 +127,17 @@ pub enum QuorumError {
     /// the newer image); Kafka would answer UNKNOWN_SERVER_ERROR.
     #[error("metadata batch rejected: {0}")]
     Rejected(logbook_metadata::Error),
+    /// REQUEST_TIMED_OUT: no controller answered within the client's request timeout
+    /// (unreachable, or no leader elected meanwhile). The operation may still have been
+    /// committed, as with any Kafka request that times out.
+    #[error("no controller answered within {timeout_ms} ms")]
+    RequestTimedOut {
+        /// The request timeout.
+        timeout_ms: u64,
+    },
     /// The Raft layer failed (shutdown, I/O).
     #[error(transparent)]
-    Raft(crate::Error),
+    Raft(#[serde(with = "crate::net::rpc::raft_error")] crate::Error),
 }
 
 impl From<crate::Error> for QuorumError {

@@ -137,6 +137,9 @@ impl QuorumController {
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
         });
+        controller
+            .raft
+            .install_controller(Arc::downgrade(&controller));
         controller.tasks.spawn(session_check_loop(
             Arc::downgrade(&controller),
             controller.shutdown.clone(),
@@ -161,6 +164,12 @@ impl QuorumController {
     #[must_use]
     pub fn raft(&self) -> &RaftController {
         &self.raft
+    }
+
+    /// The session of `broker_id` on this controller, if it is active and has one (tests
+    /// look at deadlines and heartbeat connections).
+    pub async fn session(&self, broker_id: logbook_metadata::BrokerId) -> Option<BrokerSession> {
+        self.active.lock().await.sessions.get(broker_id)
     }
 
     /// Stops the session check and the Raft node.

@@ -10,7 +10,7 @@ use super::{QuorumController, QuorumError};
 pub const PRODUCER_ID_BLOCK_SIZE: i32 = 1000;
 
 /// A block handed to a broker: ids `first_producer_id .. first_producer_id + len`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProducerIdsBlock {
     /// First id of the block.
     pub first_producer_id: i64,

@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::{QuorumController, QuorumError};
 
 /// One topic of a CreateTopics request.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CreatableTopic {
     /// Name (validated by the broker).
     pub name: String,
@@ -34,7 +34,7 @@ pub struct CreatableTopic {
 }
 
 /// A topic created.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CreatedTopic {
     /// Its id.
     pub topic_id: Uuid,
@@ -45,7 +45,7 @@ pub struct CreatedTopic {
 }
 
 /// One operation of IncrementalAlterConfigs on one config.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum AlterConfigOp {
     /// SET.
     Set(String, String),
@@ -58,7 +58,7 @@ pub enum AlterConfigOp {
 }
 
 /// AlterPartition (API key 56), v3 shape.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AlterPartitionRequest {
     /// The leader sending it.
     pub broker_id: BrokerId,
@@ -69,7 +69,7 @@ pub struct AlterPartitionRequest {
 }
 
 /// One partition of an AlterPartition.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AlterPartitionData {
     /// The topic.
     pub topic_id: Uuid,

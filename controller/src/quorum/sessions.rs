@@ -18,6 +18,10 @@ pub struct BrokerSession {
     pub registration_offset: i64,
     /// The session ends at this instant without a heartbeat.
     pub deadline: Instant,
+    /// The controller connection that carried the last heartbeat (`None`: an in-process
+    /// heartbeat of a combined node, or none yet). When it closes, the session is cut to
+    /// one heartbeat interval ([`BrokerSessions::connection_closed`]).
+    pub heartbeat_connection: Option<u64>,
 }
 
 /// Sessions of the registered brokers.
@@ -37,6 +41,7 @@ impl BrokerSessions {
                     broker_epoch: b.broker_epoch,
                     registration_offset: b.broker_epoch,
                     deadline,
+                    heartbeat_connection: None,
                 };
                 (b.broker_id, session)
             })
@@ -51,34 +56,60 @@ impl BrokerSessions {
             .is_some_and(|s| now < s.deadline)
     }
 
+    /// The session of `broker_id`, if any.
+    #[must_use]
+    pub fn get(&self, broker_id: BrokerId) -> Option<BrokerSession> {
+        self.sessions.get(&broker_id).copied()
+    }
+
     /// Starts the session of a new registration.
     pub fn register(&mut self, broker_id: BrokerId, session: BrokerSession) {
         self.sessions.insert(broker_id, session);
     }
 
-    /// A heartbeat of registration `broker_epoch`: extends the session by `timeout`
-    /// (starting one if this controller has none for it); returns it.
+    /// A heartbeat of registration `broker_epoch`, carried by controller connection
+    /// `connection` (`None`: in-process): extends the session by `timeout` (starting one
+    /// if this controller has none for it) and remembers the connection; returns it.
     pub fn touch(
         &mut self,
         broker_id: BrokerId,
         broker_epoch: i64,
+        connection: Option<u64>,
         now: Instant,
         timeout: Duration,
     ) -> BrokerSession {
-        let session = self.sessions.entry(broker_id).or_insert(BrokerSession {
+        let fresh = BrokerSession {
             broker_epoch,
             registration_offset: broker_epoch,
             deadline: now,
-        });
+            heartbeat_connection: None,
+        };
+        let session = self.sessions.entry(broker_id).or_insert(fresh);
         if session.broker_epoch != broker_epoch {
-            *session = BrokerSession {
-                broker_epoch,
-                registration_offset: broker_epoch,
-                deadline: now,
-            };
+            *session = fresh;
         }
         session.deadline = now + timeout;
+        session.heartbeat_connection = connection;
         *session
+    }
+
+    /// Controller connection `connection` closed (EOF or reset): every session whose last
+    /// heartbeat came over it now ends at `deadline` (one heartbeat interval from now)
+    /// unless a heartbeat arrives first, on a new connection (plan §0 "Failover speed": a
+    /// killed broker's kernel closes its socket, so it is fenced in about one interval
+    /// rather than a whole session timeout; a paused one keeps its socket and waits out
+    /// the session, which is right, since it may resume). A heartbeat that already came
+    /// over a newer connection is not affected. Returns the brokers whose session was cut.
+    pub fn connection_closed(&mut self, connection: u64, deadline: Instant) -> Vec<BrokerId> {
+        let mut cut = Vec::new();
+        for (id, session) in &mut self.sessions {
+            if session.heartbeat_connection == Some(connection) {
+                session.heartbeat_connection = None;
+                session.deadline = session.deadline.min(deadline);
+                cut.push(*id);
+            }
+        }
+        cut
     }
 
     /// Brokers whose session ended at or before `now`.

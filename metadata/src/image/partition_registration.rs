@@ -15,7 +15,7 @@ use crate::Error;
 /// `replicas`; `leader` is in `isr` or is [`NO_LEADER`]; `removing_replicas` and
 /// `adding_replicas` are disjoint subsets of `replicas`; both epochs are non-negative and
 /// never decrease.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PartitionRegistration {
     /// Assigned replicas, the preferred leader first.
     pub replicas: Vec<BrokerId>,

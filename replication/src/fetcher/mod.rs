@@ -15,16 +15,22 @@
 //! watermark is always durable here (plan §0). A failed fsync stops fetching that partition
 //! for good (logged), as a failed fsync fails the log.
 
+mod dyn_end_point;
 mod follower_log;
 mod leader_end_point;
+mod manager;
 mod remote_leader_end_point;
 mod replica_fetcher;
 mod truncation;
 
+pub use dyn_end_point::{BoxedLeaderEndPoint, DynLeaderEndPoint, EndPointFuture};
 pub use follower_log::FollowerLog;
 pub use leader_end_point::{
     EndPointError, EpochEndOffset, EpochRequest, EpochResult, FetchPartition, FetchRequest,
     FetchedPartition, LeaderEndPoint, LeaderError,
+};
+pub use manager::{
+    BrokerEndpoints, LeaderEndPointFactory, RemoteLeaderEndPoints, ReplicaFetcherManager,
 };
 pub use remote_leader_end_point::{RemoteLeaderEndPoint, RemoteLeaderEndPointConfig};
 pub use replica_fetcher::{

@@ -9,6 +9,8 @@
 //! than `frame_bytes_max` close the connection before anything is allocated.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -73,6 +75,9 @@ pub struct RemoteLeaderEndPointConfig {
 /// The leader over one TCP connection. See the module docs.
 pub struct RemoteLeaderEndPoint {
     config: RemoteLeaderEndPointConfig,
+    /// This broker's epoch as it is now (it changes when the broker registers again);
+    /// `config.replica_epoch` without it.
+    broker_epoch: Option<Arc<AtomicI64>>,
     connection: Option<TcpStream>,
     correlation_id: i32,
 }
@@ -83,9 +88,18 @@ impl RemoteLeaderEndPoint {
     pub fn new(config: RemoteLeaderEndPointConfig) -> Self {
         Self {
             config,
+            broker_epoch: None,
             connection: None,
             correlation_id: 0,
         }
+    }
+
+    /// Sends the broker epoch held in `epoch` at each fetch instead of the configured one,
+    /// so a registration after the fetcher started is seen (KIP-903).
+    #[must_use]
+    pub fn with_broker_epoch(mut self, epoch: Arc<AtomicI64>) -> Self {
+        self.broker_epoch = Some(epoch);
+        self
     }
 
     /// Sends `request` at `version` and decodes its answer; drops the connection on any
@@ -262,7 +276,10 @@ impl LeaderEndPoint for RemoteLeaderEndPoint {
         }
         let mut replica_state = ReplicaState::default();
         replica_state.replica_id = BrokerId(self.config.replica_id);
-        replica_state.replica_epoch = self.config.replica_epoch;
+        replica_state.replica_epoch = self
+            .broker_epoch
+            .as_ref()
+            .map_or(self.config.replica_epoch, |e| e.load(Ordering::Acquire));
         let mut wire = WireFetchRequest::default();
         wire.replica_state = replica_state;
         wire.replica_id = BrokerId(-1);

@@ -622,6 +622,13 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
                     self.delay(tp);
                     return None;
                 }
+                Err(Error::NotLeaderOrFollower(_)) => {
+                    // The partition changed role since this round was sent; metadata
+                    // removes or moves it next.
+                    tracing::debug!(partition = %tp, "no longer a follower; fetched data dropped");
+                    self.delay(tp);
+                    return None;
+                }
                 Err(e) => {
                     self.fail(tp, FailureReason::Storage(e.to_string()));
                     return None;

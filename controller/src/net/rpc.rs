@@ -1,0 +1,196 @@
+//! Controller RPC: what a broker asks of the active controller (registration, heartbeats,
+//! topic admin, AlterPartition, elections, producer-id blocks), as one private api key on
+//! the controller listener.
+//!
+//! The body is a JSON [`ControllerRequest`]; the answer is a JSON
+//! `Result<ControllerReply, QuorumError>`, the QuorumController's own result. Both ends are
+//! Logbook and no Kafka tool sends these broker-to-controller requests, so the
+//! QuorumController's request and result types travel as they are instead of through
+//! Kafka's BrokerRegistration / BrokerHeartbeat / AlterPartition / ... schemas, which
+//! would be a translation on each end for every API (ARCHITECTURE.md says more). The
+//! header's api version is bumped when a body changes incompatibly.
+
+use logbook_metadata::{BrokerId, ConfigResource, Election};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::quorum::{
+    AlterConfigOp, AlterPartitionRequest, AlterPartitionResults, BrokerHeartbeatReply,
+    BrokerHeartbeatRequest, BrokerRegistrationReply, BrokerRegistrationRequest, CreatableTopic,
+    CreatedTopic, ProducerIdsBlock, QuorumController, QuorumError,
+};
+
+/// The private api key of controller RPC (32000–32002 are Raft's, 32003 is kept for
+/// MetadataFetch).
+pub const CONTROLLER_RPC_API_KEY: i16 = 32004;
+
+/// Version of [`ControllerRequest`]'s and the answer's JSON layout.
+pub const CONTROLLER_RPC_API_VERSION: i16 = 0;
+
+/// One QuorumController operation with its arguments (the methods' names and arguments).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerRequest {
+    /// `register_broker` (Kafka's BrokerRegistration, 62).
+    RegisterBroker(BrokerRegistrationRequest),
+    /// `broker_heartbeat` (BrokerHeartbeat, 63).
+    BrokerHeartbeat(BrokerHeartbeatRequest),
+    /// `create_topics` (CreateTopics, 19).
+    CreateTopics {
+        /// The topics.
+        topics: Vec<CreatableTopic>,
+        /// Validate only, write nothing.
+        validate_only: bool,
+    },
+    /// `create_partitions` (CreatePartitions, 37).
+    CreatePartitions {
+        /// Topic and its new partition count.
+        topics: Vec<(String, i32)>,
+    },
+    /// `delete_topics` (DeleteTopics, 20).
+    DeleteTopics {
+        /// The topics.
+        names: Vec<String>,
+    },
+    /// `incremental_alter_configs` (IncrementalAlterConfigs, 44).
+    IncrementalAlterConfigs {
+        /// Each resource's operations.
+        resources: Vec<(ConfigResource, Vec<AlterConfigOp>)>,
+    },
+    /// `alter_partition` (AlterPartition, 56).
+    AlterPartition(AlterPartitionRequest),
+    /// `elect_leaders` (ElectLeaders, 43).
+    ElectLeaders {
+        /// PREFERRED or UNCLEAN.
+        election: Election,
+        /// The partitions; `None` for all.
+        partitions: Option<Vec<(String, i32)>>,
+    },
+    /// `allocate_producer_ids` (AllocateProducerIds, 67).
+    AllocateProducerIds {
+        /// The broker asking.
+        broker_id: BrokerId,
+        /// Its broker epoch.
+        broker_epoch: i64,
+    },
+}
+
+/// A QuorumController operation's value, one variant per [`ControllerRequest`] variant.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ControllerReply {
+    /// Of `RegisterBroker`.
+    RegisterBroker(BrokerRegistrationReply),
+    /// Of `BrokerHeartbeat`.
+    BrokerHeartbeat(BrokerHeartbeatReply),
+    /// Of `CreateTopics`.
+    CreateTopics(Vec<(String, Result<CreatedTopic, QuorumError>)>),
+    /// Of `CreatePartitions`.
+    CreatePartitions(Vec<(String, Result<(), QuorumError>)>),
+    /// Of `DeleteTopics`.
+    DeleteTopics(Vec<(String, Result<Uuid, QuorumError>)>),
+    /// Of `IncrementalAlterConfigs`.
+    IncrementalAlterConfigs(Vec<(ConfigResource, Result<(), QuorumError>)>),
+    /// Of `AlterPartition`.
+    AlterPartition(AlterPartitionResults),
+    /// Of `ElectLeaders`.
+    ElectLeaders(Vec<((String, i32), Result<BrokerId, QuorumError>)>),
+    /// Of `AllocateProducerIds`.
+    AllocateProducerIds(ProducerIdsBlock),
+}
+
+/// Runs `request` on `controller`. `connection` is the controller connection it came over
+/// (`None`: in-process), so a heartbeat connection's closing can cut the session short.
+pub(crate) async fn dispatch(
+    controller: &QuorumController,
+    request: ControllerRequest,
+    connection: Option<u64>,
+) -> Result<ControllerReply, QuorumError> {
+    Ok(match request {
+        ControllerRequest::RegisterBroker(r) => {
+            ControllerReply::RegisterBroker(controller.register_broker(r).await?)
+        }
+        ControllerRequest::BrokerHeartbeat(r) => {
+            ControllerReply::BrokerHeartbeat(controller.broker_heartbeat_over(r, connection).await?)
+        }
+        ControllerRequest::CreateTopics {
+            topics,
+            validate_only,
+        } => ControllerReply::CreateTopics(controller.create_topics(topics, validate_only).await?),
+        ControllerRequest::CreatePartitions { topics } => {
+            ControllerReply::CreatePartitions(controller.create_partitions(topics).await?)
+        }
+        ControllerRequest::DeleteTopics { names } => {
+            ControllerReply::DeleteTopics(controller.delete_topics(names).await?)
+        }
+        ControllerRequest::IncrementalAlterConfigs { resources } => {
+            ControllerReply::IncrementalAlterConfigs(
+                controller.incremental_alter_configs(resources).await?,
+            )
+        }
+        ControllerRequest::AlterPartition(r) => {
+            ControllerReply::AlterPartition(controller.alter_partition(r).await?)
+        }
+        ControllerRequest::ElectLeaders {
+            election,
+            partitions,
+        } => ControllerReply::ElectLeaders(controller.elect_leaders(election, partitions).await?),
+        ControllerRequest::AllocateProducerIds {
+            broker_id,
+            broker_epoch,
+        } => ControllerReply::AllocateProducerIds(
+            controller
+                .allocate_producer_ids(broker_id, broker_epoch)
+                .await?,
+        ),
+    })
+}
+
+/// The wire form of the Raft layer's [`crate::Error`] inside a `QuorumError::Raft`: the
+/// variants a caller acts on keep their fields, an I/O error travels as its message.
+pub(crate) mod raft_error {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    enum Wire {
+        NotController { leader_id: Option<u64> },
+        EntryTooLarge { bytes: usize, max: u32 },
+        Shutdown { reason: String },
+        Config(String),
+        Io(String),
+        Internal(String),
+    }
+
+    pub(crate) fn serialize<S: Serializer>(
+        error: &crate::Error,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let wire = match error {
+            crate::Error::NotController { leader_id } => Wire::NotController {
+                leader_id: *leader_id,
+            },
+            crate::Error::EntryTooLarge { bytes, max } => Wire::EntryTooLarge {
+                bytes: *bytes,
+                max: *max,
+            },
+            crate::Error::Shutdown { reason } => Wire::Shutdown {
+                reason: reason.clone(),
+            },
+            crate::Error::Config(m) => Wire::Config(m.clone()),
+            crate::Error::Io(e) => Wire::Io(e.to_string()),
+            crate::Error::Internal(m) => Wire::Internal(m.clone()),
+        };
+        wire.serialize(serializer)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<crate::Error, D::Error> {
+        Ok(match Wire::deserialize(deserializer)? {
+            Wire::NotController { leader_id } => crate::Error::NotController { leader_id },
+            Wire::EntryTooLarge { bytes, max } => crate::Error::EntryTooLarge { bytes, max },
+            Wire::Shutdown { reason } => crate::Error::Shutdown { reason },
+            Wire::Config(m) => crate::Error::Config(m),
+            Wire::Io(m) => crate::Error::Io(std::io::Error::other(m)),
+            Wire::Internal(m) => crate::Error::Internal(m),
+        })
+    }
+}
