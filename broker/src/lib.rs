@@ -12,6 +12,7 @@ pub mod connection_quotas;
 pub mod coordinator;
 pub mod errors;
 pub mod handlers;
+pub mod inter_broker;
 pub mod partition_budget;
 pub mod producer_ids;
 pub mod records;

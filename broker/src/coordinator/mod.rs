@@ -2,10 +2,13 @@
 //! The group coordinator and the transaction coordinator, both on one `CoordinatorRuntime`.
 
 pub mod group;
+pub mod producer_id_manager;
+pub mod roles;
 pub mod runtime;
 pub mod transaction;
 
 pub use group::GroupCoordinator;
+pub use roles::{CoordinatorRoles, PartitionRole};
 pub use transaction::TransactionCoordinator;
 
 /// The internal topic holding committed offsets and group metadata.

@@ -80,6 +80,17 @@ struct Entry<S> {
     timers: CancellationToken,
 }
 
+/// A load begun by [`CoordinatorRuntime::begin_load`], to finish with
+/// [`CoordinatorRuntime::complete_load`]; a later load or unload of the partition makes it
+/// stale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct LoadTicket {
+    /// The partition being loaded.
+    pub partition_index: i32,
+    epoch: u64,
+}
+
 /// Shards of one coordinator by partition index. See the module docs.
 pub struct CoordinatorRuntime<S> {
     shards: RwLock<HashMap<i32, Entry<S>>>,
@@ -108,6 +119,15 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
     /// `Load` when replay fails (the shard is then unloaded); `NotCoordinator` when the
     /// partition was unloaded while it replayed.
     pub fn load(&self, partition_index: i32, partition: &Partition) -> Result<(), RuntimeError> {
+        let ticket = self.begin_load(partition_index);
+        self.complete_load(ticket, partition).map(|_| ())
+    }
+
+    /// The first half of [`CoordinatorRuntime::load`], which does not block: marks the
+    /// partition as loading (requests get `LoadInProgress` from now on, as Kafka answers
+    /// while a load is scheduled) and resigns any earlier load. Finish it with
+    /// [`CoordinatorRuntime::complete_load`], off the async workers.
+    pub fn begin_load(&self, partition_index: i32) -> LoadTicket {
         let epoch = self.next_epoch.fetch_add(1, Ordering::Relaxed);
         let previous = self.shards.write().insert(
             partition_index,
@@ -120,6 +140,37 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
         if let Some(previous) = previous {
             previous.timers.cancel();
         }
+        LoadTicket {
+            partition_index,
+            epoch,
+        }
+    }
+
+    /// Replays `partition` for the load `ticket` began and installs the shard, unless a
+    /// later load or an unload superseded it meanwhile. Blocking: see
+    /// [`CoordinatorShard::replay`].
+    ///
+    /// # Errors
+    /// `Load` when replay fails (the shard is then unloaded); `NotCoordinator` when the
+    /// load was superseded (unloaded, or loaded again) while it replayed.
+    pub fn complete_load(
+        &self,
+        ticket: LoadTicket,
+        partition: &Partition,
+    ) -> Result<Arc<S>, RuntimeError> {
+        let LoadTicket {
+            partition_index,
+            epoch,
+        } = ticket;
+        let superseded = || {
+            self.shards
+                .read()
+                .get(&partition_index)
+                .is_none_or(|e| e.epoch != epoch)
+        };
+        if superseded() {
+            return Err(RuntimeError::NotCoordinator(partition_index));
+        }
         let replayed = S::replay(partition_index, partition);
         let mut shards = self.shards.write();
         let Some(entry) = shards
@@ -130,8 +181,9 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
         };
         match replayed {
             Ok(shard) => {
-                entry.status = Status::Loaded(Arc::new(shard));
-                Ok(())
+                let shard = Arc::new(shard);
+                entry.status = Status::Loaded(Arc::clone(&shard));
+                Ok(shard)
             }
             Err(reason) => {
                 if let Some(entry) = shards.remove(&partition_index) {
@@ -141,6 +193,20 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
                     partition_index,
                     reason,
                 })
+            }
+        }
+    }
+
+    /// Gives up the load `ticket` began (its partition is not hosted here after all): the
+    /// partition is dropped unless a later load or unload already superseded it.
+    pub fn abandon_load(&self, ticket: LoadTicket) {
+        let mut shards = self.shards.write();
+        if shards
+            .get(&ticket.partition_index)
+            .is_some_and(|e| e.epoch == ticket.epoch)
+        {
+            if let Some(entry) = shards.remove(&ticket.partition_index) {
+                entry.timers.cancel();
             }
         }
     }
@@ -166,6 +232,12 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
             Some(Status::Loading) => Err(RuntimeError::LoadInProgress(partition_index)),
             Some(Status::Loaded(shard)) => Ok(Arc::clone(shard)),
         }
+    }
+
+    /// Whether the shard of `partition_index` is loaded or loading here.
+    #[must_use]
+    pub fn is_hosted(&self, partition_index: i32) -> bool {
+        self.shards.read().contains_key(&partition_index)
     }
 
     /// The partitions whose shards are loaded, ascending.

@@ -1,7 +1,9 @@
 //! AddPartitionsToTxn (API key 24): a transactional producer names the partitions it is
 //! about to write, so EndTxn knows where to write markers. v0–v3 are the client's form
 //! (one transaction); v4+ are the batched broker form (KIP-890), where `verify_only`
-//! asks whether the partitions are already in the transaction without adding them.
+//! asks whether the partitions are already in the transaction without adding them, and
+//! an add is a partition leader's implicit add for a protocol v2 Produce. A broker answers
+//! for its own coordinator shards only: nothing here is forwarded.
 //! State lives in the `TransactionCoordinator`; this file translates.
 
 use std::sync::Arc;
@@ -32,7 +34,6 @@ const BATCHED_VERSION: i16 = 4;
 pub fn handle(ctx: &super::RequestContext, request: AddPartitionsToTxnRequest) -> ResponseFuture {
     let broker = Arc::clone(&ctx.broker);
     let version = ctx.api_version;
-    let fenced_as_epoch = version < PRODUCER_FENCED_VERSION;
     Box::pin(async move {
         let mut response = AddPartitionsToTxnResponse::default();
         if version < BATCHED_VERSION {
@@ -43,7 +44,7 @@ pub fn handle(ctx: &super::RequestContext, request: AddPartitionsToTxnRequest) -
                 request.v3_and_below_producer_epoch,
                 false,
                 &request.v3_and_below_topics,
-                fenced_as_epoch,
+                version,
             )
             .await;
         } else {
@@ -55,7 +56,7 @@ pub fn handle(ctx: &super::RequestContext, request: AddPartitionsToTxnRequest) -
                     txn.producer_epoch,
                     txn.verify_only,
                     &txn.topics,
-                    false,
+                    version,
                 )
                 .await;
                 response.results_by_transaction.push(
@@ -78,8 +79,17 @@ async fn process(
     producer_epoch: i16,
     verify_only: bool,
     topics: &[AddPartitionsToTxnTopic],
-    fenced_as_epoch: bool,
+    version: i16,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
+    let fenced_as_epoch = version < PRODUCER_FENCED_VERSION;
+    let batched = version >= BATCHED_VERSION;
+    // The batched form adds only for a partition leader serving a transaction protocol v2
+    // Produce (KIP-890 part 2: its implicit add); the client form is protocol v1.
+    let client_transaction_version = if batched {
+        crate::coordinator::transaction::metadata::TRANSACTION_VERSION_2
+    } else {
+        0
+    };
     let mut partitions = Vec::new();
     let mut unknown = Vec::new();
     for topic in topics {
@@ -111,7 +121,7 @@ async fn process(
             .map(|tp| {
                 let r = broker
                     .transactions
-                    .verify_partition(transactional_id, producer_id, producer_epoch, &tp)
+                    .verify_local_partition(transactional_id, producer_id, producer_epoch, &tp)
                     .err();
                 (tp, r)
             })
@@ -124,7 +134,7 @@ async fn process(
                 producer_id,
                 producer_epoch,
                 &partitions,
-                0,
+                client_transaction_version,
             )
             .await
             .err();

@@ -1,6 +1,6 @@
 //! InitProducerId (API key 22): gives a producer its producer id and epoch. Idempotent
 //! producers (no transactional id) get a fresh id from the durable `ProducerIdManager`
-//! blocks, or a KIP-360 epoch bump of their own id; a transactional id goes to the
+//! blocks (the controller's, through `RpcProducerIdManager`, once a cluster is wired), or a KIP-360 epoch bump of their own id; a transactional id goes to the
 //! `TransactionCoordinator` (one producer id per transactional id, a bumped epoch per call,
 //! the previous producer fenced and its open transaction aborted).
 
@@ -8,7 +8,6 @@ use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
 };
 use kafka_protocol::protocol::VersionRange;
-use kafka_protocol::ResponseError;
 
 use crate::errors;
 use crate::handlers::{ready, ResponseFuture};
@@ -28,9 +27,9 @@ pub fn handle(ctx: &super::RequestContext, request: InitProducerIdRequest) -> Re
     // The producer's own id and epoch (v3+), when it asks for a KIP-360 bump.
     let expected = (request.producer_id.0 >= 0 && request.producer_epoch >= 0)
         .then_some((request.producer_id.0, request.producer_epoch));
+    let fenced_as_epoch = ctx.api_version < PRODUCER_FENCED_VERSION;
     if let Some(transactional_id) = request.transactional_id {
         let transactions = std::sync::Arc::clone(&broker.transactions);
-        let fenced_as_epoch = ctx.api_version < PRODUCER_FENCED_VERSION;
         return Box::pin(async move {
             let result = transactions
                 .init_producer_id(
@@ -58,14 +57,11 @@ pub fn handle(ctx: &super::RequestContext, request: InitProducerIdRequest) -> Re
             ));
         }
     }
-    let response = match tokio::task::block_in_place(|| broker.producer_ids.next_id()) {
+    let response = match broker.transactions.generate_producer_id() {
         Ok(id) => response
             .with_producer_id(ProducerId(id))
             .with_producer_epoch(0),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot persist the producer id block");
-            response.with_error_code(ResponseError::KafkaStorageError.code())
-        }
+        Err(e) => response.with_error_code(errors::txn_error(&e, fenced_as_epoch).code()),
     };
     ready(ResponseKind::InitProducerId(response))
 }

@@ -6,6 +6,11 @@
 //! does not know the final high watermark yet; a client's (v2+, which carry an isolation
 //! level) "latest", or a timestamp lookup that finds nothing below it, gets
 //! OFFSET_NOT_AVAILABLE (retriable) instead of an offset that could go backwards.
+//!
+//! A follower (replica id >= 0) asks EARLIEST / LATEST on its out-of-range path: Kafka
+//! answers replicas without an isolation level, so LATEST is the leader's log end (what the
+//! follower must truncate to if it is ahead), not the high watermark, and KIP-207 does not
+//! apply. Replicas, like consumers, are answered by the leader only.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -45,13 +50,24 @@ const READ_COMMITTED: i8 = 1;
 /// only to those).
 const ISOLATION_LEVEL_VERSION: i16 = 2;
 
+/// Who asks, which decides the last offset answered (Kafka's `lastFetchableOffset`).
+#[derive(Clone, Copy)]
+enum Asker {
+    /// A consumer at read_uncommitted: the high watermark.
+    ReadUncommitted,
+    /// A consumer at read_committed: the last stable offset.
+    ReadCommitted,
+    /// A follower: the log end.
+    Replica,
+}
+
 /// (offset, timestamp) answered for one partition. A read_committed client sees only
 /// what is below the last stable offset (Kafka's `lastFetchableOffset`): LATEST is the
-/// LSO, and timestamp lookups ignore records at or above it.
+/// LSO, and timestamp lookups ignore records at or above it; a replica sees the log end.
 fn lookup(
     partition: &Partition,
     timestamp: i64,
-    read_committed: bool,
+    asker: Asker,
     client: bool,
 ) -> Result<(i64, i64), ResponseError> {
     let offsets = partition
@@ -66,10 +82,10 @@ fn lookup(
         }
         Ok(())
     };
-    let last_fetchable = if read_committed {
-        offsets.last_stable_offset.get()
-    } else {
-        offsets.high_watermark.get()
+    let last_fetchable = match asker {
+        Asker::ReadUncommitted => offsets.high_watermark.get(),
+        Asker::ReadCommitted => offsets.last_stable_offset.get(),
+        Asker::Replica => offsets.log_end_offset.get(),
     };
     let log_start_offset = offsets.log_start_offset.get();
     match timestamp {
@@ -126,7 +142,14 @@ fn lookup(
 /// Answers a ListOffsets request.
 pub fn handle(ctx: &super::RequestContext, request: ListOffsetsRequest) -> ListOffsetsResponse {
     let (broker, version) = (&ctx.broker, ctx.api_version);
-    let read_committed = request.isolation_level == READ_COMMITTED;
+    let replica = request.replica_id.0 >= 0;
+    let asker = if replica {
+        Asker::Replica
+    } else if request.isolation_level == READ_COMMITTED {
+        Asker::ReadCommitted
+    } else {
+        Asker::ReadUncommitted
+    };
     let topics = request
         .topics
         .into_iter()
@@ -164,8 +187,8 @@ pub fn handle(ctx: &super::RequestContext, request: ListOffsetsRequest) -> ListO
                         lookup(
                             &partition,
                             p.timestamp,
-                            read_committed,
-                            version >= ISOLATION_LEVEL_VERSION,
+                            asker,
+                            version >= ISOLATION_LEVEL_VERSION && !replica,
                         )
                     }) {
                         Ok((offset, timestamp)) => response

@@ -37,7 +37,7 @@ pub use admin::{GroupDescription, GroupListing, MemberDescription};
 pub use classic_group::{ClassicGroup, GroupState, JoinResult, Member, SyncResult};
 pub use commit::{CommitPartition, CommitResult, FetchedTopic};
 
-use super::runtime::{CoordinatorRuntime, CoordinatorShard, RuntimeError};
+use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError};
 use crate::topic_config::TopicConfig;
 use crate::topics::{NewTopic, Topic, Topics};
 use persistence::{GroupValue, MemberValue, Persisted};
@@ -374,13 +374,33 @@ impl GroupCoordinator {
     /// # Errors
     /// The partition is not hosted here or its log cannot be read.
     pub fn load_partition(&self, partition_index: i32) -> Result<(), RuntimeError> {
-        let partition = self
+        let ticket = self.begin_load_partition(partition_index);
+        self.complete_load_partition(ticket)
+    }
+
+    /// The non-blocking half of [`GroupCoordinator::load_partition`]: from now on requests
+    /// for the partition's groups answer COORDINATOR_LOAD_IN_PROGRESS until
+    /// [`GroupCoordinator::complete_load_partition`] (or NOT_COORDINATOR after an unload).
+    pub fn begin_load_partition(&self, partition_index: i32) -> LoadTicket {
+        self.runtime.begin_load(partition_index)
+    }
+
+    /// Replays the partition of `ticket` and starts its timers, unless the load was
+    /// superseded meanwhile. Blocking I/O.
+    ///
+    /// # Errors
+    /// The partition is not hosted here, cannot be read, or the load was superseded.
+    pub fn complete_load_partition(&self, ticket: LoadTicket) -> Result<(), RuntimeError> {
+        let partition_index = ticket.partition_index;
+        let Some(partition) = self
             .topics
             .replicas()
             .partition(super::GROUP_METADATA_TOPIC_NAME, partition_index)
-            .ok_or(RuntimeError::NotCoordinator(partition_index))?;
-        blocking(|| self.runtime.load(partition_index, &partition))?;
-        let shard = self.runtime.shard(partition_index)?;
+        else {
+            self.runtime.abandon_load(ticket);
+            return Err(RuntimeError::NotCoordinator(partition_index));
+        };
+        let shard = blocking(|| self.runtime.complete_load(ticket, &partition))?;
         self.start_loaded_timers(&shard);
         self.schedule_expiry(partition_index);
         Ok(())
@@ -409,6 +429,12 @@ impl GroupCoordinator {
                 }
             }
         }
+    }
+
+    /// Whether partition `partition_index`'s groups are loaded or loading here.
+    #[must_use]
+    pub fn is_hosted(&self, partition_index: i32) -> bool {
+        self.runtime.is_hosted(partition_index)
     }
 
     /// The `__consumer_offsets` partitions whose groups this coordinator serves.

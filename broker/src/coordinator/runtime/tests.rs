@@ -143,3 +143,42 @@ async fn timers_belong_to_their_load() {
         Some(RuntimeError::NotCoordinator(1))
     );
 }
+
+// A load begun (as the leadership hook does, before replaying in the background) answers
+// LoadInProgress at once; an unload meanwhile makes its completion NotCoordinator, and a
+// second load supersedes the first's ticket.
+#[test]
+fn begun_load_answers_load_in_progress_until_completed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let partitions = internal_topic(dir.path());
+    let p0 = partitions.first().expect("partition 0");
+    let runtime = CoordinatorRuntime::<Seen>::new(tokio_util::sync::CancellationToken::new());
+    let ticket = runtime.begin_load(0);
+    assert_eq!(
+        runtime.shard(0).err(),
+        Some(RuntimeError::LoadInProgress(0))
+    );
+    assert!(runtime.is_hosted(0));
+    runtime.unload(0);
+    assert_eq!(
+        runtime.complete_load(ticket, p0).err(),
+        Some(RuntimeError::NotCoordinator(0))
+    );
+    assert_eq!(
+        runtime.shard(0).err(),
+        Some(RuntimeError::NotCoordinator(0))
+    );
+    let first = runtime.begin_load(0);
+    let second = runtime.begin_load(0);
+    assert_eq!(
+        runtime.complete_load(first, p0).err(),
+        Some(RuntimeError::NotCoordinator(0))
+    );
+    assert_eq!(
+        runtime.shard(0).err(),
+        Some(RuntimeError::LoadInProgress(0))
+    );
+    let shard = runtime.complete_load(second, p0).expect("loaded");
+    assert_eq!(shard.partition_index, 0);
+    assert_eq!(runtime.shard(0).map(|s| s.high_watermark).ok(), Some(3));
+}

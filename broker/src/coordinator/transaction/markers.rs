@@ -1,79 +1,227 @@
-//! Writing a transaction's markers (Kafka's `TransactionMarkerChannelManager` and the
-//! WriteTxnMarkers it sends, collapsed to direct appends on one node): one control batch
-//! per partition of the transaction, through `Partition::write_txn_marker`, each waited
-//! on until durable; for a `__consumer_offsets` partition the group coordinator also
-//! applies (commit) or drops (abort) the producer's pending transactional offsets.
+//! Writing a transaction's markers (Kafka's `TransactionMarkerChannelManager`): one control
+//! batch per partition of the transaction, carrying the coordinator epoch. A partition this
+//! broker leads gets its marker through `Partition::write_txn_marker`, waited on until
+//! durable (for a `__consumer_offsets` partition the group coordinator also applies or
+//! drops the producer's pending transactional offsets); a partition led elsewhere gets it
+//! through WriteTxnMarkers to its leader, one request per leader broker, answered once the
+//! markers are durable there. Partitions that fail retriably (leader moved or unknown, not
+//! enough replicas, no answer) are retried with freshly looked-up leaders until the
+//! deadline; a fenced answer (TRANSACTION_COORDINATOR_FENCED, a stale producer epoch) stops
+//! the completion, since a newer coordinator owns the transaction.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use logbook_replication::Offset;
+use logbook_replication::{Offset, Partition};
 
 use super::metadata::{TransactionMetadata, TransactionResult};
+use super::remote::{self, MarkerOutcome, Remote};
 use super::TxnError;
 use crate::coordinator::group::GroupCoordinator;
+use crate::errors;
+use crate::inter_broker::BrokerEndpoint;
 use crate::topics::Topics;
 
-/// Attempts per marker before the completion gives up (a later load retries it).
-const MARKER_ATTEMPTS_MAX: u32 = 10;
+/// First wait before a round of retries; it grows by this much per round, up to
+/// [`RETRY_BACKOFF_MAX`] (Kafka retries markers every `retry.backoff.ms`).
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+/// Longest wait between two rounds of retries.
+const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Where one partition's marker goes this round.
+enum Route {
+    /// Its topic is gone: no marker needed, as in Kafka.
+    Gone,
+    /// Led here.
+    Local(Arc<Partition>),
+    /// Led by another broker.
+    Remote(BrokerEndpoint),
+    /// No leader right now (or not yet hosted here): retry later.
+    Unavailable,
+}
+
+fn route(topics: &Topics, remote: Option<&Remote>, topic: &str, index: i32) -> Route {
+    let exists = topics
+        .get(topic)
+        .is_some_and(|t| (0..t.partition_count).contains(&index));
+    let local = || topics.replicas().partition(topic, index);
+    match remote {
+        None => local().map_or(Route::Gone, Route::Local),
+        Some(_) if !exists => Route::Gone,
+        Some(remote) => match remote.remote_leader(topic, index) {
+            Ok(Some(leader)) => Route::Remote(leader),
+            Ok(None) => local().map_or(Route::Unavailable, Route::Local),
+            Err(remote::NoLeader) => Route::Unavailable,
+        },
+    }
+}
+
+/// What one round of marker writes left to do.
+#[derive(Default)]
+struct Round {
+    /// Local markers written, to wait on until durable.
+    written: Vec<(Arc<Partition>, Offset)>,
+    /// Partitions to try again.
+    retry: Vec<(String, i32)>,
+}
 
 /// Writes the markers of `meta`'s transaction (its producer id and epoch, `result`) to
-/// each of its partitions and waits until all are durable. A partition that no longer
-/// exists (its topic was deleted) needs no marker, as in Kafka.
+/// each of its partitions, here or on their leaders (`remote`; `None` on a single node),
+/// and waits until all are durable, retrying for up to `timeout`.
 ///
 /// # Errors
-/// A marker could not be written after retries (`CoordinatorNotAvailable`).
+/// `NotCoordinator` when a partition fenced this coordinator; `CoordinatorNotAvailable`
+/// when markers were still missing at the deadline (a later load retries them).
 pub(super) async fn write_markers(
     topics: &Topics,
     groups: &GroupCoordinator,
+    remote: Option<&Remote>,
     meta: &TransactionMetadata,
     coordinator_epoch: i32,
     result: TransactionResult,
     timeout: Duration,
 ) -> Result<(), TxnError> {
-    let marker = match result {
-        TransactionResult::Commit => logbook_replication::TxnResult::Commit,
-        TransactionResult::Abort => logbook_replication::TxnResult::Abort,
-    };
-    let mut waits = Vec::with_capacity(meta.partitions.len());
-    for (topic, index) in &meta.partitions {
-        let Some(partition) = topics.replicas().partition(topic, *index) else {
-            tracing::info!(%topic, partition = index, "no marker for a partition that no longer exists");
-            continue;
-        };
-        let mut attempt = 0;
-        let offset = loop {
-            attempt += 1;
-            match partition.write_txn_marker(
-                meta.producer_id,
-                meta.producer_epoch,
-                coordinator_epoch,
-                marker,
-            ) {
-                Ok(offset) => break offset,
-                Err(e) if attempt < MARKER_ATTEMPTS_MAX => {
-                    tracing::warn!(%topic, partition = index, error = %e, attempt, "transaction marker not written; retrying");
-                    tokio::time::sleep(Duration::from_millis(100 * u64::from(attempt))).await;
-                }
-                Err(e) => {
-                    tracing::error!(%topic, partition = index, error = %e, "transaction marker not written");
-                    return Err(TxnError::CoordinatorNotAvailable);
-                }
-            }
-        };
-        if topic == crate::coordinator::GROUP_METADATA_TOPIC_NAME {
-            groups.complete_txn_offsets(
-                *index,
-                meta.producer_id,
-                result == TransactionResult::Commit,
-            );
+    let deadline = tokio::time::Instant::now() + timeout;
+    let commit = result == TransactionResult::Commit;
+    let mut pending: Vec<(String, i32)> = meta.partitions.iter().cloned().collect();
+    let mut written = Vec::with_capacity(pending.len());
+    let mut backoff = RETRY_BACKOFF;
+    loop {
+        let round = write_round(
+            topics,
+            groups,
+            remote,
+            meta,
+            coordinator_epoch,
+            commit,
+            pending,
+        )
+        .await?;
+        written.extend(round.written);
+        if round.retry.is_empty() {
+            break;
         }
-        waits.push((partition, Offset(offset.get() + 1)));
+        if deadline <= tokio::time::Instant::now() + backoff {
+            tracing::warn!(producer_id = meta.producer_id, partitions = ?round.retry, "transaction markers not written before the deadline");
+            return Err(TxnError::CoordinatorNotAvailable);
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff + RETRY_BACKOFF).min(RETRY_BACKOFF_MAX);
+        pending = round.retry;
     }
-    for (partition, end) in waits {
-        if let Err(e) = partition.wait_durable(end, timeout).await {
+    let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+    for (partition, end) in written {
+        if let Err(e) = partition.wait_durable(end, remaining).await {
             tracing::warn!(error = %e, "transaction marker not durable");
             return Err(TxnError::CoordinatorNotAvailable);
         }
     }
     Ok(())
+}
+
+/// One attempt at every partition in `pending`: local ones written here, remote ones sent
+/// to their leaders together.
+async fn write_round(
+    topics: &Topics,
+    groups: &GroupCoordinator,
+    remote: Option<&Remote>,
+    meta: &TransactionMetadata,
+    coordinator_epoch: i32,
+    commit: bool,
+    pending: Vec<(String, i32)>,
+) -> Result<Round, TxnError> {
+    let mut round = Round::default();
+    let mut by_leader: BTreeMap<i32, (BrokerEndpoint, Vec<(String, i32)>)> = BTreeMap::new();
+    for (topic, index) in pending {
+        match route(topics, remote, &topic, index) {
+            Route::Gone => {
+                tracing::info!(%topic, partition = index, "no marker for a partition that no longer exists");
+            }
+            Route::Unavailable => round.retry.push((topic, index)),
+            Route::Remote(leader) => {
+                by_leader
+                    .entry(leader.id)
+                    .or_insert_with(|| (leader, Vec::new()))
+                    .1
+                    .push((topic, index));
+            }
+            Route::Local(partition) => {
+                let marker = if commit {
+                    logbook_replication::TxnResult::Commit
+                } else {
+                    logbook_replication::TxnResult::Abort
+                };
+                let written = partition.write_txn_marker(
+                    meta.producer_id,
+                    meta.producer_epoch,
+                    coordinator_epoch,
+                    marker,
+                );
+                match written {
+                    Ok(offset) => {
+                        if topic == crate::coordinator::GROUP_METADATA_TOPIC_NAME {
+                            groups.complete_txn_offsets(index, meta.producer_id, commit);
+                        }
+                        round.written.push((partition, Offset(offset.get() + 1)));
+                    }
+                    Err(e) => {
+                        let code = errors::replication_error(&e).code();
+                        tracing::info!(%topic, partition = index, error = %e, "transaction marker not written here");
+                        settle(&mut round, (topic, index), code)?;
+                    }
+                }
+            }
+        }
+    }
+    let Some(remote) = remote else {
+        return Ok(round);
+    };
+    let sends = by_leader
+        .into_values()
+        .map(|(leader, partitions)| async move {
+            let answer = remote::send_markers(
+                &remote.client,
+                &leader,
+                meta.producer_id,
+                meta.producer_epoch,
+                coordinator_epoch,
+                commit,
+                &partitions,
+            )
+            .await;
+            (leader, partitions, answer)
+        });
+    for (leader, partitions, answer) in futures::future::join_all(sends).await {
+        match answer {
+            Ok(codes) => {
+                for (tp, code) in codes {
+                    if code != 0 {
+                        tracing::info!(topic = %tp.0, partition = tp.1, broker = leader.id, code, "transaction marker refused by the leader");
+                    }
+                    settle(&mut round, tp, code)?;
+                }
+            }
+            Err(e) => {
+                tracing::info!(broker = leader.id, error = %e, "transaction markers not sent");
+                round.retry.extend(partitions);
+            }
+        }
+    }
+    Ok(round)
+}
+
+/// Files a partition's marker answer `code` into the round.
+fn settle(round: &mut Round, tp: (String, i32), code: i16) -> Result<(), TxnError> {
+    match remote::marker_outcome(code) {
+        MarkerOutcome::Written | MarkerOutcome::Skip => Ok(()),
+        MarkerOutcome::Retry => {
+            round.retry.push(tp);
+            Ok(())
+        }
+        MarkerOutcome::Fenced => {
+            tracing::warn!(topic = %tp.0, partition = tp.1, code, "transaction marker fenced: a newer coordinator owns the transaction");
+            Err(TxnError::NotCoordinator)
+        }
+    }
 }

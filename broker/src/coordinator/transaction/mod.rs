@@ -25,6 +25,7 @@
 
 mod markers;
 pub mod metadata;
+pub mod remote;
 pub mod transaction_log;
 
 #[cfg(test)]
@@ -39,10 +40,13 @@ use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
 pub use metadata::{TransactionMetadata, TransactionResult, TransactionState};
+pub use remote::{PartitionLeaders, Remote};
 
 use super::group::persistence::{encode_batch, replay_with, Replayed};
 use super::group::GroupCoordinator;
-use super::runtime::{CoordinatorRuntime, CoordinatorShard, RuntimeError};
+use super::producer_id_manager::RpcProducerIdManager;
+use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError};
+use crate::inter_broker::InterBrokerClient;
 use crate::producer_ids::ProducerIdManager;
 use crate::topic_config::TopicConfig;
 use crate::topics::{NewTopic, Topic, Topics};
@@ -275,6 +279,12 @@ pub struct TransactionCoordinator {
     topics: Arc<Topics>,
     groups: Arc<GroupCoordinator>,
     producer_ids: Arc<ProducerIdManager>,
+    /// Producer ids from the controller's blocks, once the cluster is wired (else from
+    /// `producer_ids`).
+    producer_id_blocks: OnceLock<Arc<RpcProducerIdManager>>,
+    /// Other brokers, once the cluster is wired: markers for partitions led elsewhere and
+    /// KIP-890 checks for transactions coordinated elsewhere go there.
+    remote: OnceLock<Remote>,
     state_topic: OnceLock<Arc<Topic>>,
     state_partitions: i32,
     state_topic_creation: Mutex<()>,
@@ -306,6 +316,8 @@ impl TransactionCoordinator {
             topics: Arc::clone(topics),
             groups,
             producer_ids,
+            producer_id_blocks: OnceLock::new(),
+            remote: OnceLock::new(),
             state_topic: OnceLock::new(),
             state_partitions,
             state_topic_creation: Mutex::new(()),
@@ -335,14 +347,41 @@ impl TransactionCoordinator {
         partition_index: i32,
         coordinator_epoch: i32,
     ) -> Result<(), RuntimeError> {
-        let partition = self
+        let ticket = self.begin_load_partition(partition_index);
+        self.complete_load_partition(ticket, coordinator_epoch)
+    }
+
+    /// The non-blocking half of [`TransactionCoordinator::load_partition`]: resigns any
+    /// earlier load of the partition, and from now on requests for its ids answer
+    /// COORDINATOR_LOAD_IN_PROGRESS until
+    /// [`TransactionCoordinator::complete_load_partition`] (or NOT_COORDINATOR after an
+    /// unload).
+    pub fn begin_load_partition(&self, partition_index: i32) -> LoadTicket {
+        self.unload_partition(partition_index);
+        self.runtime.begin_load(partition_index)
+    }
+
+    /// Replays the partition of `ticket` into a shard whose markers carry
+    /// `coordinator_epoch`, finishes its Prepare transactions and starts its timers, unless
+    /// the load was superseded meanwhile. Blocking I/O.
+    ///
+    /// # Errors
+    /// The partition is not hosted here, cannot be read, or the load was superseded.
+    pub fn complete_load_partition(
+        &self,
+        ticket: LoadTicket,
+        coordinator_epoch: i32,
+    ) -> Result<(), RuntimeError> {
+        let partition_index = ticket.partition_index;
+        let Some(partition) = self
             .topics
             .replicas()
             .partition(TRANSACTION_STATE_TOPIC_NAME, partition_index)
-            .ok_or(RuntimeError::NotCoordinator(partition_index))?;
-        self.unload_partition(partition_index);
-        blocking(|| self.runtime.load(partition_index, &partition))?;
-        let shard = self.runtime.shard(partition_index)?;
+        else {
+            self.runtime.abandon_load(ticket);
+            return Err(RuntimeError::NotCoordinator(partition_index));
+        };
+        let shard = blocking(|| self.runtime.complete_load(ticket, &partition))?;
         if shard
             .lease
             .coordinator_epoch
@@ -351,6 +390,9 @@ impl TransactionCoordinator {
         {
             // Another load of the same partition raced this one and owns the shard.
             return Err(RuntimeError::LoadInProgress(partition_index));
+        }
+        if shard.lease.resigned.is_cancelled() {
+            return Err(RuntimeError::NotCoordinator(partition_index));
         }
         tracing::info!(
             partition = partition_index,
@@ -389,6 +431,14 @@ impl TransactionCoordinator {
             transactional_ids = entries.len(),
             "transaction coordinator unloaded"
         );
+    }
+
+    /// The coordinator epoch partition `partition_index` is loaded with here (`None` while
+    /// it loads, or when it is not hosted).
+    #[must_use]
+    pub fn coordinator_epoch(&self, partition_index: i32) -> Option<i32> {
+        let shard = self.runtime.shard(partition_index).ok()?;
+        shard.lease.coordinator_epoch().ok()
     }
 
     /// The leader epoch of partition `partition_index` of `__transaction_state` here: the
@@ -650,9 +700,94 @@ impl TransactionCoordinator {
     }
 
     fn next_producer_id(&self) -> Result<i64, TxnError> {
+        if let Some(blocks) = self.producer_id_blocks.get() {
+            return blocks.generate();
+        }
         blocking(|| self.producer_ids.next_id()).map_err(|e| {
             tracing::error!(error = %e, "cannot persist the producer id block");
             TxnError::Storage
+        })
+    }
+
+    /// A new producer id (InitProducerId of an idempotent producer): from the controller's
+    /// blocks once [`TransactionCoordinator::use_producer_id_blocks`] installed them, else
+    /// from this node's persisted blocks.
+    ///
+    /// # Errors
+    /// `CoordinatorLoadInProgress` while no controller block is ready; `Storage` when the
+    /// local block cannot be persisted.
+    pub fn generate_producer_id(&self) -> Result<i64, TxnError> {
+        self.next_producer_id()
+    }
+
+    /// Takes producer ids from `blocks` (the controller's) from now on. Once only; later
+    /// calls are ignored.
+    pub fn use_producer_id_blocks(&self, blocks: Arc<RpcProducerIdManager>) {
+        if self.producer_id_blocks.set(blocks).is_err() {
+            tracing::warn!("producer id blocks already installed");
+        }
+    }
+
+    /// Wires the coordinator to the cluster: markers for partitions led by other brokers
+    /// are sent to them, and Produce's KIP-890 checks for transactions coordinated by other
+    /// brokers ask them. Once only; later calls are ignored.
+    pub fn connect_cluster(
+        &self,
+        leaders: Arc<dyn PartitionLeaders>,
+        client: Arc<InterBrokerClient>,
+    ) {
+        if self.remote.set(Remote { leaders, client }).is_err() {
+            tracing::warn!("transaction coordinator already connected to the cluster");
+        }
+    }
+
+    /// The broker coordinating `transactional_id` when it is another one (Kafka's
+    /// `AddPartitionsToTxnManager.getTransactionCoordinator`).
+    ///
+    /// # Errors
+    /// `CoordinatorNotAvailable` when its `__transaction_state` partition has no leader.
+    fn remote_coordinator(
+        &self,
+        transactional_id: &str,
+    ) -> Result<Option<(&Remote, crate::inter_broker::BrokerEndpoint)>, TxnError> {
+        let Some(remote) = self.remote.get() else {
+            return Ok(None);
+        };
+        if self.topics.get(TRANSACTION_STATE_TOPIC_NAME).is_none() {
+            // Not created yet: the local path creates it (a single broker) or answers.
+            return Ok(None);
+        }
+        match remote.remote_leader(
+            TRANSACTION_STATE_TOPIC_NAME,
+            self.partition_for(transactional_id),
+        ) {
+            Ok(Some(leader)) => Ok(Some((remote, leader))),
+            Ok(None) => Ok(None),
+            Err(remote::NoLeader) => Err(TxnError::CoordinatorNotAvailable),
+        }
+    }
+
+    /// Runs a KIP-890 call to another broker's coordinator from the ordered part of Produce
+    /// (blocking, as the local add does).
+    fn ask_remote_coordinator(
+        (remote, coordinator): (&Remote, crate::inter_broker::BrokerEndpoint),
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partition: &(String, i32),
+        verify_only: bool,
+    ) -> Result<(), TxnError> {
+        let handle = tokio::runtime::Handle::current();
+        blocking(|| {
+            handle.block_on(remote::add_or_verify(
+                &remote.client,
+                &coordinator,
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                partition,
+                verify_only,
+            ))
         })
     }
 
@@ -726,6 +861,16 @@ impl TransactionCoordinator {
         producer_epoch: i16,
         partition: &(String, i32),
     ) -> Result<(), TxnError> {
+        if let Some(coordinator) = self.remote_coordinator(transactional_id)? {
+            return Self::ask_remote_coordinator(
+                coordinator,
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                partition,
+                false,
+            );
+        }
         let entry = self.entry(transactional_id)?;
         let partitions = std::slice::from_ref(partition);
         let Some(durable) = self.start_add(
@@ -748,6 +893,31 @@ impl TransactionCoordinator {
     /// # Errors
     /// See [`TxnError`]; a partition not in the transaction is `InvalidTxnState`.
     pub fn verify_partition(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        partition: &(String, i32),
+    ) -> Result<(), TxnError> {
+        if let Some(coordinator) = self.remote_coordinator(transactional_id)? {
+            return Self::ask_remote_coordinator(
+                coordinator,
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                partition,
+                true,
+            );
+        }
+        self.verify_local_partition(transactional_id, producer_id, producer_epoch, partition)
+    }
+
+    /// [`TransactionCoordinator::verify_partition`] on this broker's own shard: what the
+    /// AddPartitionsToTxn handler answers for `verify_only`.
+    ///
+    /// # Errors
+    /// See [`TxnError`]; a partition not in the transaction is `InvalidTxnState`.
+    pub fn verify_local_partition(
         &self,
         transactional_id: &str,
         producer_id: i64,
@@ -886,6 +1056,7 @@ impl TransactionCoordinator {
             r = markers::write_markers(
                 &self.topics,
                 &self.groups,
+                self.remote.get(),
                 &meta,
                 coordinator_epoch,
                 result,

@@ -251,3 +251,52 @@ async fn produce_refusals_name_the_reason_and_the_leader() {
         ResponseError::NotLeaderOrFollower.code()
     );
 }
+
+/// ListOffsets v7 LATEST for "t"-0 from `replica_id` (-1: a consumer): (error, offset).
+async fn latest_offset(broker: &Arc<Broker>, replica_id: i32) -> (i16, i64) {
+    let body = RequestKind::ListOffsets(
+        ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(replica_id))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name("t"))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_current_leader_epoch(-1)
+                    .with_timestamp(-1)])]),
+    );
+    let ResponseKind::ListOffsets(r) = call(broker, ApiKey::ListOffsets, 7, body).await else {
+        panic!("not a ListOffsets response")
+    };
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
+// ListOffsets LATEST from a follower (replica id >= 0, its out-of-range path) is the
+// leader's log end, past the high watermark (Kafka answers replicas without an isolation
+// level); a consumer still gets the high watermark. OffsetForLeaderEpoch for the
+// undefined epoch -1 answers (-1, -1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_offsets_from_a_replica_answers_the_log_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = broker(dir.path());
+    broker.topics.get_or_create("t", true, 1).expect("topic");
+    assert_eq!(produce(&broker, -1, 9).await.0, 0);
+    let partition = broker.replicas.partition("t", 0).expect("partition");
+    partition
+        .become_leader(&state(&[0, 2], &[0, 2], 0, 1))
+        .expect("lead");
+    assert_eq!(produce(&broker, 1, 9).await.1, 1);
+    assert_eq!(produce(&broker, 1, 9).await.1, 2);
+    assert_eq!(partition.high_watermark().get(), 1);
+    assert_eq!(
+        latest_offset(&broker, -1).await,
+        (0, 1),
+        "a consumer: the HW"
+    );
+    assert_eq!(
+        latest_offset(&broker, 2).await,
+        (0, 3),
+        "a replica: the log end"
+    );
+    assert_eq!(epoch_end(&broker, 0, -1, -1).await, (0, -1, -1));
+}

@@ -1,0 +1,232 @@
+//! The task that owns the connection to one broker: takes calls from its bounded queue,
+//! writes them pipelined (at most `inflight_max` unanswered), matches answers in order by
+//! correlation id, and fails everything in flight when the connection breaks or a request
+//! passes its deadline. Reconnects on the next call, after a doubling backoff while
+//! connecting keeps failing.
+
+use std::collections::VecDeque;
+
+use futures::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    correlation_id_of, set_correlation_id, with_size_prefix, BrokerEndpoint, Call,
+    InterBrokerConfig, InterBrokerError,
+};
+
+/// A call written to the connection, waiting for its answer.
+struct InFlight {
+    correlation_id: i32,
+    call: Call,
+}
+
+/// Runs until the client drops the queue or shuts down.
+pub(super) async fn run(
+    broker: BrokerEndpoint,
+    config: InterBrokerConfig,
+    mut queue: mpsc::Receiver<Call>,
+    shutdown: CancellationToken,
+) {
+    let mut backoff = config.reconnect_backoff_min;
+    let mut next_connect = tokio::time::Instant::now();
+    let mut correlation_id: i32 = 0;
+    loop {
+        // Idle without a connection until a call arrives.
+        let first = tokio::select! {
+            () = shutdown.cancelled() => return,
+            call = queue.recv() => match call {
+                Some(call) => call,
+                None => return,
+            },
+        };
+        if first.answer.is_closed() {
+            continue;
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep_until(next_connect.min(first.deadline)) => {}
+        }
+        let address = format!("{}:{}", broker.host, broker.port);
+        let connected = tokio::time::timeout_at(first.deadline, TcpStream::connect(&address)).await;
+        let stream = match connected {
+            Ok(Ok(stream)) => stream,
+            failed => {
+                let reason = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "connect timed out".to_string(),
+                };
+                tracing::debug!(broker = broker.id, %address, %reason, "cannot connect to broker");
+                let _ = first.answer.send(Err(InterBrokerError::Disconnected {
+                    broker_id: broker.id,
+                    reason,
+                }));
+                next_connect = tokio::time::Instant::now() + backoff;
+                backoff = (backoff * 2).min(config.reconnect_backoff_max);
+                continue;
+            }
+        };
+        backoff = config.reconnect_backoff_min;
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(broker = broker.id, error = %e, "TCP_NODELAY not set");
+        }
+        let end = serve(
+            &broker,
+            &config,
+            stream,
+            first,
+            &mut queue,
+            &shutdown,
+            &mut correlation_id,
+        )
+        .await;
+        match end {
+            End::Closed => return,
+            End::Broken => {
+                next_connect = tokio::time::Instant::now() + config.reconnect_backoff_min
+            }
+        }
+    }
+}
+
+enum End {
+    /// The queue closed or the client shut down.
+    Closed,
+    /// The connection failed; reconnect on the next call.
+    Broken,
+}
+
+/// Serves calls on one connection until it breaks.
+async fn serve(
+    broker: &BrokerEndpoint,
+    config: &InterBrokerConfig,
+    stream: TcpStream,
+    first: Call,
+    queue: &mut mpsc::Receiver<Call>,
+    shutdown: &CancellationToken,
+    correlation_id: &mut i32,
+) -> End {
+    let (read, mut write) = stream.into_split();
+    let mut answers = FramedRead::new(read, logbook_protocol::frame_codec(config.frame_bytes_max));
+    let mut in_flight: VecDeque<InFlight> = VecDeque::new();
+    let inflight_max = config.inflight_max.max(1);
+    let fail_all = |in_flight: &mut VecDeque<InFlight>, error: &InterBrokerError| {
+        for f in in_flight.drain(..) {
+            let _ = f.call.answer.send(Err(error.clone()));
+        }
+    };
+    let broken = |reason: String| InterBrokerError::Disconnected {
+        broker_id: broker.id,
+        reason,
+    };
+    if let Err(e) = write_call(&mut write, first, correlation_id, &mut in_flight).await {
+        fail_all(&mut in_flight, &broken(e));
+        return End::Broken;
+    }
+    loop {
+        // The earliest deadline among the unanswered calls (they were queued in order, but
+        // deadlines are per call).
+        let deadline = in_flight.iter().map(|f| f.call.deadline).min();
+        tokio::select! {
+            () = shutdown.cancelled() => {
+                fail_all(&mut in_flight, &InterBrokerError::Shutdown);
+                return End::Closed;
+            }
+            call = queue.recv(), if in_flight.len() < inflight_max => {
+                let Some(call) = call else {
+                    fail_all(&mut in_flight, &InterBrokerError::Shutdown);
+                    return End::Closed;
+                };
+                if call.answer.is_closed() {
+                    continue;
+                }
+                if let Err(e) = write_call(&mut write, call, correlation_id, &mut in_flight).await {
+                    fail_all(&mut in_flight, &broken(e));
+                    return End::Broken;
+                }
+            }
+            answer = answers.next() => {
+                let frame = match answer {
+                    Some(Ok(frame)) => frame.freeze(),
+                    Some(Err(e)) => {
+                        tracing::warn!(broker = broker.id, error = %e, "bad answer frame from broker");
+                        fail_all(&mut in_flight, &broken(e.to_string()));
+                        return End::Broken;
+                    }
+                    None => {
+                        fail_all(&mut in_flight, &broken("connection closed".to_string()));
+                        return End::Broken;
+                    }
+                };
+                let Some(expected) = in_flight.pop_front() else {
+                    tracing::warn!(broker = broker.id, "answer to no request from broker");
+                    return End::Broken;
+                };
+                if correlation_id_of(&frame) != Some(expected.correlation_id) {
+                    let error = InterBrokerError::Protocol {
+                        broker_id: broker.id,
+                        reason: format!(
+                            "answer with correlation id {:?} for request {}",
+                            correlation_id_of(&frame),
+                            expected.correlation_id
+                        ),
+                    };
+                    let _ = expected.call.answer.send(Err(error.clone()));
+                    fail_all(&mut in_flight, &error);
+                    return End::Broken;
+                }
+                let _ = expected.call.answer.send(Ok(frame));
+            }
+            () = sleep_until(deadline) => {
+                fail_all(&mut in_flight, &InterBrokerError::Timeout { broker_id: broker.id });
+                return End::Broken;
+            }
+        }
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Writes `call` with the next correlation id and records it as in flight.
+async fn write_call(
+    write: &mut OwnedWriteHalf,
+    mut call: Call,
+    correlation_id: &mut i32,
+    in_flight: &mut VecDeque<InFlight>,
+) -> Result<(), String> {
+    *correlation_id = correlation_id.wrapping_add(1);
+    let id = *correlation_id;
+    let frame =
+        set_correlation_id(&mut call.frame, id).and_then(|()| with_size_prefix(&call.frame));
+    let frame = match frame {
+        Ok(frame) => frame,
+        Err(reason) => {
+            // This call alone is malformed; the connection is fine.
+            let _ = call.answer.send(Err(InterBrokerError::Protocol {
+                broker_id: -1,
+                reason,
+            }));
+            return Ok(());
+        }
+    };
+    let deadline = call.deadline;
+    in_flight.push_back(InFlight {
+        correlation_id: id,
+        call,
+    });
+    match tokio::time::timeout_at(deadline, write.write_all(&frame)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("write timed out".to_string()),
+    }
+}
