@@ -4,6 +4,7 @@
 //! cannot be bypassed; Kafka error codes are chosen only in `errors`.
 
 pub mod alloc;
+pub mod alter_partition_manager;
 pub mod broker;
 pub mod broker_config;
 pub mod config;

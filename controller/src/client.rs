@@ -13,7 +13,7 @@
 //! did not answer, as with any Kafka request: CreateTopics may then answer
 //! TOPIC_ALREADY_EXISTS, AlterPartition INVALID_UPDATE_VERSION.
 //!
-//! Remote calls use the controller RPC key (`net::rpc`) on one pooled connection per
+//! Remote calls use the controller RPC key (`controller_rpc`) on one pooled connection per
 //! controller (`net::peer`: bounded queue, one request at a time, reconnect with backoff).
 
 use std::collections::BTreeMap;
@@ -28,10 +28,11 @@ use tokio_util::task::TaskTracker;
 use uuid::Uuid;
 
 use crate::config::NetworkLimits;
-use crate::net::peer::{CallError, PeerPool};
-use crate::net::rpc::{
-    self, ControllerReply, ControllerRequest, CONTROLLER_RPC_API_KEY, CONTROLLER_RPC_API_VERSION,
+use crate::controller_rpc::{
+    self as rpc, ControllerReply, ControllerRequest, CONTROLLER_RPC_API_KEY,
+    CONTROLLER_RPC_API_VERSION,
 };
+use crate::net::peer::{CallError, PeerPool};
 use crate::quorum::{
     AlterConfigOp, AlterPartitionRequest, AlterPartitionResults, BrokerHeartbeatReply,
     BrokerHeartbeatRequest, BrokerRegistrationReply, BrokerRegistrationRequest, CreatableTopic,

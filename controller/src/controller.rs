@@ -21,7 +21,6 @@ use crate::config::ControllerConfig;
 use crate::error::Error;
 use crate::net::peer::{NetworkFactory, PeerPool};
 use crate::net::server::{self, ControllerSlot};
-use crate::quorum::QuorumController;
 use crate::raft::log_store::LogStore;
 use crate::raft::state_machine::{StateMachine, StateMachineStore};
 use crate::raft::types::{ControllerNode, Payload, TypeConfig};
@@ -257,7 +256,10 @@ impl RaftController {
 
     /// Lets the controller listener serve controller RPC with `controller` (once; later
     /// calls are ignored). Until then it answers those requests NOT_CONTROLLER.
-    pub(crate) fn install_controller(&self, controller: std::sync::Weak<QuorumController>) {
+    pub(crate) fn install_controller(
+        &self,
+        controller: std::sync::Weak<dyn server::ControllerRpc>,
+    ) {
         let _ = self.controller_slot.set(controller);
     }
 

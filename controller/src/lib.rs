@@ -9,6 +9,7 @@
 pub mod client; // ControllerClient: a broker's calls to the active controller, local or remote
 pub mod config; // ControllerConfig, voter parsing, Raft timings and network limits
 pub mod controller; // RaftController: start, write, leader watch, shutdown
+pub mod controller_rpc; // broker-to-controller requests on the controller listener
 pub mod error; // the crate's typed Error
 pub mod metadata_state_machine; // the metadata image as the Raft state machine, and its publications
 pub mod net; // the controller listener and the pooled peer connections

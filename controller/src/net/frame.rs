@@ -40,6 +40,13 @@ impl RaftApiKey {
     }
 }
 
+/// The private api key of controller RPC, a broker's requests to the active controller
+/// (`controller_rpc`); 32003 is kept for MetadataFetch.
+pub const CONTROLLER_RPC_API_KEY: i16 = 32004;
+
+/// Version of the controller RPC bodies' JSON layout; bumped on an incompatible change.
+pub const CONTROLLER_RPC_API_VERSION: i16 = 0;
+
 /// Version of every private request's body (openraft 0.9's serde layout).
 pub const RAFT_API_VERSION: i16 = 0;
 

@@ -1,14 +1,15 @@
 //! The controller listener: accepts peers' and brokers' connections (at most
 //! `connections_max`), reads Kafka-framed requests, hands Raft's to openraft and controller
-//! RPC ([`super::rpc`]) to the QuorumController, and answers in request order (one request
-//! at a time per connection; a controller RPC gets at most `request_timeout_ms`).
+//! RPC to the installed [`ControllerRpc`] (the QuorumController), and answers in request
+//! order (one request at a time per connection; a controller RPC gets at most
+//! `request_timeout_ms`).
 //!
 //! A peer that sends something we cannot parse (bad header, unknown api key, a body that
 //! is not the request's JSON, a frame over the limit) gets its connection closed and one
 //! warning line; nothing it sent reaches Raft, and every other connection carries on.
 //!
 //! When a connection that carried broker heartbeats closes, the QuorumController hears of
-//! it (`heartbeat_connection_closed`), so a killed broker is fenced after one heartbeat
+//! it ([`ControllerRpc::connection_closed`]), so a killed broker is fenced after one heartbeat
 //! interval instead of a whole session timeout.
 
 use std::net::SocketAddr;
@@ -17,6 +18,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use futures::{SinkExt, StreamExt};
 use openraft::Raft;
 use serde::de::DeserializeOwned;
@@ -27,16 +29,32 @@ use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::frame::{self, FrameError, RaftApiKey};
-use super::rpc::{self, ControllerRequest, CONTROLLER_RPC_API_KEY, CONTROLLER_RPC_API_VERSION};
+use super::frame::{
+    self, FrameError, RaftApiKey, CONTROLLER_RPC_API_KEY, CONTROLLER_RPC_API_VERSION,
+};
 use crate::config::NetworkLimits;
-use crate::quorum::{QuorumController, QuorumError};
 use crate::raft::types::TypeConfig;
 
-/// The QuorumController that serves controller RPC, installed once it has started (the
-/// Raft layer starts first and serves Raft alone until then; the Raft tests never
-/// install one). Weak, because the controller owns the Raft node that owns this listener.
-pub(crate) type ControllerSlot = Arc<OnceLock<Weak<QuorumController>>>;
+/// What answers controller RPC behind the listener: the QuorumController
+/// (`controller_rpc`). A trait, so this layer never sees the metadata model.
+pub(crate) trait ControllerRpc: Send + Sync {
+    /// Answers one request body that came over connection `connection`, within `timeout`;
+    /// also says whether it was a broker heartbeat. An `Err` closes the connection.
+    fn call(
+        &self,
+        body: Bytes,
+        connection: u64,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<(Vec<u8>, bool), FrameError>>;
+
+    /// Connection `connection`, which carried broker heartbeats, closed.
+    fn connection_closed(&self, connection: u64) -> BoxFuture<'_, ()>;
+}
+
+/// The controller RPC handler, installed once the QuorumController has started (the Raft
+/// layer starts first and serves Raft alone until then; the Raft tests never install
+/// one). Weak, because the controller owns the Raft node that owns this listener.
+pub(crate) type ControllerSlot = Arc<OnceLock<Weak<dyn ControllerRpc>>>;
 
 /// Ids of accepted connections, so a closed heartbeat connection names its sessions.
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
@@ -109,12 +127,8 @@ async fn serve_connection(
     .await;
     if closed && carried_heartbeat {
         if let Some(controller) = service.controller.get().and_then(Weak::upgrade) {
-            match controller.heartbeat_connection_closed(connection).await {
-                Ok(()) | Err(QuorumError::NotController { .. }) => {}
-                Err(e) => {
-                    tracing::warn!(%peer, error = %e, "heartbeat connection closed; sessions not cut")
-                }
-            }
+            tracing::debug!(%peer, connection, "broker heartbeat connection closed");
+            controller.connection_closed(connection).await;
         }
     }
 }
@@ -181,13 +195,17 @@ async fn handle(
         if header.api_version != CONTROLLER_RPC_API_VERSION {
             return Err(FrameError("unsupported api version"));
         }
-        let request: ControllerRequest = decode(&body)?;
-        *carried_heartbeat |= matches!(request, ControllerRequest::BrokerHeartbeat(_));
-        let result = controller_rpc(service, request, connection).await;
-        return Ok(frame::encode_response(
-            header.correlation_id,
-            &encode(&result)?,
-        ));
+        // Not installed yet (this node is still starting): closing makes the client try
+        // again after its backoff.
+        let controller = service
+            .controller
+            .get()
+            .and_then(Weak::upgrade)
+            .ok_or(FrameError("controller RPC before the controller started"))?;
+        let timeout = Duration::from_millis(service.limits.request_timeout_ms);
+        let (answer, heartbeat) = controller.call(body, connection, timeout).await?;
+        *carried_heartbeat |= heartbeat;
+        return Ok(frame::encode_response(header.correlation_id, &answer));
     }
     let raft = &service.raft;
     let key = RaftApiKey::from_code(header.api_key).ok_or(FrameError("unknown api key"))?;
@@ -200,26 +218,6 @@ async fn handle(
         RaftApiKey::InstallSnapshot => encode(&raft.install_snapshot(decode(&body)?).await),
     }?;
     Ok(frame::encode_response(header.correlation_id, &body))
-}
-
-/// Runs a controller RPC on the installed QuorumController within `request_timeout_ms`.
-/// Before one is installed this node answers NOT_CONTROLLER with the leader it knows.
-async fn controller_rpc(
-    service: &Service,
-    request: ControllerRequest,
-    connection: u64,
-) -> Result<rpc::ControllerReply, QuorumError> {
-    let Some(controller) = service.controller.get().and_then(Weak::upgrade) else {
-        let leader_id = service.raft.metrics().borrow().current_leader;
-        return Err(QuorumError::NotController { leader_id });
-    };
-    let timeout_ms = service.limits.request_timeout_ms;
-    tokio::time::timeout(
-        Duration::from_millis(timeout_ms),
-        rpc::dispatch(&controller, request, Some(connection)),
-    )
-    .await
-    .unwrap_or(Err(QuorumError::RequestTimedOut { timeout_ms }))
 }
 
 fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 /// A controller operation's failure (whole request, or one topic / partition of it).
 ///
-/// Serializable because the controller RPC (`net::rpc`) carries it from the active
+/// Serializable because the controller RPC (`controller_rpc`) carries it from the active
 /// controller to a broker on another node unchanged.
 #[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum QuorumError {
@@ -137,7 +137,7 @@ pub enum QuorumError {
     },
     /// The Raft layer failed (shutdown, I/O).
     #[error(transparent)]
-    Raft(#[serde(with = "crate::net::rpc::raft_error")] crate::Error),
+    Raft(#[serde(with = "crate::controller_rpc::raft_error")] crate::Error),
 }
 
 impl From<crate::Error> for QuorumError {

@@ -137,9 +137,8 @@ impl QuorumController {
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
         });
-        controller
-            .raft
-            .install_controller(Arc::downgrade(&controller));
+        let rpc: Arc<dyn crate::net::server::ControllerRpc> = controller.clone();
+        controller.raft.install_controller(Arc::downgrade(&rpc));
         controller.tasks.spawn(session_check_loop(
             Arc::downgrade(&controller),
             controller.shutdown.clone(),

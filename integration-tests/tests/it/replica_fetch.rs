@@ -1,9 +1,8 @@
 //! The follower's fetch client (`logbook_replication::fetcher`) against the real broker
 //! process: Fetch v17 with a replica id, ListOffsets v7 from a replica, and a whole
-//! `ReplicaFetcher` copying a partition into a local `storage::Log`. A single node serves
-//! replica fetches as consumer fetches today (up to the high watermark, no diverging
-//! epoch) and does not serve OffsetsForLeaderEpoch yet; those parts come with the leader
-//! side of replication.
+//! `ReplicaFetcher` copying a partition into a local `storage::Log`, and
+//! OffsetsForLeaderEpoch v4 from a replica. A single node leads alone (its replica set is
+//! itself), so it refuses fetches from a replica it does not name.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -196,7 +195,7 @@ fn replica_fetch_v17_and_list_offsets_from_the_real_broker() {
 }
 
 #[test]
-#[ignore = "needs a replica set naming the fetcher (controller wiring, issue 11 session 2): a lone leader answers an unknown replica with UNKNOWN_LEADER_EPOCH"]
+#[ignore = "needs a replica set naming the fetcher: a lone broker leads alone (replicas = itself) and answers an unknown replica with UNKNOWN_LEADER_EPOCH; runs once the broker takes assignments from the controller (create an RF=2 topic naming replica 2)"]
 fn replica_fetcher_copies_a_partition_from_the_real_broker() {
     // Proves: a ReplicaFetcher over RemoteLeaderEndPoint copies a partition from the real
     // broker into a local log, batch for batch, and keeps up with later produces: the
@@ -251,10 +250,9 @@ fn replica_fetcher_copies_a_partition_from_the_real_broker() {
 }
 
 #[test]
-#[ignore = "the broker does not serve OffsetsForLeaderEpoch (API 23) until the leader side lands"]
 fn offsets_for_leader_epoch_from_the_real_broker() {
-    // Proves (once served): a replica's OffsetsForLeaderEpoch for the latest epoch answers
-    // that epoch ending at the log end.
+    // Proves: a replica's OffsetsForLeaderEpoch v4 (replica id set) for the latest epoch
+    // answers that epoch ending at the log end.
     let broker = Broker::start();
     create_topic(&broker.bootstrap(), "epochs", 1, &[]);
     produce_ok(&broker.bootstrap(), "epochs", &records(3), &[]);

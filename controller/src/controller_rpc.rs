@@ -1,6 +1,8 @@
 //! Controller RPC: what a broker asks of the active controller (registration, heartbeats,
 //! topic admin, AlterPartition, elections, producer-id blocks), as one private api key on
-//! the controller listener.
+//! the controller listener. The listener (`net::server`) knows only bytes and the
+//! `ControllerRpc` trait; this module gives the QuorumController that trait, and the
+//! `ControllerClient` sends these requests.
 //!
 //! The body is a JSON [`ControllerRequest`]; the answer is a JSON
 //! `Result<ControllerReply, QuorumError>`, the QuorumController's own result. Both ends are
@@ -10,22 +12,23 @@
 //! would be a translation on each end for every API (ARCHITECTURE.md says more). The
 //! header's api version is bumped when a body changes incompatibly.
 
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
 use logbook_metadata::{BrokerId, ConfigResource, Election};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+use crate::net::frame::FrameError;
+pub use crate::net::frame::{CONTROLLER_RPC_API_KEY, CONTROLLER_RPC_API_VERSION};
+use crate::net::server::ControllerRpc;
 
 use crate::quorum::{
     AlterConfigOp, AlterPartitionRequest, AlterPartitionResults, BrokerHeartbeatReply,
     BrokerHeartbeatRequest, BrokerRegistrationReply, BrokerRegistrationRequest, CreatableTopic,
     CreatedTopic, ProducerIdsBlock, QuorumController, QuorumError,
 };
-
-/// The private api key of controller RPC (32000–32002 are Raft's, 32003 is kept for
-/// MetadataFetch).
-pub const CONTROLLER_RPC_API_KEY: i16 = 32004;
-
-/// Version of [`ControllerRequest`]'s and the answer's JSON layout.
-pub const CONTROLLER_RPC_API_VERSION: i16 = 0;
 
 /// One QuorumController operation with its arguments (the methods' names and arguments).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,6 +145,40 @@ pub(crate) async fn dispatch(
                 .await?,
         ),
     })
+}
+
+/// The listener's side: decode, run within `timeout` (REQUEST_TIMED_OUT after it), encode.
+impl ControllerRpc for QuorumController {
+    fn call(
+        &self,
+        body: Bytes,
+        connection: u64,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<(Vec<u8>, bool), FrameError>> {
+        Box::pin(async move {
+            let request: ControllerRequest = serde_json::from_slice(&body)
+                .map_err(|_| FrameError("body is not a controller request"))?;
+            let heartbeat = matches!(request, ControllerRequest::BrokerHeartbeat(_));
+            let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+            let result = tokio::time::timeout(timeout, dispatch(self, request, Some(connection)))
+                .await
+                .unwrap_or(Err(QuorumError::RequestTimedOut { timeout_ms }));
+            let answer = serde_json::to_vec(&result)
+                .map_err(|_| FrameError("controller answer does not serialize"))?;
+            Ok((answer, heartbeat))
+        })
+    }
+
+    fn connection_closed(&self, connection: u64) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            match self.heartbeat_connection_closed(connection).await {
+                Ok(()) | Err(QuorumError::NotController { .. }) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, connection, "heartbeat connection closed; sessions not cut");
+                }
+            }
+        })
+    }
 }
 
 /// The wire form of the Raft layer's [`crate::Error`] inside a `QuorumError::Raft`: the
