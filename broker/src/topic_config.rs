@@ -651,6 +651,11 @@ impl TopicConfig {
             preallocate_bytes_max: broker_defaults.preallocate_bytes_max,
             page_cache_tail_bytes: broker_defaults.page_cache_tail_bytes,
             compaction: self.compaction_config(broker_defaults),
+            min_insync_replicas: usize::try_from(
+                self.get_i64("min.insync.replicas", broker_defaults),
+            )
+            .unwrap_or(1)
+            .max(1),
         }
     }
 

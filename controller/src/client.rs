@@ -17,7 +17,7 @@
 //! controller (`net::peer`: bounded queue, one request at a time, reconnect with backoff).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ use uuid::Uuid;
 
 use crate::config::NetworkLimits;
 use crate::controller_rpc::{
-    self as rpc, ControllerReply, ControllerRequest, CONTROLLER_RPC_API_KEY,
+    self as rpc, ControllerAnswer, ControllerReply, ControllerRequest, CONTROLLER_RPC_API_KEY,
     CONTROLLER_RPC_API_VERSION,
 };
 use crate::net::peer::{CallError, PeerPool};
@@ -85,6 +85,8 @@ pub struct ControllerClient {
     leader_hint: Mutex<Option<u64>>,
     /// Next voter to try when no leader is known.
     next_voter: AtomicUsize,
+    /// The largest applied metadata offset an answering controller reported.
+    controller_offset: AtomicI64,
     pool: PeerPool,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -119,10 +121,35 @@ impl ControllerClient {
             config,
             leader_hint: Mutex::new(None),
             next_voter: AtomicUsize::new(0),
+            controller_offset: AtomicI64::new(-1),
             pool,
             shutdown,
             tasks,
         }
+    }
+
+    /// The largest metadata offset an answering controller had applied when it answered
+    /// (so at least the offset of every operation answered so far): after an admin
+    /// operation the broker waits until its own image reaches it before answering its
+    /// client (read your writes, plan §2.3). Never decreases; -1 before any answer.
+    #[must_use]
+    pub fn controller_offset(&self) -> i64 {
+        self.controller_offset.load(Ordering::Acquire)
+    }
+
+    /// The active controller as this node knows it: its local Raft node's leader, else the
+    /// leader the last NOT_CONTROLLER answer named.
+    #[must_use]
+    pub fn leader_id(&self) -> Option<u64> {
+        self.local
+            .as_ref()
+            .and_then(|local| local.raft().leader())
+            .or_else(|| {
+                *self
+                    .leader_hint
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+            })
     }
 
     /// Stops the connections and waits for their tasks.
@@ -297,12 +324,24 @@ impl ControllerClient {
         let mut redirected = false;
         loop {
             let (target_id, outcome) = match self.target() {
-                Target::Local(controller) => (
-                    controller.raft().node_id(),
-                    Ok(rpc::dispatch(controller, request.clone(), None).await),
-                ),
+                Target::Local(controller) => {
+                    let result = rpc::dispatch(controller, request.clone(), None).await;
+                    let metadata_offset = controller.image().offset();
+                    (
+                        controller.raft().node_id(),
+                        Ok(ControllerAnswer {
+                            result,
+                            metadata_offset,
+                        }),
+                    )
+                }
                 Target::Remote(id) => (id, self.remote(id, &request, deadline).await),
             };
+            let outcome = outcome.map(|answer| {
+                self.controller_offset
+                    .fetch_max(answer.metadata_offset, Ordering::AcqRel);
+                answer.result
+            });
             let retry_now = match outcome {
                 Ok(Err(QuorumError::NotController { leader_id })) => {
                     self.set_leader_hint(leader_id);
@@ -318,7 +357,11 @@ impl ControllerClient {
                     redirected = false;
                     false
                 }
-                Ok(result) => return result,
+                Ok(result) => {
+                    // The node that answered is the active controller: keep going there.
+                    self.set_leader_hint(Some(target_id));
+                    return result;
+                }
                 Err(e) => {
                     tracing::debug!(controller = target_id, error = ?e, "controller unreachable; retrying");
                     self.forget_leader(target_id);
@@ -387,7 +430,7 @@ impl ControllerClient {
         id: u64,
         request: &ControllerRequest,
         deadline: Instant,
-    ) -> Result<Result<ControllerReply, QuorumError>, CallError> {
+    ) -> Result<ControllerAnswer, CallError> {
         let Some(node) = self.voters.get(&id) else {
             return Err(CallError::Unreachable(std::io::Error::other(format!(
                 "controller {id} is not in controller.quorum.voters"

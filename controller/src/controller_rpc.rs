@@ -100,6 +100,17 @@ pub enum ControllerReply {
     AllocateProducerIds(ProducerIdsBlock),
 }
 
+/// The listener's answer: the operation's result, and the answering controller's applied
+/// metadata offset after it (at least the offset the operation's batch was committed at),
+/// so the broker can wait for its own image to get there before answering its client.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ControllerAnswer {
+    /// The QuorumController's result.
+    pub result: Result<ControllerReply, QuorumError>,
+    /// The answering controller's applied metadata offset.
+    pub metadata_offset: i64,
+}
+
 /// Runs `request` on `controller`. `connection` is the controller connection it came over
 /// (`None`: in-process), so a heartbeat connection's closing can cut the session short.
 pub(crate) async fn dispatch(
@@ -163,7 +174,11 @@ impl ControllerRpc for QuorumController {
             let result = tokio::time::timeout(timeout, dispatch(self, request, Some(connection)))
                 .await
                 .unwrap_or(Err(QuorumError::RequestTimedOut { timeout_ms }));
-            let answer = serde_json::to_vec(&result)
+            let answer = ControllerAnswer {
+                result,
+                metadata_offset: self.image().offset(),
+            };
+            let answer = serde_json::to_vec(&answer)
                 .map_err(|_| FrameError("controller answer does not serialize"))?;
             Ok((answer, heartbeat))
         })

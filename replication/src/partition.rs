@@ -183,7 +183,8 @@ pub struct Partition {
     /// The offset this replica counts toward the high watermark as leader: its durable
     /// offset, or its log end when the OS flushes.
     leader_offset: AtomicI64,
-    /// The topic's `min.insync.replicas`, as of the last produce or config change.
+    /// The topic's `min.insync.replicas`: from the log config at open, then as of the last
+    /// produce or config change.
     min_insync_replicas: AtomicUsize,
     /// `replica.lag.time.max.ms`.
     replica_lag_time_max_ms: i64,
@@ -232,6 +233,7 @@ impl Partition {
         flusher: Flusher,
         options: ReplicaOptions,
     ) -> Result<Arc<Self>, Error> {
+        let min_insync_replicas = config.min_insync_replicas.max(1);
         let log = Log::open(dir, config)?;
         let log_end_offset = log.log_end_offset();
         let start = options
@@ -260,7 +262,7 @@ impl Partition {
             durable,
             // Everything recovery kept is on disk.
             leader_offset: AtomicI64::new(log_end_offset.get()),
-            min_insync_replicas: AtomicUsize::new(1),
+            min_insync_replicas: AtomicUsize::new(min_insync_replicas),
             replica_lag_time_max_ms: options.replica_lag_time_max_ms,
             alter_partition: options.alter_partition,
             self_weak: self_weak.clone(),
@@ -750,6 +752,7 @@ impl Partition {
     /// # Errors
     /// The partition being closed.
     pub fn set_config(&self, config: LogConfig) -> Result<(), Error> {
+        self.set_min_insync_replicas(config.min_insync_replicas);
         self.with_log(|log| {
             log.set_config(config);
             Ok(())

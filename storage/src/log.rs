@@ -61,6 +61,10 @@ pub struct LogConfig {
     pub page_cache_tail_bytes: u64,
     /// Log compaction settings (`cleanup.policy=compact` and its configs).
     pub compaction: CompactionConfig,
+    /// `min.insync.replicas`: not used by the log itself; carried with the topic's other
+    /// configs so the partition that owns the log knows it from the moment it opens (its
+    /// high watermark and acks=all depend on it). Default 1.
+    pub min_insync_replicas: usize,
 }
 
 impl Default for LogConfig {
@@ -76,6 +80,7 @@ impl Default for LogConfig {
             preallocate_bytes_max: 8 << 20,
             page_cache_tail_bytes: 64 << 20,
             compaction: CompactionConfig::default(),
+            min_insync_replicas: 1,
         }
     }
 }

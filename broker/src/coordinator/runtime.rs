@@ -11,8 +11,9 @@
 //! [`RuntimeError`]s mapped to NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS in
 //! `errors.rs`), and its timers (session, join phase, pending sync, offset expiry) scheduled
 //! with [`CoordinatorRuntime::schedule`]. On a single node the broker loads every partition
-//! at start (or when the topic is created); with replication, leadership changes will call
-//! `load` / `unload`. The transaction coordinator is the second `CoordinatorShard`
+//! at start (or when the topic is created); with replication, leadership changes go through
+//! `coordinator::roles`: `begin_load` on the metadata publisher, `complete_load` on the
+//! blocking pool (requests meanwhile get `LoadInProgress`), and `unload`. The transaction coordinator is the second `CoordinatorShard`
 //! (`TransactionShard`, one per `__transaction_state` partition). Remaining: writes still
 //! go straight to `Partition::append` rather than through the runtime (Kafka's runtime
 //! batches a shard's records and applies them once durable).

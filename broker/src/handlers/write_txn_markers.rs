@@ -1,7 +1,10 @@
 //! WriteTxnMarkers (API key 27): writes commit or abort markers for producers on named
-//! partitions. Kafka's transaction coordinators send it to partition leaders; on one node
-//! our coordinator appends its markers directly (`coordinator/transaction/markers.rs`), so
-//! this request comes from administrators: `Admin.abortTransaction` (KIP-664,
+//! partitions. Transaction coordinators on other brokers send it to this partition leader
+//! (`coordinator/transaction/markers.rs` appends its own partitions' markers directly); a
+//! marker whose coordinator epoch is older than the last one the partition saw for its
+//! producer is refused with TRANSACTION_COORDINATOR_FENCED (the producer state's check), so
+//! a deposed coordinator cannot end a transaction. Administrators send it too:
+//! `Admin.abortTransaction` (KIP-664,
 //! `kafka-transactions.sh abort`) aborts a hanging transaction, one whose coordinator has
 //! lost track of it, by writing its abort marker here. Each partition is answered once its
 //! marker is durable; a marker for `__consumer_offsets` also applies or drops the producer's

@@ -229,6 +229,13 @@ async fn clients_on_a_follower_and_a_broker_only_node_reach_the_leader() {
     );
 
     let image = nodes[&leader].image();
+    // Both clients learned an offset covering their last operation (read your writes).
+    assert_eq!(broker_only.controller_offset(), image.offset());
+    assert!(combined.controller_offset() >= image.broker(1).expect("b1").broker_epoch);
+    assert_eq!(
+        (combined.leader_id(), broker_only.leader_id()),
+        (Some(leader), Some(leader))
+    );
     assert_eq!(image.topic("t").map(|t| t.id), Some(topic_id));
     assert_eq!(image.topic("t").map(|t| t.partitions.len()), Some(2));
     for id in 1..=4 {
@@ -347,12 +354,12 @@ async fn garbage_on_the_rpc_key_closes_the_connection() {
         .expect("a frame");
     let (correlation_id, body) = frame::decode_response(answer.freeze()).expect("header");
     assert_eq!(correlation_id, 9);
-    let reply: Result<ControllerReply, QuorumError> =
-        serde_json::from_slice(&body).expect("decode");
+    let answer: ControllerAnswer = serde_json::from_slice(&body).expect("decode");
     assert!(
-        matches!(reply, Ok(ControllerReply::RegisterBroker(_))),
-        "{reply:?}"
+        matches!(answer.result, Ok(ControllerReply::RegisterBroker(_))),
+        "{answer:?}"
     );
+    assert_eq!(answer.metadata_offset, nodes[&1].image().offset());
     assert!(nodes[&1].image().broker(5).is_some());
     shutdown_all(nodes).await;
 }

@@ -21,6 +21,7 @@ mod describe_configs;
 mod disk_full;
 mod durability;
 mod groups;
+mod inter_broker;
 mod internal_topics;
 mod kafka_tools;
 mod large_messages;

@@ -292,7 +292,7 @@ async fn reconcile(shared: &Shared, assigned: &mut Assigned) -> bool {
     }
     let mut complete = true;
     for (leader, targets) in additions {
-        if !fetchers.contains_key(&leader) {
+        if let std::collections::btree_map::Entry::Vacant(vacant) = fetchers.entry(leader) {
             let factory = shared.factory.read().clone();
             let Some(end_point) = factory.and_then(|f| f.end_point(leader)) else {
                 tracing::info!(
@@ -306,7 +306,7 @@ async fn reconcile(shared: &Shared, assigned: &mut Assigned) -> bool {
             let config = shared.config.read().clone();
             tracing::info!(leader, "starting a replica fetcher");
             let fetcher = ReplicaFetcherHandle::spawn(ReplicaFetcher::new(end_point, config));
-            fetchers.insert(leader, fetcher);
+            vacant.insert(fetcher);
         }
         let Some(fetcher) = fetchers.get(&leader) else {
             continue;

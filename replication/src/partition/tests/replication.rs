@@ -689,3 +689,43 @@ fn apply_partition_changes_gives_roles() {
     assert!(opened[0].is_leader());
     manager.shutdown();
 }
+
+// min.insync.replicas comes with the log config at open: a leader whose committed ISR is
+// smaller than it holds its high watermark from the first append, before any produce
+// passed the topic's value; a config change lowering it releases the high watermark.
+#[test]
+fn min_insync_replicas_is_known_at_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let flusher = Flusher::start(FlushPolicy::EveryWrite, 1);
+    flusher.shutdown();
+    let p = Partition::open_replica(
+        TopicPartition {
+            topic: "r".to_string(),
+            partition: 0,
+        },
+        &dir.path().join("r-0"),
+        LogConfig {
+            min_insync_replicas: 2,
+            ..LogConfig::default()
+        },
+        flusher,
+        ReplicaOptions {
+            local_broker_id: LEADER,
+            checkpointed_high_watermark: None,
+            alter_partition: Arc::new(NoController),
+            replica_lag_time_max_ms: LAG_MS,
+        },
+    )
+    .expect("open replica");
+    p.become_leader(&state(&[1, 2], &[1], LEADER, 1, 0))
+        .expect("lead");
+    p.append(&batch()).expect("append");
+    p.flush();
+    assert_eq!(
+        p.high_watermark(),
+        Offset(0),
+        "an ISR of 1 is under min.insync.replicas 2"
+    );
+    p.set_config(LogConfig::default()).expect("config");
+    assert_eq!(p.high_watermark(), Offset(1));
+}
