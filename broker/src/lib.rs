@@ -6,6 +6,7 @@
 pub mod alloc;
 pub mod broker;
 pub mod broker_config;
+pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod connection_quotas;
