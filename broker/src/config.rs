@@ -137,6 +137,37 @@ pub struct Config {
         default_value_t = 50
     )]
     pub offsets_topic_num_partitions: i32,
+    /// Replication factor of `__consumer_offsets` when it is created, capped by the
+    /// brokers alive then (`offsets.topic.replication.factor`).
+    #[arg(
+        long,
+        env = "LOGBOOK_OFFSETS_TOPIC_REPLICATION_FACTOR",
+        default_value_t = 3
+    )]
+    pub offsets_topic_replication_factor: i16,
+    /// Replication factor of `__transaction_state` when it is created, capped by the
+    /// brokers alive then (`transaction.state.log.replication.factor`).
+    #[arg(
+        long,
+        env = "LOGBOOK_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+        default_value_t = 3
+    )]
+    pub transaction_state_log_replication_factor: i16,
+    /// How often this broker heartbeats the controller (`broker.heartbeat.interval.ms`).
+    #[arg(
+        long,
+        env = "LOGBOOK_BROKER_HEARTBEAT_INTERVAL_MS",
+        default_value_t = 2000
+    )]
+    pub broker_heartbeat_interval_ms: u64,
+    /// A broker without a heartbeat for this long is fenced by the controller
+    /// (`broker.session.timeout.ms`).
+    #[arg(
+        long,
+        env = "LOGBOOK_BROKER_SESSION_TIMEOUT_MS",
+        default_value_t = 9000
+    )]
+    pub broker_session_timeout_ms: u64,
     /// `segment.bytes` of `__consumer_offsets` when it is created
     /// (`offsets.topic.segment.bytes`).
     #[arg(

@@ -127,9 +127,50 @@ pub fn topic_error(e: &TopicError) -> ResponseError {
             ResponseError::PolicyViolation
         }
         TopicError::Replication(r) => replication_error(r),
+        TopicError::Controller(q) => quorum_error(q),
+        // The controller committed the change but this broker's image did not show it in
+        // time: the client retries and finds it done (or TOPIC_ALREADY_EXISTS).
+        TopicError::MetadataTimeout => ResponseError::RequestTimedOut,
         TopicError::Io(io) => {
             tracing::error!(error = %io, "topic metadata I/O failed");
             ResponseError::KafkaStorageError
+        }
+    }
+}
+
+/// The Kafka error of a controller operation's failure, as Kafka's controller answers it.
+#[must_use]
+pub fn quorum_error(e: &logbook_controller::quorum::QuorumError) -> ResponseError {
+    use logbook_controller::quorum::QuorumError;
+    match e {
+        QuorumError::NotController { .. } => ResponseError::NotController,
+        QuorumError::DuplicateBrokerRegistration { .. } => {
+            ResponseError::DuplicateBrokerRegistration
+        }
+        QuorumError::BrokerIdNotRegistered { .. } => ResponseError::BrokerIdNotRegistered,
+        QuorumError::StaleBrokerEpoch { .. } => ResponseError::StaleBrokerEpoch,
+        QuorumError::TopicAlreadyExists { .. } => ResponseError::TopicAlreadyExists,
+        QuorumError::UnknownTopicOrPartition { .. } => ResponseError::UnknownTopicOrPartition,
+        QuorumError::UnknownTopicId { .. } => ResponseError::UnknownTopicId,
+        QuorumError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
+        QuorumError::InvalidPartitions { .. } => ResponseError::InvalidPartitions,
+        QuorumError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        QuorumError::NotLeaderOrFollower { .. } => ResponseError::NotLeaderOrFollower,
+        QuorumError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+        QuorumError::InvalidUpdateVersion { .. } => ResponseError::InvalidUpdateVersion,
+        QuorumError::IneligibleReplica { .. } => ResponseError::IneligibleReplica,
+        QuorumError::NewLeaderElected { .. } => ResponseError::NewLeaderElected,
+        QuorumError::ElectionNotNeeded => ResponseError::ElectionNotNeeded,
+        QuorumError::PreferredLeaderNotAvailable => ResponseError::PreferredLeaderNotAvailable,
+        QuorumError::EligibleLeadersNotAvailable => ResponseError::EligibleLeadersNotAvailable,
+        QuorumError::RequestTimedOut { .. } => ResponseError::RequestTimedOut,
+        QuorumError::Rejected(error) => {
+            tracing::error!(%error, "controller batch rejected repeatedly");
+            ResponseError::UnknownServerError
+        }
+        QuorumError::Raft(error) => {
+            tracing::error!(%error, "controller quorum failed");
+            ResponseError::UnknownServerError
         }
     }
 }

@@ -1,8 +1,11 @@
 //! Producer id allocation for idempotent producers (InitProducerId without a transactional
 //! id).
 //!
-//! Ids are handed out from blocks; the end of the current block is persisted (write temp,
-//! fsync, rename) *before* any id from it is given out, so a restart never reissues an id.
+//! Ids are handed out from blocks. On a broker of a cluster (and a single node on its own
+//! quorum) each block comes from the controller (AllocateProducerIds, KIP-730), which
+//! records the next free id in the metadata log; without a controller the end of the
+//! current block is persisted (write temp, fsync, rename) *before* any id from it is given
+//! out. Either way a restart never reissues an id.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,9 +21,17 @@ struct State {
     block_end: i64,
 }
 
+/// Where blocks come from.
+enum BlockSource {
+    /// `producer-id-block` in the metadata dir.
+    File(PathBuf),
+    /// The controller.
+    Controller(std::sync::Arc<crate::cluster::ClusterContext>),
+}
+
 /// Hands out unique producer ids across restarts.
 pub struct ProducerIdManager {
-    path: PathBuf,
+    source: BlockSource,
     state: Mutex<State>,
 }
 
@@ -42,7 +53,7 @@ impl ProducerIdManager {
             Err(e) => return Err(e),
         };
         Ok(ProducerIdManager {
-            path,
+            source: BlockSource::File(path),
             state: Mutex::new(State {
                 next,
                 block_end: next,
@@ -50,23 +61,57 @@ impl ProducerIdManager {
         })
     }
 
+    /// Ids from blocks the controller of `cluster` hands out (the first is asked for at
+    /// the first id).
+    #[must_use]
+    pub fn from_controller(cluster: std::sync::Arc<crate::cluster::ClusterContext>) -> Self {
+        ProducerIdManager {
+            source: BlockSource::Controller(cluster),
+            state: Mutex::new(State {
+                next: 0,
+                block_end: 0,
+            }),
+        }
+    }
+
     /// The next unused producer id.
     ///
     /// # Errors
-    /// The block end could not be persisted.
+    /// The block end could not be persisted, or the controller gave no block.
     pub fn next_id(&self) -> std::io::Result<i64> {
         let mut state = self.state.lock();
         if state.next >= state.block_end {
-            let end = state.block_end + BLOCK_SIZE;
-            let tmp = self.path.with_extension("tmp");
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(end.to_string().as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &self.path)?;
-            if let Some(dir) = self.path.parent() {
-                std::fs::File::open(dir)?.sync_all()?;
+            match &self.source {
+                BlockSource::File(path) => {
+                    let end = state.block_end + BLOCK_SIZE;
+                    let tmp = path.with_extension("tmp");
+                    let mut f = std::fs::File::create(&tmp)?;
+                    f.write_all(end.to_string().as_bytes())?;
+                    f.sync_all()?;
+                    std::fs::rename(&tmp, path)?;
+                    if let Some(dir) = path.parent() {
+                        std::fs::File::open(dir)?.sync_all()?;
+                    }
+                    state.block_end = end;
+                }
+                BlockSource::Controller(cluster) => {
+                    let controller = cluster.controller().map_err(std::io::Error::other)?;
+                    let block = cluster
+                        .block_on(
+                            controller
+                                .allocate_producer_ids(cluster.node_id, cluster.broker_epoch()),
+                        )
+                        .ok_or_else(|| {
+                            std::io::Error::new(
+                                std::io::ErrorKind::TimedOut,
+                                "the controller gave no producer id block in time",
+                            )
+                        })?
+                        .map_err(std::io::Error::other)?;
+                    state.next = block.first_producer_id;
+                    state.block_end = block.first_producer_id + i64::from(block.len);
+                }
             }
-            state.block_end = end;
         }
         let id = state.next;
         state.next += 1;

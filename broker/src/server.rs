@@ -5,13 +5,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use logbook_controller::quorum::{QuorumConfig, QuorumController, SystemClock};
+use logbook_controller::{ControllerConfig, ControllerNode};
 use logbook_replication::{FlushPolicy, ReplicaManager};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::broker::Broker;
+use crate::cluster::lifecycle::{BrokerLifecycle, CONTROLLED_SHUTDOWN_TIMEOUT};
+use crate::cluster::migration;
+use crate::cluster::publisher::{MetadataPublisher, RoleChangeHooks, PUBLICATION_QUEUE_MAX};
+use crate::cluster::{ClusterContext, ControllerHandle, MetadataCache};
+use crate::config::ClusterConfig;
 use crate::config::{Config, FlushPolicyArg};
 use crate::connection_quotas::ConnectionQuotas;
 use crate::producer_ids::ProducerIdManager;
@@ -20,6 +27,39 @@ use crate::topics::Topics;
 
 /// How long shutdown waits for connections to finish their owed responses.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// How long the broker waits at startup to register and be unfenced (a cluster may wait
+/// for a quorum of voters to come up).
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long an admin operation waits for the controller and for its result to show in
+/// this broker's metadata.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The controller quorum's voters: `controller.quorum.voters`, or this node alone (a
+/// single node; a sole voter binds no socket, so the address is never used).
+fn controller_voters(
+    cluster: &ClusterConfig,
+    node_id: i32,
+) -> Result<std::collections::BTreeMap<u64, ControllerNode>, Box<dyn std::error::Error + Send + Sync>>
+{
+    if cluster.voters.is_empty() {
+        let id = u64::try_from(node_id)?;
+        return Ok([(id, ControllerNode::new("127.0.0.1", 1))]
+            .into_iter()
+            .collect());
+    }
+    cluster
+        .voters
+        .iter()
+        .map(|v| {
+            Ok((
+                u64::try_from(v.node_id)?,
+                ControllerNode::new(v.host.clone(), v.port),
+            ))
+        })
+        .collect()
+}
 
 /// Runs the broker until a shutdown signal.
 ///
@@ -38,9 +78,12 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         FlushPolicyArg::EveryWrite => FlushPolicy::EveryWrite,
         FlushPolicyArg::Os => FlushPolicy::Os,
     };
+    let cluster_config = config.cluster()?;
+    let node_id = config.node_id;
     let replicas = Arc::new(
         ReplicaManager::new(&config.data_dir, policy, config.flush_threads)
-            .with_broker_id(config.node_id),
+            .with_broker_id(node_id)
+            .with_controller_leadership(),
     );
     replicas.start_log_cleaner(log_cleaner_config(&config));
     replicas.start_maintenance();
@@ -52,20 +95,106 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     .with_preallocate_bytes_max(config.log_preallocate_bytes_max)
     .with_page_cache_tail_bytes(config.page_cache_tail_bytes)
     .with_static_configs(&config.static_broker_configs);
-    let topics = Arc::new(tokio::task::block_in_place(|| {
-        Topics::open(
+    let (advertised_host, advertised_port) = config.advertised();
+    let voters = controller_voters(&cluster_config, node_id)?;
+    let mut quorum_config = QuorumConfig {
+        session_timeout_ms: config.broker_session_timeout_ms,
+        heartbeat_interval_ms: config.broker_heartbeat_interval_ms,
+        default_num_partitions: config.num_partitions,
+        default_replication_factor: config.default_replication_factor,
+        ..QuorumConfig::default()
+    };
+    let sole_voter = voters.len() == 1;
+    let legacy = if migration::has_legacy_metadata(&config.data_dir) {
+        if !sole_voter {
+            return Err(format!(
+                "{} holds the topics of a single node (__cluster_metadata/topics.json), which can \
+                 only be migrated by that node alone: start it once without \
+                 controller.quorum.voters, then join the cluster with an empty data dir",
+                config.data_dir.display()
+            )
+            .into());
+        }
+        let port = u16::try_from(advertised_port)?;
+        let features = quorum_config.bootstrap_features.clone();
+        tokio::task::block_in_place(|| {
+            migration::read(&config.data_dir, node_id, &advertised_host, port, &features)
+        })?
+    } else {
+        None
+    };
+    if let Some(legacy) = &legacy {
+        let batch = logbook_metadata::migration::from_legacy(&legacy.state)?;
+        quorum_config.cluster_id = Some(legacy.state.cluster_id.clone());
+        quorum_config.bootstrap_batch = Some(batch.0);
+    }
+    let metadata = MetadataCache::new();
+    let mut context = ClusterContext::new(metadata.clone(), node_id, ADMIN_TIMEOUT);
+    context.offsets_topic_replication_factor = config.offsets_topic_replication_factor;
+    context.transaction_state_replication_factor = config.transaction_state_log_replication_factor;
+    context.sole_voter = sole_voter;
+    let cluster = Arc::new(context);
+    let topics = Arc::new(
+        Topics::open_in_cluster(
             &config.data_dir,
             Arc::clone(&replicas),
             defaults,
             config.limits.partitions_per_topic_max,
-        )
-        .map(|t| {
-            t.with_partitions_total_max(crate::partition_budget::partitions_max(&config.limits))
-        })
-    })?);
-    let producer_ids = Arc::new(ProducerIdManager::open(
-        &config.data_dir.join(crate::topics::METADATA_DIR),
-    )?);
+            Arc::clone(&cluster),
+        )?
+        .with_partitions_total_max(crate::partition_budget::partitions_max(&config.limits)),
+    );
+    // The publisher runs before the controller starts: the controller replays its log
+    // into it while it starts, through a bounded queue.
+    let (publications, publication_queue) = mpsc::channel(PUBLICATION_QUEUE_MAX);
+    let role_hooks = RoleChangeHooks::default();
+    let publisher = MetadataPublisher::new(
+        node_id,
+        config.data_dir.clone(),
+        Arc::clone(&topics),
+        Arc::clone(&replicas),
+        metadata.clone(),
+        role_hooks.clone(),
+    );
+    let publisher_task = tokio::spawn(publisher.run(publication_queue));
+    let raft_config =
+        ControllerConfig::new(u64::try_from(node_id)?, voters, config.data_dir.clone());
+    let quorum = QuorumController::start(
+        raft_config,
+        None,
+        quorum_config,
+        Arc::new(SystemClock),
+        Some(publications),
+    )
+    .await?;
+    if sole_voter {
+        // A lone voter restarting would wait out an election timeout before leading.
+        if let Err(e) = quorum.raft().raft().trigger().elect().await {
+            tracing::warn!(error = %e, "cannot trigger the election of the sole voter");
+        }
+    }
+    cluster.set_controller(ControllerHandle::new(Arc::clone(&quorum)));
+    let lifecycle = BrokerLifecycle::start(
+        Arc::clone(&cluster),
+        advertised_host.clone(),
+        u16::try_from(advertised_port)?,
+        Duration::from_millis(config.broker_heartbeat_interval_ms),
+        STARTUP_TIMEOUT,
+    )
+    .await?;
+    if let Some(legacy) = &legacy {
+        if metadata.image().cluster_id() == Some(legacy.state.cluster_id.as_str()) {
+            tokio::task::block_in_place(|| legacy.mark_migrated())?;
+            tracing::info!(
+                topics = legacy.state.topics.len(),
+                "migrated the single node's metadata files into the metadata log"
+            );
+        } else {
+            tracing::warn!("the metadata log was not empty; topics.json was not migrated");
+        }
+    }
+    tokio::task::block_in_place(|| topics.remove_orphans_after_catch_up())?;
+    let producer_ids = Arc::new(ProducerIdManager::from_controller(Arc::clone(&cluster)));
     let groups = tokio::task::block_in_place(|| {
         crate::coordinator::GroupCoordinator::load(&topics, group_config(&config))
     })?;
@@ -78,7 +207,6 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         )
     })?;
     let listener = TcpListener::bind(config.listen).await?;
-    let (advertised_host, advertised_port) = config.advertised();
     let broker = Arc::new(Broker {
         config,
         topics,
@@ -141,6 +269,9 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         }
     }
     tracing::info!("shutting down");
+    lifecycle
+        .controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT)
+        .await;
     shutdown.cancel();
     tracker.close();
     if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
@@ -151,6 +282,10 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     }
     broker.groups.shutdown();
     broker.transactions.shutdown();
+    if let Err(e) = quorum.shutdown().await {
+        tracing::warn!(error = %e, "the controller did not stop cleanly");
+    }
+    publisher_task.abort();
     tokio::task::block_in_place(|| replicas.shutdown());
     tracing::info!("shutdown complete");
     Ok(())

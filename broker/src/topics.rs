@@ -97,8 +97,8 @@ pub enum TopicError {
     /// Partition count ≤ 0 or above the limit.
     #[error("invalid partition count {0}")]
     InvalidPartitions(i32),
-    /// Replication factor ≤ 0 or above the number of brokers.
-    #[error("replication factor {factor} is invalid with {brokers} broker(s)")]
+    /// Replication factor ≤ 0 or above the number of brokers (Kafka's messages).
+    #[error("{}", replication_factor_message(*factor, *brokers))]
     InvalidReplicationFactor {
         /// Requested factor.
         factor: i16,
@@ -144,9 +144,28 @@ pub enum TopicError {
     /// Storage or metadata I/O failed.
     #[error(transparent)]
     Replication(#[from] logbook_replication::Error),
+    /// The controller refused or failed the operation.
+    #[error(transparent)]
+    Controller(logbook_controller::quorum::QuorumError),
+    /// The controller did not answer, or its change did not reach this broker's metadata,
+    /// within the admin timeout.
+    #[error("the controller did not complete the operation in time")]
+    MetadataTimeout,
     /// The registry file could not be written.
     #[error("metadata I/O: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Kafka's message for an impossible replication factor (its `ReplicationControlManager`).
+fn replication_factor_message(factor: i16, brokers: usize) -> String {
+    if factor <= 0 {
+        "Replication factor must be larger than 0, or -1 to use the default value.".to_string()
+    } else {
+        format!(
+            "Unable to replicate the partition {factor} time(s): The target replication factor \
+             of {factor} cannot be reached because only {brokers} broker(s) are registered."
+        )
+    }
 }
 
 /// What CreateTopics asks for, after defaults are applied by the handler.
@@ -178,7 +197,10 @@ struct PersistedRegistry {
 /// The topic registry of this broker.
 pub struct Topics {
     data_dir: PathBuf,
-    cluster_id: String,
+    cluster_id: RwLock<String>,
+    /// The controller and image this registry is a view of; `None` for a registry of its
+    /// own (`topics.json`; unit tests).
+    cluster: Option<Arc<crate::cluster::ClusterContext>>,
     by_name: RwLock<HashMap<String, Arc<Topic>>>,
     by_id: RwLock<HashMap<Uuid, Arc<Topic>>>,
     /// Serializes create and delete so the registry file is written in order.
@@ -203,6 +225,11 @@ pub fn validate_topic_name(name: &str) -> Result<(), TopicError> {
     };
     if name.is_empty() {
         return invalid("the empty string is not allowed".to_string());
+    }
+    if name == METADATA_DIR {
+        // KRaft's metadata log is `__cluster_metadata-0`; a topic of that name would
+        // share its directory.
+        return invalid(format!("'{name}' is reserved for the cluster metadata log"));
     }
     if name == "." || name == ".." {
         return invalid(format!("'{name}' is not allowed"));
@@ -265,7 +292,8 @@ impl Topics {
         }
         let topics = Topics {
             data_dir: data_dir.to_path_buf(),
-            cluster_id: registry.cluster_id,
+            cluster_id: RwLock::new(registry.cluster_id),
+            cluster: None,
             by_name: RwLock::new(HashMap::new()),
             by_id: RwLock::new(HashMap::new()),
             admin: Mutex::new(()),
@@ -291,13 +319,27 @@ impl Topics {
         for entry in std::fs::read_dir(&self.data_dir)? {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name == METADATA_DIR || !entry.file_type()?.is_dir() || known.contains(&name) {
+            if name == METADATA_DIR
+                || name == CLUSTER_METADATA_LOG_DIR
+                || name.ends_with(STRAY_SUFFIX)
+                || !entry.file_type()?.is_dir()
+                || known.contains(&name)
+            {
                 continue;
             }
             let looks_like_partition = name.rsplit_once('-').is_some_and(|(topic, p)| {
                 validate_topic_name(topic).is_ok() && p.parse::<u32>().is_ok()
             });
-            if looks_like_partition {
+            if !looks_like_partition {
+                continue;
+            }
+            if self.cluster.as_ref().is_some_and(|c| !c.sole_voter) {
+                // A replica the image does not name may still be the only copy of data
+                // another broker lost: keep it aside, as KRaft does.
+                let stray = self.data_dir.join(format!("{name}{STRAY_SUFFIX}"));
+                tracing::warn!(dir = %name, "renaming partition directory of a topic not in the metadata to -stray");
+                std::fs::rename(entry.path(), stray)?;
+            } else {
                 tracing::warn!(dir = %name, "removing partition directory of a topic not in the registry");
                 std::fs::remove_dir_all(entry.path())?;
             }
@@ -410,8 +452,11 @@ impl Topics {
             })
             .collect();
         topics.sort_by(|a, b| a.name.cmp(&b.name));
+        if self.cluster.is_some() {
+            return Ok(());
+        }
         let registry = PersistedRegistry {
-            cluster_id: self.cluster_id.clone(),
+            cluster_id: self.cluster_id.read().clone(),
             topics,
         };
         let bytes = serde_json::to_vec_pretty(&registry)
@@ -442,6 +487,14 @@ impl Topics {
         let topic = topic.ok_or_else(|| TopicError::Unknown(name.to_string()))?;
         if validate_only {
             return Ok(());
+        }
+        if let Some(cluster) = &self.cluster {
+            return controller::alter_configs(
+                cluster,
+                logbook_metadata::ConfigResource::topic(name),
+                topic.config.overrides(),
+                config.overrides(),
+            );
         }
         let altered = Arc::new(Topic {
             name: topic.name.clone(),
@@ -479,6 +532,13 @@ impl Topics {
         if validate_only {
             return Ok(());
         }
+        if let Some(cluster) = &self.cluster {
+            let resource = match scope {
+                BrokerScope::Node => logbook_metadata::ConfigResource::broker(cluster.node_id),
+                BrokerScope::ClusterDefault => logbook_metadata::ConfigResource::cluster_default(),
+            };
+            return controller::alter_configs(cluster, resource, dynamic.layer(scope), &layer);
+        }
         *dynamic.layer_mut(scope) = layer;
         let bytes = serde_json::to_vec_pretty(&dynamic)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
@@ -498,8 +558,8 @@ impl Topics {
 
     /// The cluster id reported in Metadata, stable across restarts.
     #[must_use]
-    pub fn cluster_id(&self) -> &str {
-        &self.cluster_id
+    pub fn cluster_id(&self) -> String {
+        self.cluster_id.read().clone()
     }
 
     /// Broker-wide config defaults.
@@ -551,7 +611,14 @@ impl Topics {
         if new.partitions <= 0 || new.partitions > self.partitions_max {
             return Err(TopicError::InvalidPartitions(new.partitions));
         }
-        let brokers = 1;
+        let brokers = self
+            .cluster
+            .as_ref()
+            .map_or(1, |c| c.metadata.image().unfenced_brokers().count());
+        if self.cluster.is_some() && new.replication_factor > 0 && is_internal(new.name) {
+            // Internal topics are capped by the live brokers at creation (plan §3.5).
+            return Ok(());
+        }
         if new.replication_factor <= 0
             || usize::try_from(new.replication_factor).unwrap_or(0) > brokers
         {
@@ -592,6 +659,9 @@ impl Topics {
 
     /// Creation after validation, with the admin lock held.
     fn create_validated(&self, new: NewTopic<'_>) -> Result<Arc<Topic>, TopicError> {
+        if let Some(cluster) = &self.cluster {
+            return self.create_through_controller(cluster, new);
+        }
         let topic = self.open_topic(new.name, Uuid::new_v4(), new.partitions, new.config)?;
         // The new partition directories must survive a crash before the registry names
         // them and before any write to them is acknowledged: one fsync covers them all.
@@ -683,6 +753,9 @@ impl Topics {
         if validate_only {
             return Ok(());
         }
+        if let Some(cluster) = &self.cluster {
+            return controller::add_partitions(cluster, name, total);
+        }
         self.open_partitions(name, current..total, &topic.config)?;
         let grown = Arc::new(Topic {
             name: topic.name.clone(),
@@ -716,6 +789,13 @@ impl Topics {
         if is_internal(name) && self.get(name).is_some() {
             return Err(TopicError::Internal(name.to_string()));
         }
+        if let Some(cluster) = &self.cluster {
+            let topic = self
+                .get(name)
+                .ok_or_else(|| TopicError::Unknown(name.to_string()))?;
+            controller::delete(cluster, name)?;
+            return Ok(topic);
+        }
         let topic = self
             .by_name
             .write()
@@ -735,6 +815,13 @@ impl Topics {
     }
 }
 
+/// The controller's metadata log directory in the data dir (`__cluster_metadata-0`), which
+/// looks like a partition directory but never is one.
+pub const CLUSTER_METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+
+/// Suffix of a partition directory set aside because the metadata does not name it.
+pub const STRAY_SUFFIX: &str = "-stray";
+
 fn new_cluster_id() -> String {
     // Kafka cluster ids are 22-character URL-safe base64 of a UUID.
     let id = Uuid::new_v4();
@@ -748,6 +835,8 @@ fn new_cluster_id() -> String {
     }
     s
 }
+
+mod controller;
 
 #[cfg(test)]
 mod tests;

@@ -127,6 +127,22 @@ pub static SETTINGS: &[Setting] = &[
     },
     numeric!("broker.id", node_id, i32, 0, "an integer >= 0", 3),
     numeric!(
+        "broker.heartbeat.interval.ms",
+        broker_heartbeat_interval_ms,
+        u64,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
+        "broker.session.timeout.ms",
+        broker_session_timeout_ms,
+        u64,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
         "connections.max.idle.ms",
         limits.connections_max_idle_ms,
         u64,
@@ -367,6 +383,14 @@ pub static SETTINGS: &[Setting] = &[
         3
     ),
     numeric!(
+        "offsets.topic.replication.factor",
+        offsets_topic_replication_factor,
+        i16,
+        1,
+        "an integer >= 1",
+        4
+    ),
+    numeric!(
         "offsets.topic.segment.bytes",
         offsets_topic_segment_bytes,
         i32,
@@ -423,6 +447,14 @@ pub static SETTINGS: &[Setting] = &[
         1,
         "an integer >= 1",
         3
+    ),
+    numeric!(
+        "transaction.state.log.replication.factor",
+        transaction_state_log_replication_factor,
+        i16,
+        1,
+        "an integer >= 1",
+        4
     ),
     numeric!(
         "transaction.state.log.segment.bytes",

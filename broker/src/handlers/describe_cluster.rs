@@ -1,6 +1,6 @@
 //! DescribeCluster (API key 60): the cluster id, the controller and the brokers, as the
-//! Java AdminClient's `describeCluster` asks for them. On a single node this broker is
-//! every broker and the controller.
+//! Java AdminClient's `describeCluster` asks for them: the live brokers of the metadata
+//! image, as Metadata lists them.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
@@ -19,10 +19,11 @@ const ENDPOINT_TYPE_BROKER: i8 = 1;
 /// Answers a DescribeCluster request.
 pub fn handle(ctx: &RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse {
     let broker = &ctx.broker;
+    let (brokers, controller_id) = super::metadata::brokers_and_controller(broker);
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(ENDPOINT_TYPE_BROKER)
-        .with_cluster_id(StrBytes::from_string(broker.topics.cluster_id().to_owned()))
-        .with_controller_id(BrokerId(broker.node_id()))
+        .with_cluster_id(StrBytes::from_string(broker.topics.cluster_id()))
+        .with_controller_id(BrokerId(controller_id))
         .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED);
     // v1+ may ask for controller endpoints; a broker refuses (Kafka's KafkaApis).
     if ctx.api_version >= 1 && request.endpoint_type != ENDPOINT_TYPE_BROKER {
@@ -34,17 +35,22 @@ pub fn handle(ctx: &RequestContext, request: DescribeClusterRequest) -> Describe
             )))
             .with_controller_id(BrokerId(-1));
     }
-    let this = DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(broker.node_id()))
-        .with_host(StrBytes::from_string(broker.advertised_host.clone()))
-        .with_port(broker.advertised_port)
-        .with_rack(None);
+    let brokers = brokers
+        .into_iter()
+        .map(|b| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(b.node_id))
+                .with_host(StrBytes::from_string(b.host))
+                .with_port(b.port)
+                .with_rack(b.rack.map(StrBytes::from_string))
+        })
+        .collect();
     let operations = if request.include_cluster_authorized_operations {
         CLUSTER_OPERATIONS_ALL
     } else {
         OPERATIONS_NOT_REQUESTED
     };
     response
-        .with_brokers(vec![this])
+        .with_brokers(brokers)
         .with_cluster_authorized_operations(operations)
 }

@@ -39,8 +39,22 @@ fn partitions(
 ) -> Vec<DescribeTopicPartitionsResponsePartition> {
     let node = BrokerId(broker.node_id());
     let to = topic.partition_count.min(from.saturating_add(limit));
+    let image = broker.topics.image();
     (from..to)
         .map(|index| {
+            if let Some(image) = &image {
+                let shown = super::metadata::image_partition(broker, image, topic, index);
+                return DescribeTopicPartitionsResponsePartition::default()
+                    .with_partition_index(index)
+                    .with_error_code(shown.error_code)
+                    .with_leader_id(shown.leader_id)
+                    .with_leader_epoch(shown.leader_epoch)
+                    .with_replica_nodes(shown.replica_nodes)
+                    .with_isr_nodes(shown.isr_nodes)
+                    .with_offline_replicas(shown.offline_replicas)
+                    .with_eligible_leader_replicas(Some(Vec::new()))
+                    .with_last_known_elr(Some(Vec::new()));
+            }
             let hosted = broker.replicas.partition(&topic.name, index);
             let epoch = hosted.as_ref().map_or(-1, |p| p.leader_epoch().0);
             let offline = hosted.as_ref().is_none_or(|p| p.offline_reason().is_some());

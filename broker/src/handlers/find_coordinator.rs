@@ -1,5 +1,5 @@
 //! FindCoordinator (API key 10): which broker coordinates a group. The coordinator of a
-//! group is the leader of its `__consumer_offsets` partition; on one node that is us.
+//! group is the leader of its `__consumer_offsets` partition, from the metadata image.
 //! The first lookup of a group creates `__consumer_offsets`, as Kafka does; the coordinator
 //! of a transactional id (key type 1) is the leader of its `__transaction_state` partition,
 //! and its first lookup creates that topic.
@@ -35,27 +35,57 @@ fn coordinator_of(
                 tracing::warn!(group = key, error = %e, "cannot create the group coordinator's topic");
                 return Err(ResponseError::CoordinatorNotAvailable);
             }
-            let _partition = broker.groups.partition_for(key);
-            Ok((
-                broker.node_id(),
-                broker.advertised_host.clone(),
-                broker.advertised_port,
-            ))
+            let partition = broker.groups.partition_for(key);
+            leader_of(
+                broker,
+                crate::coordinator::GROUP_METADATA_TOPIC_NAME,
+                partition,
+            )
         }
         KEY_TYPE_TRANSACTION => {
             if let Err(e) = broker.transactions.state_topic() {
                 tracing::warn!(transactional_id = key, error = %e, "cannot create the transaction coordinator's topic");
                 return Err(ResponseError::CoordinatorNotAvailable);
             }
-            let _partition = broker.transactions.partition_for(key);
-            Ok((
-                broker.node_id(),
-                broker.advertised_host.clone(),
-                broker.advertised_port,
-            ))
+            let partition = broker.transactions.partition_for(key);
+            leader_of(
+                broker,
+                crate::coordinator::transaction::TRANSACTION_STATE_TOPIC_NAME,
+                partition,
+            )
         }
         _ => Err(ResponseError::InvalidRequest),
     }
+}
+
+/// The live leader of `topic`-`partition` from the image (this broker without one);
+/// COORDINATOR_NOT_AVAILABLE while the partition has no live leader.
+fn leader_of(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+) -> Result<(i32, String, i32), ResponseError> {
+    let this = || {
+        (
+            broker.node_id(),
+            broker.advertised_host.clone(),
+            broker.advertised_port,
+        )
+    };
+    let Some(image) = broker.topics.image() else {
+        return Ok(this());
+    };
+    let leader = broker
+        .topics
+        .get(topic)
+        .and_then(|t| crate::cluster::views::partition(&image, &t.id, partition))
+        .map_or(-1, |p| p.leader);
+    if leader == broker.node_id() {
+        return Ok(this());
+    }
+    crate::cluster::views::alive_broker(&image, leader)
+        .map(|b| (b.node_id, b.host, b.port))
+        .ok_or(ResponseError::CoordinatorNotAvailable)
 }
 
 /// Answers FindCoordinator.

@@ -36,8 +36,12 @@ pub(crate) fn describe_topic(
     operations: i32,
 ) -> MetadataResponseTopic {
     let node = BrokerId(broker.node_id());
+    let image = broker.topics.image();
     let partitions = (0..topic.partition_count)
         .map(|index| {
+            if let Some(image) = &image {
+                return image_partition(broker, image, topic, index);
+            }
             let hosted = broker.replicas.partition(&topic.name, index);
             let epoch = hosted.as_ref().map_or(-1, |p| p.leader_epoch().0);
             // A partition a disk failure took offline has no leader (Kafka lists it
@@ -63,6 +67,76 @@ pub(crate) fn describe_topic(
         .with_is_internal(topics::is_internal(&topic.name))
         .with_partitions(partitions)
         .with_topic_authorized_operations(operations)
+}
+
+/// One partition as the image has it; a partition this broker leads but a disk failure
+/// took offline is shown without a leader, as Kafka does.
+pub(crate) fn image_partition(
+    broker: &Broker,
+    image: &logbook_metadata::MetadataImage,
+    topic: &Topic,
+    index: i32,
+) -> MetadataResponsePartition {
+    let ids = |v: &[i32]| v.iter().copied().map(BrokerId).collect::<Vec<_>>();
+    let Some(view) = crate::cluster::views::partition(image, &topic.id, index) else {
+        return MetadataResponsePartition::default()
+            .with_partition_index(index)
+            .with_error_code(ResponseError::LeaderNotAvailable.code())
+            .with_leader_id(BrokerId(-1))
+            .with_leader_epoch(-1);
+    };
+    let mut offline = view.offline_replicas.clone();
+    let mut leader = view.leader;
+    if leader == broker.node_id()
+        && broker
+            .replicas
+            .partition(&topic.name, index)
+            .is_none_or(|p| p.offline_reason().is_some())
+    {
+        leader = -1;
+        if !offline.contains(&broker.node_id()) {
+            offline.push(broker.node_id());
+        }
+    }
+    let partition = MetadataResponsePartition::default()
+        .with_partition_index(index)
+        .with_leader_id(BrokerId(leader))
+        .with_leader_epoch(view.leader_epoch)
+        .with_replica_nodes(ids(&view.replicas))
+        .with_isr_nodes(ids(&view.isr))
+        .with_offline_replicas(ids(&offline));
+    if leader == -1 {
+        partition.with_error_code(ResponseError::LeaderNotAvailable.code())
+    } else {
+        partition
+    }
+}
+
+/// The brokers Metadata lists (registered and unfenced, from the image), and the
+/// controller id it reports: KRaft brokers hide the controller and name a live broker;
+/// this one names the active controller when it is a live broker (combined mode), else
+/// itself.
+pub(crate) fn brokers_and_controller(
+    broker: &Broker,
+) -> (Vec<crate::cluster::views::BrokerView>, i32) {
+    let this = crate::cluster::views::BrokerView {
+        node_id: broker.node_id(),
+        host: broker.advertised_host.clone(),
+        port: broker.advertised_port,
+        rack: None,
+    };
+    let Some(image) = broker.topics.image() else {
+        return (vec![this], broker.node_id());
+    };
+    let brokers = crate::cluster::views::alive_brokers(&image);
+    let controller = broker
+        .topics
+        .cluster()
+        .and_then(|c| c.controller().ok())
+        .and_then(crate::cluster::ControllerHandle::leader_id)
+        .filter(|id| brokers.iter().any(|b| b.node_id == *id))
+        .unwrap_or(broker.node_id());
+    (brokers, controller)
 }
 
 fn failed_topic(
@@ -177,16 +251,21 @@ pub fn handle(ctx: &super::RequestContext, request: MetadataRequest) -> Metadata
             })
             .collect()
     };
-    let node = MetadataResponseBroker::default()
-        .with_node_id(BrokerId(broker.node_id()))
-        .with_host(StrBytes::from_string(broker.advertised_host.clone()))
-        .with_port(broker.advertised_port);
+    let (brokers, controller_id) = brokers_and_controller(broker);
+    let brokers = brokers
+        .into_iter()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.node_id))
+                .with_host(StrBytes::from_string(b.host))
+                .with_port(b.port)
+                .with_rack(b.rack.map(StrBytes::from_string))
+        })
+        .collect();
     MetadataResponse::default()
-        .with_brokers(vec![node])
-        .with_cluster_id(Some(StrBytes::from_string(
-            broker.topics.cluster_id().to_string(),
-        )))
-        .with_controller_id(BrokerId(broker.node_id()))
+        .with_brokers(brokers)
+        .with_cluster_id(Some(StrBytes::from_string(broker.topics.cluster_id())))
+        .with_controller_id(BrokerId(controller_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(cluster_operations)
 }

@@ -69,6 +69,10 @@ pub struct QuorumConfig {
     pub cluster_id: Option<String>,
     /// Feature levels the first leader writes (`metadata.version`, `transaction.version`).
     pub bootstrap_features: Vec<(String, i16)>,
+    /// A whole first batch to write instead of the cluster id and features: the migration
+    /// of a single node's metadata files (plan §2.4), which carries its own cluster id
+    /// and features, as one atomic entry.
+    pub bootstrap_batch: Option<Vec<MetadataRecord>>,
 }
 
 impl Default for QuorumConfig {
@@ -81,6 +85,7 @@ impl Default for QuorumConfig {
             default_replication_factor: 1,
             cluster_id: None,
             bootstrap_features: vec![("metadata.version".to_string(), 21)],
+            bootstrap_batch: None,
         }
     }
 }
@@ -239,6 +244,9 @@ impl QuorumController {
 
     /// The first leader's records: the cluster id and the feature levels (plan §2.4).
     async fn bootstrap(&self) -> Result<(), QuorumError> {
+        if let Some(batch) = &self.config.bootstrap_batch {
+            return self.commit(batch.clone()).await.map(|_| ());
+        }
         let cluster_id = self
             .config
             .cluster_id

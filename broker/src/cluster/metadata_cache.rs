@@ -1,0 +1,66 @@
+//! `MetadataCache`: the newest metadata image this broker has applied (Kafka's
+//! `KRaftMetadataCache`). The publisher replaces it after it has acted on each image
+//! (logs created, leaderships applied), so a request that sees an image also finds the
+//! partitions it names; handlers read it without locks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use logbook_metadata::MetadataImage;
+use tokio::sync::watch;
+
+/// The applied image, shared by the publisher (writer) and every handler (readers).
+#[derive(Clone)]
+pub struct MetadataCache {
+    image: Arc<watch::Sender<MetadataImage>>,
+}
+
+impl Default for MetadataCache {
+    fn default() -> Self {
+        MetadataCache::new()
+    }
+}
+
+impl MetadataCache {
+    /// A cache at the empty image (offset -1).
+    #[must_use]
+    pub fn new() -> Self {
+        let (image, _) = watch::channel(MetadataImage::empty());
+        MetadataCache {
+            image: Arc::new(image),
+        }
+    }
+
+    /// The newest applied image.
+    #[must_use]
+    pub fn image(&self) -> MetadataImage {
+        self.image.borrow().clone()
+    }
+
+    /// Installs `image` as the newest (the publisher, after acting on it).
+    pub(crate) fn publish(&self, image: MetadataImage) {
+        self.image.send_replace(image);
+    }
+
+    /// Waits until the applied image reaches `offset`; false after `timeout`.
+    pub async fn wait_for_offset(&self, offset: i64, timeout: Duration) -> bool {
+        self.wait_until(|image| image.offset() >= offset, timeout)
+            .await
+            .is_some()
+    }
+
+    /// Waits until `ready` holds for the applied image and returns that image; `None`
+    /// after `timeout`.
+    pub async fn wait_until(
+        &self,
+        mut ready: impl FnMut(&MetadataImage) -> bool,
+        timeout: Duration,
+    ) -> Option<MetadataImage> {
+        let mut receiver = self.image.subscribe();
+        let waited = tokio::time::timeout(timeout, receiver.wait_for(|image| ready(image))).await;
+        match waited {
+            Ok(Ok(image)) => Some(image.clone()),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! `MetadataPublisher` (Kafka's `BrokerMetadataPublisher`): applies each committed image to
+//! this broker, in log order — the topic registry, the partition logs it hosts (created
+//! with their topic's config, deleted with their topic, reconfigured), each hosted
+//! partition's leadership and ISR (`ReplicaManager::apply_partition_changes`), then the
+//! coordinators' hook — and only then makes the image the one requests see
+//! ([`MetadataCache`]). So an admin request that waits for its offset finds its partitions
+//! open and led.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use logbook_controller::metadata_state_machine::MetadataPublication;
+use logbook_metadata::{ConfigResourceType, MetadataDelta, MetadataImage, TopicIdPartition};
+use logbook_replication::{
+    LeaderEpoch, PartitionChange, PartitionState, ReplicaManager, TopicPartition,
+};
+use parking_lot::RwLock;
+use tokio::sync::mpsc;
+
+use super::MetadataCache;
+use crate::topics::Topics;
+
+/// Bound of the queue from the metadata state machine to the publisher: the state machine
+/// awaits room, so a slow publisher holds back later entries instead of losing them.
+pub const PUBLICATION_QUEUE_MAX: usize = 64;
+
+/// One hosted partition's new role, for the coordinators (their `on_partition_changes`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalRoleChange {
+    /// The partition.
+    pub topic_partition: TopicPartition,
+    /// This broker now leads it (`false`: it follows).
+    pub leader: bool,
+    /// The partition's leader epoch in the image.
+    pub leader_epoch: i32,
+}
+
+/// Called after leaderships changed, with the hosted partitions whose role was applied.
+pub type RoleChangeHook = Arc<dyn Fn(&[LocalRoleChange]) + Send + Sync>;
+
+/// The hooks the publisher calls; coordinators register theirs once built.
+#[derive(Clone, Default)]
+pub struct RoleChangeHooks(Arc<RwLock<Vec<RoleChangeHook>>>);
+
+impl RoleChangeHooks {
+    /// Adds a hook, called for every later change.
+    pub fn add(&self, hook: RoleChangeHook) {
+        self.0.write().push(hook);
+    }
+
+    fn call(&self, changes: &[LocalRoleChange]) {
+        if changes.is_empty() {
+            return;
+        }
+        for hook in self.0.read().iter() {
+            hook(changes);
+        }
+    }
+}
+
+/// The publisher task's state.
+pub struct MetadataPublisher {
+    node_id: i32,
+    data_dir: PathBuf,
+    topics: Arc<Topics>,
+    replicas: Arc<ReplicaManager>,
+    cache: MetadataCache,
+    hooks: RoleChangeHooks,
+    /// Whether an image was applied already: the first one is applied whole.
+    applied_any: bool,
+}
+
+impl MetadataPublisher {
+    /// A publisher applying images to `topics` and `replicas` for broker `node_id`, then
+    /// publishing them to `cache`; `data_dir` holds the partition directories.
+    #[must_use]
+    pub fn new(
+        node_id: i32,
+        data_dir: PathBuf,
+        topics: Arc<Topics>,
+        replicas: Arc<ReplicaManager>,
+        cache: MetadataCache,
+        hooks: RoleChangeHooks,
+    ) -> Self {
+        MetadataPublisher {
+            node_id,
+            data_dir,
+            topics,
+            replicas,
+            cache,
+            hooks,
+            applied_any: false,
+        }
+    }
+
+    /// Applies publications until the state machine drops its sender.
+    pub async fn run(mut self, mut publications: mpsc::Receiver<MetadataPublication>) {
+        while let Some(publication) = publications.recv().await {
+            // Creating and deleting logs is blocking file I/O.
+            tokio::task::block_in_place(|| self.publish(&publication.image, &publication.delta));
+        }
+        tracing::debug!("metadata publisher stopped");
+    }
+
+    /// Applies one image (see the module docs).
+    pub fn publish(&mut self, image: &MetadataImage, delta: &MetadataDelta) {
+        if delta.rejected.is_some() {
+            self.cache.publish(image.clone());
+            return;
+        }
+        // A snapshot arrives as an image with an empty delta: compare everything.
+        let whole = !self.applied_any || delta.is_empty();
+        self.applied_any = true;
+        for name in self.topics.apply_image(image, self.node_id) {
+            tracing::info!(topic = %name, "deleting the logs of a deleted topic");
+            self.replicas.delete_topic(&name);
+        }
+        let broker_configs_changed = delta
+            .configs_changed
+            .iter()
+            .any(|r| r.resource_type == ConfigResourceType::Broker);
+        let mut created_any = false;
+        let mut states = Vec::new();
+        for topic_image in image.topics() {
+            let Some(topic) = self.topics.get_by_id(&topic_image.id) else {
+                continue;
+            };
+            let grown = whole
+                || delta.topics_created.contains(&topic.id)
+                || delta
+                    .partitions_created
+                    .iter()
+                    .any(|tp| tp.topic_id == topic.id);
+            if grown {
+                created_any |= self.host_local_replicas(&topic, topic_image);
+            }
+            let reconfigured = broker_configs_changed
+                || delta
+                    .configs_changed
+                    .iter()
+                    .any(|r| r.resource_type == ConfigResourceType::Topic && r.name == topic.name);
+            if reconfigured && !whole {
+                self.replicas
+                    .set_config(&topic.name, &self.topics.log_config(&topic));
+            }
+            for (index, registration) in (0..).zip(&topic_image.partitions) {
+                let key = TopicIdPartition {
+                    topic_id: topic.id,
+                    partition: index,
+                };
+                let changed = whole
+                    || delta.partitions_created.contains(&key)
+                    || delta.partitions_changed.contains(&key);
+                if changed && registration.replicas.contains(&self.node_id) {
+                    states.push(PartitionState {
+                        topic_partition: TopicPartition {
+                            topic: topic.name.clone(),
+                            partition: index,
+                        },
+                        topic_id: topic.id,
+                        replicas: registration.replicas.clone(),
+                        isr: registration.isr.clone(),
+                        leader: registration.leader,
+                        leader_epoch: LeaderEpoch(registration.leader_epoch),
+                        partition_epoch: registration.partition_epoch,
+                    });
+                }
+            }
+        }
+        if created_any {
+            // The new partition directories must survive a crash before any write to
+            // them is acknowledged: one fsync covers them all.
+            let synced = std::fs::File::open(&self.data_dir).and_then(|dir| dir.sync_all());
+            if let Err(e) = synced {
+                tracing::error!(error = %e, "fsync of the data directory after creating partitions failed");
+            }
+        }
+        let epochs: Vec<i32> = states.iter().map(|s| s.leader_epoch.0).collect();
+        let changes: Vec<LocalRoleChange> = self
+            .replicas
+            .apply_partition_changes(states)
+            .into_iter()
+            .zip(epochs)
+            .filter_map(|((topic_partition, result), leader_epoch)| match result {
+                Ok(PartitionChange::Leader(_)) => Some(LocalRoleChange {
+                    topic_partition,
+                    leader: true,
+                    leader_epoch,
+                }),
+                Ok(PartitionChange::Follower(_)) => Some(LocalRoleChange {
+                    topic_partition,
+                    leader: false,
+                    leader_epoch,
+                }),
+                Ok(PartitionChange::NotAReplica) => None,
+                Err(e) => {
+                    tracing::error!(partition = %topic_partition, error = %e, "cannot apply the partition's leadership");
+                    None
+                }
+            })
+            .collect();
+        self.hooks.call(&changes);
+        self.cache.publish(image.clone());
+    }
+
+    /// Opens the logs of `topic`'s partitions this broker is a replica of and does not
+    /// host yet. The replica manager hosts a topic's partitions as a prefix `0..n`, so the
+    /// partitions before the last local replica are opened too (they get no role, and
+    /// serve nothing). Returns whether any log was opened.
+    fn host_local_replicas(
+        &self,
+        topic: &crate::topics::Topic,
+        image: &logbook_metadata::TopicImage,
+    ) -> bool {
+        let wanted_end = (0..)
+            .zip(&image.partitions)
+            .filter(|(_, r)| r.replicas.contains(&self.node_id))
+            .map(|(p, _)| p + 1)
+            .max()
+            .unwrap_or(0);
+        let hosted = i32::try_from(self.replicas.partitions_of(&topic.name).len()).unwrap_or(0);
+        if wanted_end <= hosted {
+            return false;
+        }
+        let config = self.topics.log_config(topic);
+        match self
+            .replicas
+            .create_partitions(&topic.name, hosted..wanted_end, &config)
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::error!(topic = %topic.name, error = %e, "cannot open the logs of local replicas");
+                false
+            }
+        }
+    }
+}
