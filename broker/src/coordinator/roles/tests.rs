@@ -68,16 +68,14 @@ fn open(path: &std::path::Path, initial_rebalance_delay_ms: i32) -> Setup {
         },
     )
     .expect("transactions");
-    for name in ["a"] {
-        topics
-            .create(NewTopic {
-                name,
-                partitions: 2,
-                replication_factor: 1,
-                config: TopicConfig::default(),
-            })
-            .expect("topic");
-    }
+    topics
+        .create(NewTopic {
+            name: "a",
+            partitions: 2,
+            replication_factor: 1,
+            config: TopicConfig::default(),
+        })
+        .expect("topic");
     let roles = CoordinatorRoles::new(Arc::clone(&groups), Arc::clone(&txn));
     Setup {
         topics,
