@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use logbook_controller::quorum::{QuorumConfig, QuorumController, SystemClock};
-use logbook_controller::{ControllerConfig, ControllerNode};
+use logbook_controller::{
+    ControllerClient, ControllerClientConfig, ControllerConfig, ControllerNode,
+};
 use logbook_replication::{FlushPolicy, ReplicaManager};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Semaphore};
@@ -80,10 +82,12 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     };
     let cluster_config = config.cluster()?;
     let node_id = config.node_id;
+    let metadata = MetadataCache::new();
     let replicas = Arc::new(
         ReplicaManager::new(&config.data_dir, policy, config.flush_threads)
             .with_broker_id(node_id)
-            .with_controller_leadership(),
+            .with_controller_leadership()
+            .with_broker_endpoints(Arc::new(metadata.clone())),
     );
     replicas.start_log_cleaner(log_cleaner_config(&config));
     replicas.start_maintenance();
@@ -128,7 +132,6 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         quorum_config.cluster_id = Some(legacy.state.cluster_id.clone());
         quorum_config.bootstrap_batch = Some(batch.0);
     }
-    let metadata = MetadataCache::new();
     let mut context = ClusterContext::new(metadata.clone(), node_id, ADMIN_TIMEOUT);
     context.offsets_topic_replication_factor = config.offsets_topic_replication_factor;
     context.transaction_state_replication_factor = config.transaction_state_log_replication_factor;
@@ -173,7 +176,24 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
             tracing::warn!(error = %e, "cannot trigger the election of the sole voter");
         }
     }
-    cluster.set_controller(ControllerHandle::new(Arc::clone(&quorum)));
+    let client = Arc::new(ControllerClient::new(
+        Some(Arc::clone(&quorum)),
+        controller_voters(&cluster_config, node_id)?,
+        ControllerClientConfig::new(u64::try_from(node_id)?),
+    ));
+    cluster.set_controller(ControllerHandle::new(Arc::clone(&client)));
+    let background = TaskTracker::new();
+    let background_stop = CancellationToken::new();
+    let epoch_of = Arc::clone(&cluster);
+    replicas.set_alter_partition_sender(Arc::new(
+        crate::alter_partition_manager::AlterPartitionManager::start(
+            Arc::clone(&client),
+            Arc::new(move || epoch_of.broker_epoch()),
+            crate::alter_partition_manager::AlterPartitionManagerConfig::new(node_id),
+            background_stop.clone(),
+            &background,
+        ),
+    ));
     let lifecycle = BrokerLifecycle::start(
         Arc::clone(&cluster),
         advertised_host.clone(),
@@ -182,6 +202,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         STARTUP_TIMEOUT,
     )
     .await?;
+    replicas.set_broker_epoch(cluster.broker_epoch());
     if let Some(legacy) = &legacy {
         if metadata.image().cluster_id() == Some(legacy.state.cluster_id.as_str()) {
             tokio::task::block_in_place(|| legacy.mark_migrated())?;
@@ -206,6 +227,32 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
             transaction_config(&config),
         )
     })?;
+    // Coordinators follow their partitions' leadership from now on; the changes applied
+    // before this hook existed are replayed into it (loads of shards already loaded above
+    // are skipped).
+    let roles = crate::coordinator::roles::CoordinatorRoles::new(
+        Arc::clone(&groups),
+        Arc::clone(&transactions),
+    );
+    {
+        let roles = Arc::clone(&roles);
+        role_hooks.add(Arc::new(move |changes| {
+            let mapped: Vec<crate::coordinator::roles::PartitionRole> =
+                changes.iter().map(partition_role).collect();
+            drop(roles.on_partition_changes(&mapped));
+        }));
+    }
+    drop(roles.on_partition_changes(&internal_partition_roles(&replicas)));
+    transactions.connect_cluster(
+        Arc::new(crate::cluster::partition_leaders::ImageLeaders::new(
+            metadata.clone(),
+            node_id,
+        )),
+        crate::inter_broker::InterBrokerClient::new(crate::inter_broker::InterBrokerConfig {
+            client_id: format!("broker-{node_id}"),
+            ..crate::inter_broker::InterBrokerConfig::default()
+        }),
+    );
     let listener = TcpListener::bind(config.listen).await?;
     let broker = Arc::new(Broker {
         config,
@@ -282,6 +329,10 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     }
     broker.groups.shutdown();
     broker.transactions.shutdown();
+    background_stop.cancel();
+    background.close();
+    background.wait().await;
+    client.shutdown().await;
     if let Err(e) = quorum.shutdown().await {
         tracing::warn!(error = %e, "the controller did not stop cleanly");
     }
@@ -289,6 +340,35 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     tokio::task::block_in_place(|| replicas.shutdown());
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// A role change as the coordinators take it.
+fn partition_role(
+    change: &crate::cluster::publisher::LocalRoleChange,
+) -> crate::coordinator::roles::PartitionRole {
+    crate::coordinator::roles::PartitionRole {
+        topic_partition: change.topic_partition.clone(),
+        leader: change.leader,
+        leader_epoch: change.leader_epoch,
+    }
+}
+
+/// The current role of every hosted partition of the internal topics.
+fn internal_partition_roles(
+    replicas: &ReplicaManager,
+) -> Vec<crate::coordinator::roles::PartitionRole> {
+    [
+        crate::coordinator::GROUP_METADATA_TOPIC_NAME,
+        crate::coordinator::transaction::TRANSACTION_STATE_TOPIC_NAME,
+    ]
+    .into_iter()
+    .flat_map(|topic| replicas.partitions_of(topic))
+    .map(|p| crate::coordinator::roles::PartitionRole {
+        topic_partition: p.topic_partition().clone(),
+        leader: p.is_leader(),
+        leader_epoch: p.leader_epoch().0,
+    })
+    .collect()
 }
 
 /// The group coordinator's settings from the broker's flags.

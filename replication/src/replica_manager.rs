@@ -185,6 +185,12 @@ impl ReplicaManager {
         self.broker_epoch.store(broker_epoch, Ordering::Release);
     }
 
+    /// Sets where ISR changes go once the controller client exists (it is built after the
+    /// replica manager: the controller replays its log into the partitions as it starts).
+    pub fn set_alter_partition_sender(&self, sender: Arc<dyn AlterPartitionSender>) {
+        *self.alter_partition.write() = sender;
+    }
+
     /// This broker's epoch (-1 before registration).
     #[must_use]
     pub fn broker_epoch(&self) -> i64 {

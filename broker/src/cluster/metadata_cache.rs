@@ -64,3 +64,14 @@ impl MetadataCache {
         }
     }
 }
+
+/// Followers find their leaders' addresses in the image: a registered broker's first
+/// endpoint (the listener it advertised at registration).
+impl logbook_replication::fetcher::BrokerEndpoints for MetadataCache {
+    fn endpoint(&self, broker_id: i32) -> Option<(String, u16)> {
+        let image = self.image();
+        let broker = image.broker(broker_id)?;
+        let endpoint = broker.endpoints.first()?;
+        Some((endpoint.host.clone(), endpoint.port))
+    }
+}

@@ -10,6 +10,7 @@
 pub mod lifecycle;
 pub mod metadata_cache;
 pub mod migration;
+pub mod partition_leaders;
 pub mod publisher;
 pub mod views;
 
@@ -20,9 +21,9 @@ use std::time::Duration;
 
 use logbook_controller::quorum::{
     AlterConfigOp, BrokerHeartbeatReply, BrokerHeartbeatRequest, BrokerRegistrationReply,
-    BrokerRegistrationRequest, CreatableTopic, CreatedTopic, ProducerIdsBlock, QuorumController,
-    QuorumError,
+    BrokerRegistrationRequest, CreatableTopic, CreatedTopic, ProducerIdsBlock, QuorumError,
 };
+use logbook_controller::ControllerClient;
 use logbook_metadata::{BrokerId, ConfigResource, Election};
 use uuid::Uuid;
 
@@ -33,18 +34,26 @@ pub type CreateTopicsResults = Vec<(String, Result<CreatedTopic, QuorumError>)>;
 /// Per-partition results of ElectLeaders.
 pub type ElectLeadersResults = Vec<((String, i32), Result<BrokerId, QuorumError>)>;
 
-/// The one door from the broker to the controller: methods mirror `QuorumController`'s
-/// (the network client has the same signatures). Cheap to clone.
+/// The one door from the broker to the controller: methods mirror `QuorumController`'s.
+/// Behind it is a [`ControllerClient`], which calls this node's own QuorumController while
+/// it is the active one and the active controller over the controller listener otherwise.
+/// Cheap to clone.
 #[derive(Clone)]
 pub struct ControllerHandle {
-    inner: Arc<QuorumController>,
+    inner: Arc<ControllerClient>,
 }
 
 impl ControllerHandle {
-    /// A handle on the controller of this node.
+    /// A handle over `client`.
     #[must_use]
-    pub fn new(inner: Arc<QuorumController>) -> Self {
+    pub fn new(inner: Arc<ControllerClient>) -> Self {
         ControllerHandle { inner }
+    }
+
+    /// The client (the AlterPartition manager sends through it too).
+    #[must_use]
+    pub fn client(&self) -> &Arc<ControllerClient> {
+        &self.inner
     }
 
     /// BrokerRegistration.
@@ -144,10 +153,7 @@ impl ControllerHandle {
     /// controller (a combined node leads the quorum and serves clients), if known.
     #[must_use]
     pub fn leader_id(&self) -> Option<i32> {
-        self.inner
-            .raft()
-            .leader()
-            .and_then(|id| i32::try_from(id).ok())
+        self.inner.leader_id().and_then(|id| i32::try_from(id).ok())
     }
 
     /// The metadata offset an answer must wait for after an operation returned (read your
@@ -155,7 +161,7 @@ impl ControllerHandle {
     /// this offset.
     #[must_use]
     pub fn applied_offset(&self) -> i64 {
-        self.inner.image().offset()
+        self.inner.controller_offset()
     }
 }
 

@@ -270,26 +270,22 @@ impl ClusterConfig {
         self.voters.is_empty()
     }
 
-    /// Refuses a configuration this build cannot run yet: anything but a single node. A
-    /// multi-voter configuration must never silently run as an unreplicated single node,
-    /// where acks=all would mean one copy.
+    /// Refuses a configuration this build cannot run yet: a node with only one of the two
+    /// roles. Combined nodes (`broker,controller`, KRaft's choice for small clusters) form
+    /// a cluster; a broker-only node would need to pull the metadata log from the
+    /// controllers, and a controller-only node to serve no clients, which are not built.
     ///
     /// # Errors
-    /// A message saying clustering is not available in this build.
+    /// A message naming the roles and what to use instead.
     pub fn supported_by_this_build(&self) -> Result<(), String> {
-        // A quorum of this node alone replicates nothing either: it is a single node.
-        let alone = self.voters.len() == 1 && self.controller_address.is_some();
-        if self.is_single_node() || alone {
+        if self.roles == ProcessRoles::COMBINED {
             return Ok(());
         }
         Err(format!(
-            "controller.quorum.voters={} with process.roles={}: clustering (replication, the controller \
-             quorum) is being built and is not available in this build (issue 11); refusing to start \
-             rather than run node {} alone without replication. Start without controller.quorum.voters \
-             for a single node.",
-            QuorumVoters(self.voters.clone()),
-            self.roles,
-            self.node_id
+            "process.roles={} on node {}: only combined nodes (process.roles=broker,controller) are \
+             available in this build; broker-only and controller-only nodes are not built yet \
+             (issue 11). Give every node both roles.",
+            self.roles, self.node_id
         ))
     }
 }

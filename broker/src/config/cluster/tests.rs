@@ -127,11 +127,10 @@ fn roles_voters_and_node_id_agree() {
     assert!(e.contains("needs controller.quorum.voters"), "{e}");
 }
 
-// No voters is a single node, as before clustering; a real quorum is refused by this
-// build with a message saying clustering is being built; a quorum of itself alone is a
-// single node too.
+// No voters is a single node, as before clustering; a quorum of combined nodes is
+// accepted; a node with one role only is refused by this build, naming its roles.
 #[test]
-fn single_node_and_refusal() {
+fn single_node_quorum_and_refusal() {
     let c = cluster(1, "broker,controller", "").expect("default");
     assert!(c.is_single_node());
     assert_eq!(c.controller_address, None);
@@ -142,12 +141,11 @@ fn single_node_and_refusal() {
 
     let c =
         cluster(1, "broker,controller", "1@127.0.0.1:9093,2@127.0.0.1:9094").expect("two voters");
-    let e = c.supported_by_this_build().expect_err("refused");
-    assert!(
-        e.contains("clustering") && e.contains("not available in this build"),
-        "{e}"
-    );
-    assert!(e.contains("1@127.0.0.1:9093,2@127.0.0.1:9094"), "{e}");
+    assert_eq!(c.supported_by_this_build(), Ok(()));
     let c = cluster(3, "broker", "1@127.0.0.1:9093").expect("broker of a remote quorum");
-    assert!(c.supported_by_this_build().is_err());
+    let e = c
+        .supported_by_this_build()
+        .expect_err("broker-only refused");
+    assert!(e.contains("process.roles=broker on node 3"), "{e}");
+    assert!(e.contains("only combined nodes"), "{e}");
 }

@@ -325,10 +325,18 @@ impl TransactionCoordinator {
             self_weak: self_weak.clone(),
         });
         if let Some(topic) = existing {
+            // Only the partitions this broker leads (all of them on a single node); the
+            // others load when their leadership comes here (`CoordinatorRoles`).
             for index in 0..topic.partition_count {
-                coordinator
-                    .load_partition(index, coordinator.leader_epoch(index))
-                    .map_err(|e| e.to_string())?;
+                let leads = topics
+                    .replicas()
+                    .partition(TRANSACTION_STATE_TOPIC_NAME, index)
+                    .is_some_and(|p| p.is_leader());
+                if leads {
+                    coordinator
+                        .load_partition(index, coordinator.leader_epoch(index))
+                        .map_err(|e| e.to_string())?;
+                }
             }
             let _ = coordinator.state_topic.set(topic);
         }
