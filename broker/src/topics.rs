@@ -754,6 +754,7 @@ impl Topics {
             return Ok(());
         }
         if let Some(cluster) = &self.cluster {
+            self.check_partition_dirs(name, current..total)?;
             return controller::add_partitions(cluster, name, total);
         }
         self.open_partitions(name, current..total, &topic.config)?;

@@ -130,12 +130,37 @@ impl Topics {
         self.remove_orphans(&known)
     }
 
+    /// Checks, before the controller commits anything, that this broker can create the
+    /// directories of partitions `range` of `name` (a path taken by a file fails the whole
+    /// request, as a half-created topic would otherwise stay in the metadata with
+    /// partitions no broker can host).
+    ///
+    /// # Errors
+    /// `Io` (KAFKA_STORAGE_ERROR) naming the path in the way.
+    pub(super) fn check_partition_dirs(
+        &self,
+        name: &str,
+        range: std::ops::Range<i32>,
+    ) -> Result<(), TopicError> {
+        for index in range {
+            let dir = self.replicas.log_dir(name, index);
+            if std::fs::symlink_metadata(&dir).is_ok_and(|m| !m.is_dir()) {
+                return Err(TopicError::Io(std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a partition directory", dir.display()),
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Creation through the controller, after the broker's own validation.
     pub(super) fn create_through_controller(
         &self,
         cluster: &ClusterContext,
         new: NewTopic<'_>,
     ) -> Result<Arc<Topic>, TopicError> {
+        self.check_partition_dirs(new.name, 0..new.partitions)?;
         let internal = is_internal(new.name);
         let replication_factor = match new.name {
             crate::coordinator::GROUP_METADATA_TOPIC_NAME => {

@@ -507,7 +507,9 @@ impl GroupCoordinator {
         if let Some(topic) = self.offsets_topic.get() {
             return Ok(topic);
         }
-        let _creating = self.offsets_topic_creation.lock();
+        // Waited for off the async workers: the creation goes through the controller,
+        // whose tasks need a worker while the creator waits for it.
+        let _creating = blocking(|| self.offsets_topic_creation.lock());
         if let Some(topic) = self.offsets_topic.get() {
             return Ok(topic);
         }

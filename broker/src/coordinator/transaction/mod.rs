@@ -486,7 +486,9 @@ impl TransactionCoordinator {
         if let Some(topic) = self.state_topic.get() {
             return Ok(topic);
         }
-        let _creating = self.state_topic_creation.lock();
+        // Waited for off the async workers: the creation goes through the controller,
+        // whose tasks need a worker while the creator waits for it.
+        let _creating = blocking(|| self.state_topic_creation.lock());
         if let Some(topic) = self.state_topic.get() {
             return Ok(topic);
         }
