@@ -49,7 +49,6 @@ fn shown(bootstrap: &str, topic: Option<&str>) -> Option<Shown> {
 }
 
 #[test]
-#[ignore = "needs the ControllerClient (controller RPC part): a non-leader voter cannot register yet, so multi-voter starts are still refused by ClusterConfig::supported_by_this_build"]
 fn three_voters_form_a_cluster_and_place_replicas() {
     let cluster = Cluster::start(&ClusterSpec::quorum(3));
     for node in cluster.nodes() {

@@ -96,7 +96,6 @@ fn read_all(bootstrap: &str, topic: &str, partitions: i32) -> BTreeMap<i32, Vec<
 // after the leader's SIGKILL a new leader serves the same records at the same offsets and
 // accepts new ones; the killed node comes back into the ISR.
 #[test]
-#[ignore = "the 3-node wiring (issue 11, session 2) has not landed yet"]
 fn three_nodes_form_a_cluster_and_survive_a_leader_kill() {
     let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
     for node in cluster.nodes() {
@@ -323,7 +322,6 @@ fn assert_exactly_once(
 // SIGKILL of a partition's leader loses no acknowledged record, duplicates none, and moves
 // none to another offset.
 #[test]
-#[ignore = "the 3-node wiring (issue 11, session 2) has not landed yet"]
 fn acked_records_survive_a_leader_sigkill_under_load_exactly_once() {
     let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
     let view = create_rf3_topic(&cluster, "load", 4);
@@ -343,7 +341,6 @@ fn acked_records_survive_a_leader_sigkill_under_load_exactly_once() {
 // fenced and replaced; resumed, it acknowledges nothing that the cluster then loses, and
 // every acknowledged record is present exactly once at its offset.
 #[test]
-#[ignore = "the 3-node wiring (issue 11, session 2) has not landed yet"]
 fn a_paused_leader_is_replaced_and_loses_nothing_acknowledged() {
     let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
     let view = create_rf3_topic(&cluster, "paused", 4);
@@ -369,7 +366,6 @@ fn a_paused_leader_is_replaced_and_loses_nothing_acknowledged() {
 // A rolling restart (SIGTERM, controlled shutdown, restart, wait for the full ISR) of all
 // three nodes under idempotent acks=all load loses and duplicates nothing.
 #[test]
-#[ignore = "the 3-node wiring (issue 11, session 2) has not landed yet"]
 fn rolling_restart_under_load_loses_nothing() {
     let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
     create_rf3_topic(&cluster, "rolling", 4);
@@ -391,7 +387,6 @@ fn rolling_restart_under_load_loses_nothing() {
 // shrinking, as on Kafka), while acks=1 to the same live leader is; both nodes back, the
 // ISR recovers and acks=all works again.
 #[test]
-#[ignore = "the 3-node wiring (issue 11, session 2) has not landed yet"]
 fn two_of_three_down_refuses_acks_all_and_serves_acks_one() {
     let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
     let view = create_rf3_topic(&cluster, "quorum-loss", 3);
@@ -452,7 +447,6 @@ fn two_of_three_down_refuses_acks_all_and_serves_acks_one() {
 // coordinator moves with the __consumer_offsets partition's leadership and the new one
 // answers the offsets committed before.
 #[test]
-#[ignore = "the 3-node wiring (issue 11, session 2) has not landed yet"]
 fn committed_offsets_survive_the_coordinators_death() {
     let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
     create_rf3_topic(&cluster, "grouped", 1);
