@@ -103,6 +103,8 @@ async fn fetch(
 async fn latest(broker: &Arc<Broker>, isolation_level: i8) -> i64 {
     let body = RequestKind::ListOffsets(
         ListOffsetsRequest::default()
+            // A consumer (-1); replica ids (>= 0) get the log end.
+            .with_replica_id(BrokerId(-1))
             .with_isolation_level(isolation_level)
             .with_topics(vec![ListOffsetsTopic::default()
                 .with_name(name("t"))
