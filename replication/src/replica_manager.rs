@@ -39,7 +39,8 @@ use crate::partition::{
     now_ms, PartitionState, ReplicaOptions, Role, REPLICA_LAG_TIME_MAX_MS_DEFAULT,
 };
 use crate::{
-    AlterPartitionSender, Error, FlushPolicy, Flusher, NoController, Partition, TopicPartition,
+    AlterPartitionCallback, AlterPartitionRequest, AlterPartitionSender, Error, FlushPolicy,
+    Flusher, NoController, Partition, TopicPartition,
 };
 
 /// How often the high-watermark checkpoint is written (Kafka's
@@ -70,6 +71,18 @@ pub enum PartitionChange {
     NotAReplica,
 }
 
+/// The AlterPartition sender every partition holds: it forwards to the sender set last,
+/// so partitions opened while the controller's log replays at startup (before the
+/// controller client exists) reach the controller once it does.
+struct LateBoundSender(RwLock<Arc<dyn AlterPartitionSender>>);
+
+impl AlterPartitionSender for LateBoundSender {
+    fn submit(&self, request: AlterPartitionRequest, done: AlterPartitionCallback) {
+        let sender = Arc::clone(&self.0.read());
+        sender.submit(request, done);
+    }
+}
+
 /// The replica manager's maintenance thread: ISR shrink checks and the HW checkpoint.
 struct Maintenance {
     stop: Mutex<bool>,
@@ -88,7 +101,7 @@ pub struct ReplicaManager {
     /// This broker's id (`node.id`).
     local_broker_id: i32,
     /// Where ISR changes go.
-    alter_partition: RwLock<Arc<dyn AlterPartitionSender>>,
+    alter_partition: Arc<LateBoundSender>,
     /// `replica.lag.time.max.ms`.
     replica_lag_time_max_ms: i64,
     /// The data directory's high-watermark checkpoint.
@@ -126,7 +139,7 @@ impl ReplicaManager {
             partitions: Arc::new(RwLock::new(HashMap::new())),
             log_cleaner: Mutex::new(None),
             local_broker_id: 0,
-            alter_partition: RwLock::new(Arc::new(NoController)),
+            alter_partition: Arc::new(LateBoundSender(RwLock::new(Arc::new(NoController)))),
             replica_lag_time_max_ms: REPLICA_LAG_TIME_MAX_MS_DEFAULT,
             hw_checkpoint,
             last_checkpointed: Mutex::new(checkpointed.clone()),
@@ -188,7 +201,7 @@ impl ReplicaManager {
     /// Sets where ISR changes go once the controller client exists (it is built after the
     /// replica manager: the controller replays its log into the partitions as it starts).
     pub fn set_alter_partition_sender(&self, sender: Arc<dyn AlterPartitionSender>) {
-        *self.alter_partition.write() = sender;
+        *self.alter_partition.0.write() = sender;
     }
 
     /// This broker's epoch (-1 before registration).
@@ -230,7 +243,7 @@ impl ReplicaManager {
     /// Sets where ISR changes go (the controller client), before any partition is opened.
     #[must_use]
     pub fn with_alter_partition_sender(self, sender: Arc<dyn AlterPartitionSender>) -> Self {
-        *self.alter_partition.write() = sender;
+        *self.alter_partition.0.write() = sender;
         self
     }
 
@@ -476,7 +489,7 @@ impl ReplicaManager {
             let options = ReplicaOptions {
                 local_broker_id: self.local_broker_id,
                 checkpointed_high_watermark: checkpointed.filter(|_| existed),
-                alter_partition: Arc::clone(&self.alter_partition.read()),
+                alter_partition: Arc::clone(&self.alter_partition) as Arc<dyn AlterPartitionSender>,
                 replica_lag_time_max_ms: self.replica_lag_time_max_ms,
             };
             let opened_partition = Partition::open_replica(

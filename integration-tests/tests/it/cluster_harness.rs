@@ -101,7 +101,7 @@ fn single_role_config_is_refused() {
             "--data-dir",
             &dir.path().display().to_string(),
             "--node-id",
-            "1",
+            "4",
             "--process-roles",
             "broker",
             "--controller-quorum-voters",
@@ -113,7 +113,7 @@ fn single_role_config_is_refused() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("process.roles=broker on node 1") && stderr.contains("only combined nodes"),
+        stderr.contains("process.roles=broker on node 4") && stderr.contains("only combined nodes"),
         "{stderr}"
     );
 

@@ -471,7 +471,21 @@ fn committed_offsets_survive_the_coordinators_death() {
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset("grouped", 0, Offset::Offset(7))
         .expect("offset");
-    first.commit(&tpl, CommitMode::Sync).expect("commit 7");
+    // The group's coordinator (and __consumer_offsets) may still be coming up: retry
+    // while the client waits for it, as an application would.
+    let mut last = String::new();
+    let committed = wait_until(SETTLE, || match first.commit(&tpl, CommitMode::Sync) {
+        Ok(()) => Some(()),
+        Err(e) => {
+            last = e.to_string();
+            None
+        }
+    });
+    assert!(
+        committed.is_some(),
+        "commit 7: {last}\n{}",
+        cluster.log_tails()
+    );
     let coordinator = {
         let committed = first
             .committed(Duration::from_secs(20))
