@@ -513,8 +513,13 @@ impl GroupCoordinator {
         if let Some(topic) = self.offsets_topic.get() {
             return Ok(topic);
         }
-        let segment_bytes = self.config.offsets_topic_segment_bytes.to_string();
         let name = super::GROUP_METADATA_TOPIC_NAME;
+        // Created already, by another broker of the cluster: its shards load here as their
+        // leadership arrives (`CoordinatorRoles`).
+        if let Some(topic) = self.topics.get(name) {
+            return Ok(self.offsets_topic.get_or_init(|| topic));
+        }
+        let segment_bytes = self.config.offsets_topic_segment_bytes.to_string();
         let created = TopicConfig::from_pairs([
             ("cleanup.policy", Some("compact")),
             ("compression.type", Some("producer")),
@@ -535,9 +540,18 @@ impl GroupCoordinator {
         match created {
             Ok(topic) => {
                 tracing::info!(partitions = self.offsets_partitions, "created {name}");
-                // A single node leads every partition it creates: load them all before
-                // publishing the topic, so no request sees it without its shards.
+                // Load the partitions this broker leads (all of them on a single node)
+                // before publishing the topic, so no request sees it without its shards;
+                // the others load where their leaders are.
                 for index in 0..topic.partition_count {
+                    let leads = self
+                        .topics
+                        .replicas()
+                        .partition(name, index)
+                        .is_some_and(|p| p.is_leader());
+                    if !leads || self.is_hosted(index) {
+                        continue;
+                    }
                     if let Err(e) = self.load_partition(index) {
                         tracing::error!(error = %e, "cannot load a partition of {name}");
                         return Err(GroupError::Storage);
@@ -546,6 +560,10 @@ impl GroupCoordinator {
                 Ok(self.offsets_topic.get_or_init(|| topic))
             }
             Err(e) => {
+                // Another broker created it meanwhile.
+                if let Some(topic) = self.topics.get(name) {
+                    return Ok(self.offsets_topic.get_or_init(|| topic));
+                }
                 tracing::error!(error = %e, "cannot create {name}");
                 Err(GroupError::Storage)
             }

@@ -492,6 +492,11 @@ impl TransactionCoordinator {
         if let Some(topic) = self.state_topic.get() {
             return Ok(topic);
         }
+        // Created already, by another broker of the cluster: its shards load here as their
+        // leadership arrives (`CoordinatorRoles`).
+        if let Some(topic) = self.topics.get(TRANSACTION_STATE_TOPIC_NAME) {
+            return Ok(self.state_topic.get_or_init(|| topic));
+        }
         let segment_bytes = self.config.state_log_segment_bytes.to_string();
         let created = TopicConfig::from_pairs([
             ("cleanup.policy", Some("compact")),
@@ -516,7 +521,17 @@ impl TransactionCoordinator {
                     partitions = self.state_partitions,
                     "created {TRANSACTION_STATE_TOPIC_NAME}"
                 );
+                // The partitions this broker leads (all of them on a single node); the
+                // others load where their leaders are.
                 for index in 0..topic.partition_count {
+                    let leads = self
+                        .topics
+                        .replicas()
+                        .partition(TRANSACTION_STATE_TOPIC_NAME, index)
+                        .is_some_and(|p| p.is_leader());
+                    if !leads || self.coordinator_epoch(index).is_some() {
+                        continue;
+                    }
                     if let Err(e) = self.load_partition(index, self.leader_epoch(index)) {
                         tracing::error!(error = %e, "cannot load a partition of {TRANSACTION_STATE_TOPIC_NAME}");
                         return Err(TxnError::CoordinatorNotAvailable);
@@ -525,6 +540,10 @@ impl TransactionCoordinator {
                 Ok(self.state_topic.get_or_init(|| topic))
             }
             Err(e) => {
+                // Another broker created it meanwhile.
+                if let Some(topic) = self.topics.get(TRANSACTION_STATE_TOPIC_NAME) {
+                    return Ok(self.state_topic.get_or_init(|| topic));
+                }
                 tracing::error!(error = %e, "cannot create {TRANSACTION_STATE_TOPIC_NAME}");
                 Err(TxnError::CoordinatorNotAvailable)
             }
