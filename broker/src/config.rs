@@ -168,6 +168,14 @@ pub struct Config {
         default_value_t = 9000
     )]
     pub broker_session_timeout_ms: u64,
+    /// A follower that has not caught up with the leader's log end for this long leaves
+    /// the ISR (`replica.lag.time.max.ms`).
+    #[arg(
+        long,
+        env = "LOGBOOK_REPLICA_LAG_TIME_MAX_MS",
+        default_value_t = 30_000
+    )]
+    pub replica_lag_time_max_ms: i64,
     /// `segment.bytes` of `__consumer_offsets` when it is created
     /// (`offsets.topic.segment.bytes`).
     #[arg(

@@ -86,6 +86,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let replicas = Arc::new(
         ReplicaManager::new(&config.data_dir, policy, config.flush_threads)
             .with_broker_id(node_id)
+            .with_replica_lag_time_max_ms(config.replica_lag_time_max_ms)
             .with_controller_leadership()
             .with_broker_endpoints(Arc::new(metadata.clone())),
     );

@@ -143,6 +143,14 @@ pub static SETTINGS: &[Setting] = &[
         3
     ),
     numeric!(
+        "replica.lag.time.max.ms",
+        replica_lag_time_max_ms,
+        i64,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
         "connections.max.idle.ms",
         limits.connections_max_idle_ms,
         u64,
