@@ -255,7 +255,14 @@ impl LocalCluster {
                 })?;
                 Some(last.starts_with("Leader"))
             }
-            NodeLauncher::Logbook { .. } => None,
+            NodeLauncher::Logbook { .. } => {
+                let log = std::fs::read_to_string(node.dir.join("node.log")).ok()?;
+                let marker = "metadata quorum leader: node ";
+                let last = log.lines().rev().find_map(|line| {
+                    line.find(marker).and_then(|i| line.get(i + marker.len()..))
+                })?;
+                Some(last.split_whitespace().next()?.parse::<i32>().ok()? == id)
+            }
         }
     }
 

@@ -145,6 +145,11 @@ impl RaftController {
             }
             None => None,
         };
+        tasks.spawn(log_leader_changes(
+            config.node_id,
+            raft.metrics(),
+            shutdown.clone(),
+        ));
         let controller = Self {
             node_id: config.node_id,
             entry_bytes_max: config.entry_bytes_max,
@@ -279,5 +284,38 @@ impl RaftController {
         self.tasks.close();
         self.tasks.wait().await;
         stopped.map_err(|e| Error::Internal(format!("controller Raft task: {e}")))
+    }
+}
+
+/// Logs every change of the quorum's leader as this node sees it, one line each: which
+/// node is the active controller is what an operator (and the failover bench) looks for.
+async fn log_leader_changes(
+    node_id: u64,
+    mut metrics: watch::Receiver<RaftMetrics<u64, ControllerNode>>,
+    shutdown: CancellationToken,
+) {
+    let mut last: Option<(Option<u64>, u64)> = None;
+    loop {
+        let now = {
+            let m = metrics.borrow_and_update();
+            (m.current_leader, m.current_term)
+        };
+        if last.map(|(leader, _)| leader) != Some(now.0) {
+            let (leader, term) = now;
+            match leader {
+                Some(leader) => tracing::info!(
+                    leader,
+                    term,
+                    active = leader == node_id,
+                    "metadata quorum leader: node {leader}"
+                ),
+                None => tracing::info!(term, "metadata quorum has no leader"),
+            }
+        }
+        last = Some(now);
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            changed = metrics.changed() => if changed.is_err() { return },
+        }
     }
 }
