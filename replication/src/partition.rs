@@ -601,6 +601,26 @@ impl Partition {
         self.with_log(|log| log.read(offset, max_bytes, high_watermark, min_one_batch))
     }
 
+    /// Reads whole batches from `offset` up to the log end, not the high watermark: a
+    /// coordinator loading its partition as the new leader replays everything this log
+    /// holds (as Kafka's loaders read to the log end offset): a new leader's log is what
+    /// will be committed, and its high watermark may not yet have caught up with what the
+    /// old leader committed.
+    ///
+    /// # Errors
+    /// `OffsetOutOfRange` from storage; I/O errors; the partition being closed.
+    pub fn read_to_log_end(
+        &self,
+        offset: Offset,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, Error> {
+        self.with_log(|log| {
+            let end = log.log_end_offset();
+            log.read(offset, max_bytes, end, min_one_batch)
+        })
+    }
+
     /// Selects whole batches from `offset`, never past the high watermark, as file ranges
     /// to send without reading them (see `Log::read_slices`).
     ///

@@ -487,8 +487,10 @@ fn committed_offsets_survive_the_coordinators_death() {
         cluster.log_tails()
     );
     let coordinator = {
+        let mut asked = TopicPartitionList::new();
+        asked.add_partition("grouped", 0);
         let committed = first
-            .committed(Duration::from_secs(20))
+            .committed_offsets(asked, Duration::from_secs(20))
             .expect("committed offsets");
         assert_eq!(
             committed.find_partition("grouped", 0).map(|e| e.offset()),

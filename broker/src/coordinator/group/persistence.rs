@@ -449,8 +449,9 @@ fn control_is_commit(key: Option<&Bytes>) -> Option<bool> {
     }
 }
 
-/// Reads the records of an internal topic's `partition` from its log start to its high
-/// watermark and decodes each with `decode` (`Ok(None)`: nothing to keep), in log order;
+/// Reads the records of an internal topic's `partition` from its log start to its log
+/// end (a new leader's log holds what the old leader committed even while its high
+/// watermark lags; Kafka's loaders read to the log end too) and decodes each with `decode` (`Ok(None)`: nothing to keep), in log order;
 /// records that do not decode are logged and skipped. Shared by every coordinator.
 ///
 /// # Errors
@@ -462,9 +463,9 @@ pub fn replay_with<T>(
     let offsets = partition.offsets().map_err(|e| e.to_string())?;
     let mut next = offsets.log_start_offset.get();
     let mut out = Vec::new();
-    while next < offsets.high_watermark.get() {
+    while next < offsets.log_end_offset.get() {
         let read = partition
-            .read(Offset(next), REPLAY_READ_BYTES, true)
+            .read_to_log_end(Offset(next), REPLAY_READ_BYTES, true)
             .map_err(|e| e.to_string())?;
         if read.records.is_empty() {
             break;
