@@ -10,8 +10,6 @@ mod admin_topics;
 mod bad_input;
 mod clients;
 mod cluster_harness;
-mod cluster_metadata;
-mod cluster_replication;
 mod compaction;
 mod compression;
 mod configs;

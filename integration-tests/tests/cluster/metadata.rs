@@ -50,6 +50,7 @@ fn shown(bootstrap: &str, topic: Option<&str>) -> Option<Shown> {
 
 #[test]
 fn three_voters_form_a_cluster_and_place_replicas() {
+    let _serial = crate::serial();
     let cluster = Cluster::start(&ClusterSpec::quorum(3));
     for node in cluster.nodes() {
         let brokers = wait_until(TIMEOUT, || {
