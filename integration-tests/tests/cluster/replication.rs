@@ -75,9 +75,14 @@ fn read_all(bootstrap: &str, topic: &str, partitions: i32) -> BTreeMap<i32, Vec<
     let reader = consumer(bootstrap, &[]);
     let mut out = BTreeMap::new();
     for partition in 0..partitions {
-        let (_, high) = reader
-            .fetch_watermarks(topic, partition, Duration::from_secs(20))
-            .expect("watermarks");
+        // A new leader answers OFFSET_NOT_AVAILABLE until its high watermark caught up
+        // (KIP-207): retriable, as clients treat it.
+        let (_, high) = wait_until(SETTLE, || {
+            reader
+                .fetch_watermarks(topic, partition, Duration::from_secs(5))
+                .ok()
+        })
+        .expect("watermarks");
         let count = usize::try_from(high).expect("non-negative end");
         let records = consume(bootstrap, topic, partition, 0, count, &[]);
         out.insert(
