@@ -106,9 +106,15 @@ impl LocalCluster {
     /// `data_root` and waits until every one accepts connections.
     pub fn start(launcher: &NodeLauncher, count: usize, data_root: &Path) -> Res<LocalCluster> {
         std::fs::create_dir_all(data_root)?;
+        // LOGBOOK_BENCH_KEEP=1 keeps the nodes' directories (logs, data) for a post-mortem.
+        let keep = std::env::var_os("LOGBOOK_BENCH_KEEP").is_some();
         let work = tempfile::Builder::new()
             .prefix("logbook-cluster-")
+            .disable_cleanup(keep)
             .tempdir_in(data_root)?;
+        if keep {
+            eprintln!("keeping node directories in {}", work.path().display());
+        }
         let mut nodes = Vec::with_capacity(count);
         for i in 1..=count {
             let id = i32::try_from(i)?;

@@ -102,7 +102,17 @@ struct Tracker {
 
 struct TrackingContext(Arc<Tracker>);
 
-impl ClientContext for TrackingContext {}
+impl ClientContext for TrackingContext {
+    /// librdkafka's own log lines (with `LOGBOOK_BENCH_RDKAFKA_DEBUG`), on stderr with
+    /// the wall clock, to line them up with the nodes' logs.
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        eprintln!("{now:.6} rdkafka {level:?} {fac}: {log_message}");
+    }
+}
 
 impl ProducerContext for TrackingContext {
     type DeliveryOpaque = usize;
@@ -351,7 +361,13 @@ fn run_trial(
         victim_acks_after_kill: AtomicU64::new(0),
         first_error: Mutex::new(None),
     });
-    let producer: BaseProducer<TrackingContext> = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    // LOGBOOK_BENCH_RDKAFKA_DEBUG=broker,topic,msg,eos turns on librdkafka's debug contexts.
+    if let Ok(debug) = std::env::var("LOGBOOK_BENCH_RDKAFKA_DEBUG") {
+        config.set("debug", debug);
+        config.set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
+    }
+    let producer: BaseProducer<TrackingContext> = config
         .set("bootstrap.servers", cluster.bootstrap())
         .set("enable.idempotence", "true")
         .set("acks", "all")

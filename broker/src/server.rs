@@ -90,6 +90,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
             .with_controller_leadership()
             .with_broker_endpoints(Arc::new(metadata.clone())),
     );
+    replicas.set_isr_eligibility(Arc::new(metadata.clone()));
     replicas.start_log_cleaner(log_cleaner_config(&config));
     replicas.start_maintenance();
     let defaults = BrokerDefaults::new(

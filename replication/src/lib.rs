@@ -21,8 +21,8 @@ pub use logbook_storage::{
 };
 pub use partition::{
     AlterPartitionCallback, AlterPartitionCommitted, AlterPartitionError, AlterPartitionRequest,
-    AlterPartitionSender, CommittedRead, FollowerFetch, FollowerFetchResult, IsrMember, IsrState,
-    NoController, Partition, PartitionOffsets, PartitionState, ReplicaOptions, ReplicaState, Role,
+    AlterPartitionSender, AnyBrokerEligible, CommittedRead, FollowerFetch, FollowerFetchResult,
+    IsrEligibility, IsrMember, IsrState, NoController, Partition, PartitionOffsets, PartitionState, ReplicaOptions, ReplicaState, Role,
     TopicPartition, DELETE_TO_HIGH_WATERMARK, REPLICA_LAG_TIME_MAX_MS_DEFAULT,
 };
 pub use replica_manager::{PartitionChange, ReplicaManager};

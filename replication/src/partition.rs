@@ -47,7 +47,8 @@ mod role_change;
 pub use follower_fetch::{FollowerFetch, FollowerFetchResult};
 pub use leader::{
     AlterPartitionCallback, AlterPartitionCommitted, AlterPartitionError, AlterPartitionRequest,
-    AlterPartitionSender, IsrMember, IsrState, Leadership, NoController, PartitionState, Role,
+    AlterPartitionSender, AnyBrokerEligible, IsrEligibility, IsrMember, IsrState, Leadership,
+    NoController, PartitionState, Role,
 };
 pub use replica_state::ReplicaState;
 
@@ -68,6 +69,8 @@ pub struct ReplicaOptions {
     pub alter_partition: Arc<dyn AlterPartitionSender>,
     /// `replica.lag.time.max.ms`.
     pub replica_lag_time_max_ms: i64,
+    /// Which brokers may count in the ISR (the cluster metadata).
+    pub isr_eligibility: Arc<dyn IsrEligibility>,
 }
 
 impl ReplicaOptions {
@@ -79,6 +82,7 @@ impl ReplicaOptions {
             checkpointed_high_watermark: None,
             alter_partition: Arc::new(NoController),
             replica_lag_time_max_ms: REPLICA_LAG_TIME_MAX_MS_DEFAULT,
+            isr_eligibility: Arc::new(AnyBrokerEligible),
         }
     }
 }
@@ -190,6 +194,8 @@ pub struct Partition {
     replica_lag_time_max_ms: i64,
     /// Where ISR changes go.
     alter_partition: Arc<dyn AlterPartitionSender>,
+    /// Which brokers may count in the ISR.
+    isr_eligibility: Arc<dyn IsrEligibility>,
     /// Lets the partition hand the flusher a reference to itself.
     self_weak: Weak<Partition>,
 }
@@ -265,6 +271,7 @@ impl Partition {
             min_insync_replicas: AtomicUsize::new(min_insync_replicas),
             replica_lag_time_max_ms: options.replica_lag_time_max_ms,
             alter_partition: options.alter_partition,
+            isr_eligibility: options.isr_eligibility,
             self_weak: self_weak.clone(),
         }))
     }
@@ -524,6 +531,7 @@ impl Partition {
             log_end,
             now_ms,
             self.replica_lag_time_max_ms,
+            self.isr_eligibility.as_ref(),
         );
         let Some(candidate) = candidate else { return };
         self.high_watermark.send_if_modified(|hw| {

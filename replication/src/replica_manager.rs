@@ -36,7 +36,8 @@ use crate::fetcher::{
 use crate::hw_checkpoint::{HighWatermarkCheckpoint, HighWatermarks};
 use crate::log_cleaner::{LogCleaner, LogCleanerConfig, Partitions};
 use crate::partition::{
-    now_ms, PartitionState, ReplicaOptions, Role, REPLICA_LAG_TIME_MAX_MS_DEFAULT,
+    now_ms, AnyBrokerEligible, IsrEligibility, PartitionState, ReplicaOptions, Role,
+    REPLICA_LAG_TIME_MAX_MS_DEFAULT,
 };
 use crate::{
     AlterPartitionCallback, AlterPartitionRequest, AlterPartitionSender, Error, FlushPolicy,
@@ -83,6 +84,17 @@ impl AlterPartitionSender for LateBoundSender {
     }
 }
 
+/// The ISR eligibility every partition asks: it forwards to the view set last (the
+/// cluster metadata, once the broker has it), like [`LateBoundSender`].
+struct LateBoundEligibility(RwLock<Arc<dyn IsrEligibility>>);
+
+impl IsrEligibility for LateBoundEligibility {
+    fn is_eligible(&self, broker_id: i32, broker_epoch: i64) -> bool {
+        let view = Arc::clone(&self.0.read());
+        view.is_eligible(broker_id, broker_epoch)
+    }
+}
+
 /// The replica manager's maintenance thread: ISR shrink checks and the HW checkpoint.
 struct Maintenance {
     stop: Mutex<bool>,
@@ -102,6 +114,8 @@ pub struct ReplicaManager {
     local_broker_id: i32,
     /// Where ISR changes go.
     alter_partition: Arc<LateBoundSender>,
+    /// Which brokers may count in an ISR.
+    isr_eligibility: Arc<LateBoundEligibility>,
     /// `replica.lag.time.max.ms`.
     replica_lag_time_max_ms: i64,
     /// The data directory's high-watermark checkpoint.
@@ -140,6 +154,9 @@ impl ReplicaManager {
             log_cleaner: Mutex::new(None),
             local_broker_id: 0,
             alter_partition: Arc::new(LateBoundSender(RwLock::new(Arc::new(NoController)))),
+            isr_eligibility: Arc::new(LateBoundEligibility(RwLock::new(Arc::new(
+                AnyBrokerEligible,
+            )))),
             replica_lag_time_max_ms: REPLICA_LAG_TIME_MAX_MS_DEFAULT,
             hw_checkpoint,
             last_checkpointed: Mutex::new(checkpointed.clone()),
@@ -202,6 +219,11 @@ impl ReplicaManager {
     /// replica manager: the controller replays its log into the partitions as it starts).
     pub fn set_alter_partition_sender(&self, sender: Arc<dyn AlterPartitionSender>) {
         *self.alter_partition.0.write() = sender;
+    }
+
+    /// Sets which brokers may count in an ISR (the cluster metadata's registrations).
+    pub fn set_isr_eligibility(&self, eligibility: Arc<dyn IsrEligibility>) {
+        *self.isr_eligibility.0.write() = eligibility;
     }
 
     /// This broker's epoch (-1 before registration).
@@ -491,6 +513,7 @@ impl ReplicaManager {
                 checkpointed_high_watermark: checkpointed.filter(|_| existed),
                 alter_partition: Arc::clone(&self.alter_partition) as Arc<dyn AlterPartitionSender>,
                 replica_lag_time_max_ms: self.replica_lag_time_max_ms,
+                isr_eligibility: Arc::clone(&self.isr_eligibility) as Arc<dyn IsrEligibility>,
             };
             let opened_partition = Partition::open_replica(
                 topic_partition,

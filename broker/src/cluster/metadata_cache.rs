@@ -7,12 +7,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use logbook_metadata::MetadataImage;
+use parking_lot::RwLock;
 use tokio::sync::watch;
 
 /// The applied image, shared by the publisher (writer) and every handler (readers).
 #[derive(Clone)]
 pub struct MetadataCache {
     image: Arc<watch::Sender<MetadataImage>>,
+    /// The image being applied, staged before the partitions act on it: whether a
+    /// broker is fenced must be known when the ISR change that removes it arrives, not
+    /// after (see [`MetadataCache::stage`]).
+    staged: Arc<RwLock<MetadataImage>>,
 }
 
 impl Default for MetadataCache {
@@ -28,7 +33,15 @@ impl MetadataCache {
         let (image, _) = watch::channel(MetadataImage::empty());
         MetadataCache {
             image: Arc::new(image),
+            staged: Arc::new(RwLock::new(MetadataImage::empty())),
         }
+    }
+
+    /// Stages `image` before the publisher acts on it: its broker registrations count for
+    /// ISR eligibility at once, so a leader whose ISR just lost a fenced broker stops
+    /// waiting for that broker in the same step.
+    pub(crate) fn stage(&self, image: &MetadataImage) {
+        *self.staged.write() = image.clone();
     }
 
     /// The newest applied image.
@@ -62,6 +75,17 @@ impl MetadataCache {
             Ok(Ok(image)) => Some(image.clone()),
             _ => None,
         }
+    }
+}
+
+/// A broker counts in an ISR while the staged image has it registered, unfenced, not in
+/// controlled shutdown, and in the registration it fetched with (Kafka's
+/// `isReplicaIsrEligible`).
+impl logbook_replication::IsrEligibility for MetadataCache {
+    fn is_eligible(&self, broker_id: i32, broker_epoch: i64) -> bool {
+        self.staged.read().broker(broker_id).is_some_and(|broker| {
+            broker.is_active() && (broker_epoch < 0 || broker.broker_epoch == broker_epoch)
+        })
     }
 }
 

@@ -104,6 +104,7 @@ impl MetadataPublisher {
 
     /// Applies one image (see the module docs).
     pub fn publish(&mut self, image: &MetadataImage, delta: &MetadataDelta) {
+        self.cache.stage(image);
         if delta.rejected.is_some() {
             self.cache.publish(image.clone());
             return;

@@ -157,7 +157,11 @@ impl Partition {
                 leader_log_end,
                 fetch.replica_epoch,
             );
-            if leadership.can_add_to_isr(fetch.replica_id, high_watermark) {
+            if leadership.can_add_to_isr(
+                fetch.replica_id,
+                high_watermark,
+                self.isr_eligibility.as_ref(),
+            ) {
                 let committed = leadership.isr.committed().clone();
                 let mut new_isr = committed.clone();
                 new_isr.insert(fetch.replica_id);

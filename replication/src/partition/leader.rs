@@ -168,6 +168,28 @@ pub trait AlterPartitionSender: Send + Sync {
     fn submit(&self, request: AlterPartitionRequest, done: AlterPartitionCallback);
 }
 
+/// Whether a broker may be counted in an ISR now (Kafka's `isReplicaIsrEligible`,
+/// KIP-841 and KIP-903): registered, not fenced, not in controlled shutdown, and still in
+/// the registration it fetched with (`broker_epoch`, -1 when not known). The leader asks
+/// it before proposing a follower for the ISR, and before letting a caught-up follower
+/// outside the ISR hold the high watermark back: a follower that was caught up when it
+/// died stays "caught up" for `replica.lag.time.max.ms`, and without this check every
+/// acks=all write would wait that long once the controller fenced it.
+pub trait IsrEligibility: Send + Sync {
+    /// Whether broker `broker_id`, last seen with `broker_epoch`, is eligible.
+    fn is_eligible(&self, broker_id: i32, broker_epoch: i64) -> bool;
+}
+
+/// Every broker is eligible: a single node (no followers), and tests without a controller.
+#[derive(Debug, Default)]
+pub struct AnyBrokerEligible;
+
+impl IsrEligibility for AnyBrokerEligible {
+    fn is_eligible(&self, _broker_id: i32, _broker_epoch: i64) -> bool {
+        true
+    }
+}
+
 /// A sender for a broker without a controller (single node): there are no followers, so
 /// no ISR change is ever proposed; one that is is refused.
 #[derive(Debug, Default)]
@@ -251,7 +273,8 @@ impl Leadership {
     /// high watermark it must reach). `None` when this broker does not lead or the committed
     /// ISR is smaller than `min_insync_replicas` (Kafka 3.7+: the high watermark waits
     /// rather than commit records fewer replicas than promised have). A member whose
-    /// position is unknown holds the high watermark where it is.
+    /// position is unknown holds the high watermark where it is. A follower outside the
+    /// ISR counts only while `eligibility` accepts its broker (a fenced one never does).
     #[must_use]
     pub fn high_watermark_candidate(
         &self,
@@ -260,6 +283,7 @@ impl Leadership {
         leader_log_end: Offset,
         now_ms: i64,
         lag_time_max_ms: i64,
+        eligibility: &dyn IsrEligibility,
     ) -> Option<Offset> {
         if !self.is_leader() || self.isr.committed().len() < min_insync_replicas {
             return None;
@@ -278,7 +302,9 @@ impl Leadership {
                 continue;
             }
             if let Some(end) = follower.log_end_offset {
-                if follower.is_caught_up(leader_log_end, now_ms, lag_time_max_ms) {
+                if follower.is_caught_up(leader_log_end, now_ms, lag_time_max_ms)
+                    && eligibility.is_eligible(follower.broker_id, follower.broker_epoch)
+                {
                     candidate = candidate.min(end);
                 }
             }
@@ -314,13 +340,25 @@ impl Leadership {
     /// Whether `follower` may join the ISR now (Kafka's `canAddReplicaToIsr` with
     /// `isFollowerInSync`): nothing in flight, not a member yet, an assigned replica, and
     /// its log reaches both the high watermark and the start of this leader epoch (so it
-    /// holds everything this leader committed). Broker-level eligibility (fenced, shutting
-    /// down, stale broker epoch; KIP-841/903) is the controller's check.
+    /// holds everything this leader committed), and `eligibility` accepts its broker
+    /// (fenced, shutting down, stale broker epoch: KIP-841/903; the controller checks
+    /// again).
     #[must_use]
-    pub fn can_add_to_isr(&self, follower: i32, high_watermark: Offset) -> bool {
-        let Some(end) = self.followers.get(&follower).and_then(|f| f.log_end_offset) else {
+    pub fn can_add_to_isr(
+        &self,
+        follower: i32,
+        high_watermark: Offset,
+        eligibility: &dyn IsrEligibility,
+    ) -> bool {
+        let Some(state) = self.followers.get(&follower) else {
             return false;
         };
+        let Some(end) = state.log_end_offset else {
+            return false;
+        };
+        if !eligibility.is_eligible(follower, state.broker_epoch) {
+            return false;
+        }
         self.is_leader()
             && !self.isr.is_inflight()
             && !self.isr.committed().contains(&follower)

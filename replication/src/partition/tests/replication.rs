@@ -83,6 +83,16 @@ fn replica(
     controller: &Arc<FakeController>,
     checkpoint: Option<Offset>,
 ) -> Arc<Partition> {
+    replica_with_eligibility(dir, controller, checkpoint, Arc::new(AnyBrokerEligible))
+}
+
+/// [`replica`], asking `isr_eligibility` which brokers may count in the ISR.
+fn replica_with_eligibility(
+    dir: &std::path::Path,
+    controller: &Arc<FakeController>,
+    checkpoint: Option<Offset>,
+    isr_eligibility: Arc<dyn IsrEligibility>,
+) -> Arc<Partition> {
     let flusher = Flusher::start(FlushPolicy::EveryWrite, 1);
     flusher.shutdown();
     let sender: Arc<dyn AlterPartitionSender> = controller.clone();
@@ -99,6 +109,7 @@ fn replica(
             checkpointed_high_watermark: checkpoint,
             alter_partition: sender,
             replica_lag_time_max_ms: LAG_MS,
+            isr_eligibility,
         },
     )
     .expect("open replica")
@@ -628,6 +639,57 @@ fn pending_isr_addition_counts_toward_the_high_watermark() {
     assert_eq!(p.high_watermark(), Offset(2));
 }
 
+/// Brokers the test has fenced are ineligible; the others are, whatever their epoch.
+#[derive(Default)]
+struct Fenced(Mutex<Vec<i32>>);
+
+impl IsrEligibility for Fenced {
+    fn is_eligible(&self, broker_id: i32, _broker_epoch: i64) -> bool {
+        !self.0.lock().contains(&broker_id)
+    }
+}
+
+// KIP-841: a follower that was caught up when it died stays "caught up" for the lag time,
+// so once the controller fenced it and took it out of the ISR, only its ineligibility keeps
+// it from holding the high watermark (and every acks=all write) back for that long; and a
+// fenced broker is never proposed for the ISR.
+#[test]
+fn a_fenced_follower_outside_the_isr_does_not_hold_the_high_watermark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    let fenced = Arc::new(Fenced::default());
+    let p = replica_with_eligibility(dir.path(), &controller, None, fenced.clone());
+    p.become_leader(&state(&[1, 2, 3], &[1, 2, 3], LEADER, 1, 0))
+        .expect("lead");
+    let now = now_ms();
+    p.append(&batch()).expect("append");
+    p.flush();
+    fetch_records(&p, 2, 1, now);
+    fetch_records(&p, 3, 1, now);
+    assert_eq!(p.high_watermark(), Offset(1));
+    // Broker 3 dies at offset 1; the controller fences it and shrinks the ISR.
+    p.append(&batch()).expect("append");
+    p.flush();
+    fenced.0.lock().push(3);
+    assert!(!p
+        .become_leader(&state(&[1, 2, 3], &[1, 2], LEADER, 1, 1))
+        .expect("same leader epoch, new ISR"));
+    fetch_records(&p, 2, 2, now);
+    assert_eq!(
+        p.high_watermark(),
+        Offset(2),
+        "fenced follower 3 (at 1, caught up {LAG_MS} ms ago at most) must not count"
+    );
+    // Fenced, it reaches the log end: not proposed. Unfenced again, it is.
+    p.append(&batch()).expect("append");
+    p.flush();
+    fetch_records(&p, 3, 3, now);
+    assert!(controller.proposals().is_empty(), "fenced broker proposed");
+    fenced.0.lock().clear();
+    fetch_records(&p, 3, 3, now);
+    assert_eq!(controller.proposals(), vec![vec![1, 2, 3]]);
+}
+
 // With leadership from the controller, a created partition serves nothing until
 // apply_partition_changes names its leader; then this broker leads or follows as told, a
 // stale change is ignored, and an unhosted partition is reported.
@@ -714,6 +776,7 @@ fn min_insync_replicas_is_known_at_open() {
             checkpointed_high_watermark: None,
             alter_partition: Arc::new(NoController),
             replica_lag_time_max_ms: LAG_MS,
+            isr_eligibility: Arc::new(AnyBrokerEligible),
         },
     )
     .expect("open replica");
