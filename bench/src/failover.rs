@@ -103,9 +103,13 @@ struct Tracker {
 struct TrackingContext(Arc<Tracker>);
 
 impl ClientContext for TrackingContext {
-    /// librdkafka's own log lines (with `LOGBOOK_BENCH_RDKAFKA_DEBUG`), on stderr with
-    /// the wall clock, to line them up with the nodes' logs.
+    /// librdkafka's own log lines, only with `LOGBOOK_BENCH_RDKAFKA_DEBUG` (the trials'
+    /// connection errors are expected), on stderr with the wall clock, to line them up
+    /// with the nodes' logs.
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        if std::env::var_os("LOGBOOK_BENCH_RDKAFKA_DEBUG").is_none() {
+            return;
+        }
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())

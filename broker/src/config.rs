@@ -52,6 +52,19 @@ pub struct Config {
     /// Create topics on first use by Metadata or Produce (`auto.create.topics.enable`).
     #[arg(long, env = "LOGBOOK_AUTO_CREATE_TOPICS_ENABLE", default_value_t = true, action = clap::ArgAction::Set)]
     pub auto_create_topics_enable: bool,
+    /// The active controller moves leadership back to each partition's preferred replica
+    /// (the first of its replicas) when it is back in the ISR, every
+    /// `leader.imbalance.check.interval.seconds` (`auto.leader.rebalance.enable`).
+    #[arg(long, env = "LOGBOOK_AUTO_LEADER_REBALANCE_ENABLE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_leader_rebalance_enable: bool,
+    /// How often the active controller looks for partitions not led by their preferred
+    /// replica (`leader.imbalance.check.interval.seconds`).
+    #[arg(
+        long,
+        env = "LOGBOOK_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS",
+        default_value_t = 300
+    )]
+    pub leader_imbalance_check_interval_seconds: u64,
     /// Partitions of an auto-created topic, and of a created topic that asks for -1 (`num.partitions`).
     #[arg(long, env = "LOGBOOK_NUM_PARTITIONS", default_value_t = 1)]
     pub num_partitions: i32,

@@ -108,6 +108,10 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         heartbeat_interval_ms: config.broker_heartbeat_interval_ms,
         default_num_partitions: config.num_partitions,
         default_replication_factor: config.default_replication_factor,
+        auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
+        leader_imbalance_check_interval_ms: config
+            .leader_imbalance_check_interval_seconds
+            .saturating_mul(1000),
         ..QuorumConfig::default()
     };
     let sole_voter = voters.len() == 1;

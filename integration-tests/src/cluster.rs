@@ -443,6 +443,8 @@ pub struct PartitionView {
     pub leader: i32,
     /// Its replicas, sorted.
     pub replicas: Vec<i32>,
+    /// Its replicas in assignment order: the first is the preferred leader.
+    pub assigned: Vec<i32>,
     /// Its in-sync replicas, sorted.
     pub isr: Vec<i32>,
 }
@@ -487,7 +489,8 @@ pub fn metadata(
         .filter(|t| Some(t.name()) == topic && t.error().is_none())
         .flat_map(|t| {
             t.partitions().iter().map(|p| {
-                let mut replicas = p.replicas().to_vec();
+                let assigned = p.replicas().to_vec();
+                let mut replicas = assigned.clone();
                 replicas.sort_unstable();
                 let mut isr = p.isr().to_vec();
                 isr.sort_unstable();
@@ -495,6 +498,7 @@ pub fn metadata(
                     partition: p.id(),
                     leader: p.leader(),
                     replicas,
+                    assigned,
                     isr,
                 }
             })

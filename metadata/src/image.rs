@@ -217,6 +217,26 @@ impl MetadataImage {
         self.broker(id).is_some_and(BrokerRegistration::is_active)
     }
 
+    /// Partitions (topic name, index) whose preferred replica is an active ISR member but
+    /// does not lead (Kafka's imbalanced partitions, which `auto.leader.rebalance.enable`
+    /// elects back), in topic and partition order.
+    #[must_use]
+    pub fn imbalanced_partitions(&self) -> Vec<(String, i32)> {
+        self.topics()
+            .flat_map(|topic| {
+                (0..)
+                    .zip(&topic.partitions)
+                    .filter_map(|(index, partition)| {
+                        let preferred = partition.preferred_replica();
+                        (partition.leader != preferred
+                            && partition.isr.contains(&preferred)
+                            && self.is_active_broker(preferred))
+                        .then(|| (topic.name.clone(), index))
+                    })
+            })
+            .collect()
+    }
+
     /// Ids of the brokers placement may use (active ones), ascending.
     #[must_use]
     pub fn usable_brokers(&self) -> Vec<BrokerId> {

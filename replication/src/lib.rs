@@ -22,8 +22,9 @@ pub use logbook_storage::{
 pub use partition::{
     AlterPartitionCallback, AlterPartitionCommitted, AlterPartitionError, AlterPartitionRequest,
     AlterPartitionSender, AnyBrokerEligible, CommittedRead, FollowerFetch, FollowerFetchResult,
-    IsrEligibility, IsrMember, IsrState, NoController, Partition, PartitionOffsets, PartitionState, ReplicaOptions, ReplicaState, Role,
-    TopicPartition, DELETE_TO_HIGH_WATERMARK, REPLICA_LAG_TIME_MAX_MS_DEFAULT,
+    IsrEligibility, IsrMember, IsrState, NoController, Partition, PartitionOffsets, PartitionState,
+    ReplicaOptions, ReplicaState, Role, TopicPartition, DELETE_TO_HIGH_WATERMARK,
+    REPLICA_LAG_TIME_MAX_MS_DEFAULT,
 };
 pub use replica_manager::{PartitionChange, ReplicaManager};
 

@@ -125,6 +125,16 @@ pub static SETTINGS: &[Setting] = &[
         },
         read: |c| c.auto_create_topics_enable.to_string(),
     },
+    Setting {
+        name: "auto.leader.rebalance.enable",
+        allowed: "true or false",
+        config_type: 1,
+        apply: |c, v| {
+            c.auto_leader_rebalance_enable = boolean(v)?;
+            Ok(())
+        },
+        read: |c| c.auto_leader_rebalance_enable.to_string(),
+    },
     numeric!("broker.id", node_id, i32, 0, "an integer >= 0", 3),
     numeric!(
         "broker.heartbeat.interval.ms",
@@ -215,6 +225,14 @@ pub static SETTINGS: &[Setting] = &[
         1,
         "an integer >= 1",
         3
+    ),
+    numeric!(
+        "leader.imbalance.check.interval.seconds",
+        leader_imbalance_check_interval_seconds,
+        u64,
+        1,
+        "an integer >= 1",
+        5
     ),
     Setting {
         name: "listeners",

@@ -1,16 +1,22 @@
-//! ElectLeaders (API key 43): preferred or unclean leader election, answered as a single
-//! node answers it. This broker is every partition's only replica, preferred and current
-//! leader, so an election is never needed (ELECTION_NOT_NEEDED); with no partitions named
-//! (null) every topic is listed and, as Kafka's controller does, the partitions that
-//! need no election are left out of its results.
+//! ElectLeaders (API key 43): preferred or unclean leader election
+//! (`kafka-leader-election.sh`), run by the active controller, which writes the partition
+//! changes to the metadata log. With no partitions named (null) every topic is listed and,
+//! as Kafka's controller does, the partitions that needed no election are left out of its
+//! results. A broker without a controller (unit tests) answers as the lone replica of
+//! every partition: an election is never needed.
 
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
+use logbook_controller::quorum::QuorumError;
+use logbook_metadata::Election;
+
 use super::RequestContext;
 use crate::broker::Broker;
+use crate::cluster::ClusterContext;
+use crate::errors;
 
 /// Versions served (Kafka 4.x serves 0-2).
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
@@ -56,12 +62,16 @@ fn result(partition: i32, (error, message): (ResponseError, String)) -> Partitio
         .with_error_message(Some(StrBytes::from_string(message)))
 }
 
-/// Answers an ElectLeaders request.
+/// Answers an ElectLeaders request: through the controller when this broker has one
+/// (every broker started by `server`), else as a lone replica (see [`elect`]).
 pub fn handle(ctx: &RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse {
     let broker = &ctx.broker;
     if ctx.api_version >= 1 && !ELECTION_TYPES.contains(&request.election_type) {
         return ElectLeadersResponse::default()
             .with_error_code(ResponseError::InvalidRequest.code());
+    }
+    if let Some(cluster) = broker.topics.cluster() {
+        return through_controller(broker, cluster, &request);
     }
     let results = match request.topic_partitions {
         None => {
@@ -94,5 +104,103 @@ pub fn handle(ctx: &RequestContext, request: ElectLeadersRequest) -> ElectLeader
             })
             .collect(),
     };
+    ElectLeadersResponse::default().with_replica_election_results(results)
+}
+
+/// Kafka's `ElectionType` as the controller's election: v0 has no field and means
+/// PREFERRED.
+fn election(request: &ElectLeadersRequest) -> Election {
+    if request.election_type == 1 {
+        Election::Unclean
+    } else {
+        Election::Preferred
+    }
+}
+
+/// The election as the active controller runs it (Kafka's `ReplicationControlManager.electLeaders`):
+/// per partition the new leader, or ELECTION_NOT_NEEDED / PREFERRED_LEADER_NOT_AVAILABLE /
+/// ELIGIBLE_LEADERS_NOT_AVAILABLE / UNKNOWN_TOPIC_OR_PARTITION. With no partitions named,
+/// every topic is listed with only the partitions an election was needed for. The answer
+/// waits until this broker's metadata shows the new leaders, so a Metadata request sent
+/// right after it sees them.
+fn through_controller(
+    broker: &Broker,
+    cluster: &ClusterContext,
+    request: &ElectLeadersRequest,
+) -> ElectLeadersResponse {
+    let named: Option<Vec<(String, i32)>> = request.topic_partitions.as_ref().map(|topics| {
+        topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.topic.as_str().to_string(), *p))
+            })
+            .collect()
+    });
+    let outcome = cluster
+        .controller()
+        .map_err(|e| errors::quorum_error(&e))
+        .and_then(|controller| {
+            cluster
+                .block_on(controller.elect_leaders(election(request), named.clone()))
+                .ok_or(ResponseError::RequestTimedOut)?
+                .map_err(|e| errors::quorum_error(&e))
+        });
+    let results = match outcome {
+        Ok(results) => results,
+        Err(error) => {
+            tracing::info!(?error, "ElectLeaders failed");
+            return ElectLeadersResponse::default().with_error_code(error.code());
+        }
+    };
+    if results.iter().any(|(_, r)| r.is_ok()) && !cluster.wait_for_controller_offset() {
+        tracing::warn!("ElectLeaders: this broker's metadata did not catch up in time");
+    }
+    // Group by topic: in the request's order when it named partitions, by name otherwise.
+    let mut order: Vec<String> = match &request.topic_partitions {
+        Some(topics) => topics
+            .iter()
+            .map(|t| t.topic.as_str().to_string())
+            .collect(),
+        None => {
+            let mut all: Vec<String> = broker
+                .topics
+                .all()
+                .into_iter()
+                .map(|t| t.name.clone())
+                .collect();
+            all.sort();
+            all
+        }
+    };
+    order.dedup();
+    let mut by_topic: std::collections::HashMap<String, Vec<PartitionResult>> =
+        order.iter().map(|t| (t.clone(), Vec::new())).collect();
+    for ((topic, partition), elected) in results {
+        let outcome = match elected {
+            Ok(_) => (0, None),
+            Err(QuorumError::ElectionNotNeeded) if named.is_none() => continue,
+            Err(QuorumError::ElectionNotNeeded) => (
+                ResponseError::ElectionNotNeeded.code(),
+                Some("Leader election not needed for topic partition.".to_owned()),
+            ),
+            Err(e) => (errors::quorum_error(&e).code(), Some(e.to_string())),
+        };
+        let entry = PartitionResult::default()
+            .with_partition_id(partition)
+            .with_error_code(outcome.0)
+            .with_error_message(outcome.1.map(StrBytes::from_string));
+        by_topic.entry(topic).or_default().push(entry);
+    }
+    let results = order
+        .into_iter()
+        .map(|topic| {
+            let partitions = by_topic.remove(&topic).unwrap_or_default();
+            ReplicaElectionResult::default()
+                .with_topic(TopicName(StrBytes::from_string(topic)))
+                .with_partition_result(partitions)
+        })
+        .collect();
     ElectLeadersResponse::default().with_replica_election_results(results)
 }

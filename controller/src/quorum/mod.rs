@@ -65,6 +65,11 @@ pub struct QuorumConfig {
     pub default_num_partitions: i32,
     /// `default.replication.factor`: replication factor of a topic created with -1.
     pub default_replication_factor: i16,
+    /// `auto.leader.rebalance.enable`: the active controller runs preferred-leader
+    /// elections for imbalanced partitions every `leader_imbalance_check_interval_ms`.
+    pub auto_leader_rebalance_enable: bool,
+    /// `leader.imbalance.check.interval.seconds`, in milliseconds.
+    pub leader_imbalance_check_interval_ms: u64,
     /// The cluster id the first leader writes (a migrated node's old one); `None` draws one.
     pub cluster_id: Option<String>,
     /// Feature levels the first leader writes (`metadata.version`, `transaction.version`).
@@ -83,6 +88,8 @@ impl Default for QuorumConfig {
             session_check_interval_ms: 500,
             default_num_partitions: 1,
             default_replication_factor: 1,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_ms: 300_000,
             cluster_id: None,
             bootstrap_features: vec![("metadata.version".to_string(), 21)],
             bootstrap_batch: None,
@@ -149,6 +156,13 @@ impl QuorumController {
             controller.shutdown.clone(),
             controller.config.session_check_interval_ms,
         ));
+        if controller.config.auto_leader_rebalance_enable {
+            controller.tasks.spawn(leader_balance_loop(
+                Arc::downgrade(&controller),
+                controller.shutdown.clone(),
+                controller.config.leader_imbalance_check_interval_ms,
+            ));
+        }
         Ok(controller)
     }
 
@@ -326,6 +340,51 @@ async fn session_check_loop(
         match controller.check_sessions().await {
             Ok(_) | Err(QuorumError::NotController { .. }) => {}
             Err(e) => tracing::warn!(error = %e, "broker session check failed"),
+        }
+    }
+}
+
+/// `auto.leader.rebalance.enable`: every `interval_ms`, the active controller moves the
+/// leadership of each partition whose preferred replica (its first) is an eligible ISR
+/// member but does not lead back to it (Kafka's `maybeBalancePartitionLeaders`), so the
+/// leaderships a failover piled onto the survivors spread out again once the node
+/// returns. Other voters skip the round (NOT_CONTROLLER).
+async fn leader_balance_loop(
+    controller: std::sync::Weak<QuorumController>,
+    shutdown: CancellationToken,
+    interval_ms: u64,
+) {
+    let period = Duration::from_millis(interval_ms.max(1));
+    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = interval.tick() => {}
+        }
+        let Some(controller) = controller.upgrade() else {
+            return;
+        };
+        let image = controller.image();
+        let imbalanced = image.imbalanced_partitions();
+        if imbalanced.is_empty() {
+            continue;
+        }
+        match controller
+            .elect_leaders(logbook_metadata::Election::Preferred, Some(imbalanced))
+            .await
+        {
+            Ok(results) => {
+                let moved = results.iter().filter(|(_, r)| r.is_ok()).count();
+                if moved > 0 {
+                    tracing::info!(
+                        partitions = moved,
+                        "moved leaderships back to preferred replicas"
+                    );
+                }
+            }
+            Err(QuorumError::NotController { .. }) => {}
+            Err(e) => tracing::warn!(error = %e, "preferred leader election failed"),
         }
     }
 }

@@ -7,6 +7,11 @@
 #[allow(dead_code)]
 mod common;
 
+#[path = "../it/wire.rs"]
+#[allow(dead_code)]
+mod wire;
+
+mod leadership;
 mod metadata;
 mod replication;
 

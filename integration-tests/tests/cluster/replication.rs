@@ -23,12 +23,12 @@ use crate::common::{
 };
 
 /// Generous: two cores, three brokers, and the test's own clients.
-const SETTLE: Duration = Duration::from_secs(60);
+pub(crate) const SETTLE: Duration = Duration::from_secs(60);
 
 /// Creates `name` with `partitions` partitions, replication factor 3 and
 /// `min.insync.replicas=2`, and waits until every partition has a leader and a full ISR
 /// on every node's Metadata.
-fn create_rf3_topic(cluster: &Cluster, name: &str, partitions: i32) -> MetadataView {
+pub(crate) fn create_rf3_topic(cluster: &Cluster, name: &str, partitions: i32) -> MetadataView {
     let admin = admin(&cluster.bootstrap());
     let topic =
         NewTopic::new(name, partitions, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
