@@ -264,6 +264,8 @@ fn partition_error(error: QuorumError) -> AlterPartitionError {
         | QuorumError::ElectionNotNeeded
         | QuorumError::PreferredLeaderNotAvailable
         | QuorumError::EligibleLeadersNotAvailable
+        | QuorumError::InvalidReplicaAssignment(_)
+        | QuorumError::NoReassignmentInProgress
         | QuorumError::Rejected(_)
         | QuorumError::RequestTimedOut { .. }
         | QuorumError::Raft(_)) => AlterPartitionError::Other(e.to_string()),

@@ -163,6 +163,8 @@ pub fn quorum_error(e: &logbook_controller::quorum::QuorumError) -> ResponseErro
         QuorumError::ElectionNotNeeded => ResponseError::ElectionNotNeeded,
         QuorumError::PreferredLeaderNotAvailable => ResponseError::PreferredLeaderNotAvailable,
         QuorumError::EligibleLeadersNotAvailable => ResponseError::EligibleLeadersNotAvailable,
+        QuorumError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+        QuorumError::NoReassignmentInProgress => ResponseError::NoReassignmentInProgress,
         QuorumError::RequestTimedOut { .. } => ResponseError::RequestTimedOut,
         QuorumError::Rejected(error) => {
             tracing::error!(%error, "controller batch rejected repeatedly");

@@ -36,7 +36,8 @@ use crate::net::peer::{CallError, PeerPool};
 use crate::quorum::{
     AlterConfigOp, AlterPartitionRequest, AlterPartitionResults, BrokerHeartbeatReply,
     BrokerHeartbeatRequest, BrokerRegistrationReply, BrokerRegistrationRequest, CreatableTopic,
-    CreatedTopic, ProducerIdsBlock, QuorumController, QuorumError,
+    CreatedTopic, ProducerIdsBlock, QuorumController, QuorumError, ReassignmentResults,
+    ReassignmentTargets,
 };
 use crate::raft::types::ControllerNode;
 
@@ -292,6 +293,21 @@ impl ControllerClient {
         };
         match self.call(request).await? {
             ControllerReply::ElectLeaders(results) => Ok(results),
+            other => Err(mismatch(&other)),
+        }
+    }
+
+    /// See [`QuorumController::alter_partition_reassignments`].
+    ///
+    /// # Errors
+    /// As the QuorumController's, and `RequestTimedOut`.
+    pub async fn alter_partition_reassignments(
+        &self,
+        reassignments: ReassignmentTargets,
+    ) -> Result<ReassignmentResults, QuorumError> {
+        let request = ControllerRequest::AlterPartitionReassignments { reassignments };
+        match self.call(request).await? {
+            ControllerReply::AlterPartitionReassignments(results) => Ok(results),
             other => Err(mismatch(&other)),
         }
     }

@@ -27,7 +27,8 @@ use crate::net::server::ControllerRpc;
 use crate::quorum::{
     AlterConfigOp, AlterPartitionRequest, AlterPartitionResults, BrokerHeartbeatReply,
     BrokerHeartbeatRequest, BrokerRegistrationReply, BrokerRegistrationRequest, CreatableTopic,
-    CreatedTopic, ProducerIdsBlock, QuorumController, QuorumError,
+    CreatedTopic, ProducerIdsBlock, QuorumController, QuorumError, ReassignmentResults,
+    ReassignmentTargets,
 };
 
 /// One QuorumController operation with its arguments (the methods' names and arguments).
@@ -68,6 +69,11 @@ pub enum ControllerRequest {
         /// The partitions; `None` for all.
         partitions: Option<Vec<(String, i32)>>,
     },
+    /// `alter_partition_reassignments` (AlterPartitionReassignments, 45).
+    AlterPartitionReassignments {
+        /// Each partition's target replicas; `None` cancels.
+        reassignments: ReassignmentTargets,
+    },
     /// `allocate_producer_ids` (AllocateProducerIds, 67).
     AllocateProducerIds {
         /// The broker asking.
@@ -96,6 +102,8 @@ pub enum ControllerReply {
     AlterPartition(AlterPartitionResults),
     /// Of `ElectLeaders`.
     ElectLeaders(Vec<((String, i32), Result<BrokerId, QuorumError>)>),
+    /// Of `AlterPartitionReassignments`.
+    AlterPartitionReassignments(ReassignmentResults),
     /// Of `AllocateProducerIds`.
     AllocateProducerIds(ProducerIdsBlock),
 }
@@ -147,6 +155,13 @@ pub(crate) async fn dispatch(
             election,
             partitions,
         } => ControllerReply::ElectLeaders(controller.elect_leaders(election, partitions).await?),
+        ControllerRequest::AlterPartitionReassignments { reassignments } => {
+            ControllerReply::AlterPartitionReassignments(
+                controller
+                    .alter_partition_reassignments(reassignments)
+                    .await?,
+            )
+        }
         ControllerRequest::AllocateProducerIds {
             broker_id,
             broker_epoch,

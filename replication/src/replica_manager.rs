@@ -26,11 +26,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use logbook_storage::LogConfig;
+use logbook_storage::{LogConfig, Offset};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::fetcher::{
-    BrokerEndpoints, FetcherConfig, LeaderEndPointFactory, RemoteLeaderEndPoints,
+    BrokerEndpoints, FetcherConfig, FollowerLog, LeaderEndPointFactory, RemoteLeaderEndPoints,
     ReplicaFetcherManager,
 };
 use crate::hw_checkpoint::{HighWatermarkCheckpoint, HighWatermarks};
@@ -382,6 +382,37 @@ impl ReplicaManager {
                 (tp, result)
             })
             .collect()
+    }
+
+    /// Stops being a replica of partitions reassigned away from this broker (Kafka's
+    /// StopReplica with deletion): no more fetching, appends refused and acks=all waiters
+    /// failed (as on becoming a follower), and the log emptied, so the disk space comes
+    /// back and a later reassignment back here starts from the leader's log. Hosted
+    /// placeholders that never held a record and never had a role are left alone. Returns
+    /// the partitions stopped.
+    pub fn stop_replicas(&self, states: Vec<PartitionState>) -> Vec<TopicPartition> {
+        let mut stopped = Vec::new();
+        for state in states {
+            let tp = state.topic_partition.clone();
+            let Some(partition) = self.partition(&tp.topic, tp.partition) else {
+                continue;
+            };
+            self.fetchers.remove_partitions(std::slice::from_ref(&tp));
+            if partition.role() == Role::None && partition.log_end_offset() == Offset(0) {
+                continue;
+            }
+            partition.become_follower(&state);
+            match FollowerLog::truncate_fully_and_start_at(partition.as_ref(), Offset(0)) {
+                Ok(()) => {
+                    tracing::info!(partition = %tp, "no longer a replica: stopped, log deleted");
+                }
+                Err(e) => {
+                    tracing::error!(partition = %tp, error = %e, "no longer a replica, but its log could not be deleted");
+                }
+            }
+            stopped.push(tp);
+        }
+        stopped
     }
 
     /// Fetches a follower partition from the leader it now has (after a role change that

@@ -22,6 +22,7 @@ use std::time::Duration;
 use logbook_controller::quorum::{
     AlterConfigOp, BrokerHeartbeatReply, BrokerHeartbeatRequest, BrokerRegistrationReply,
     BrokerRegistrationRequest, CreatableTopic, CreatedTopic, ProducerIdsBlock, QuorumError,
+    ReassignmentResults, ReassignmentTargets,
 };
 use logbook_controller::ControllerClient;
 use logbook_metadata::{BrokerId, ConfigResource, Election};
@@ -133,6 +134,19 @@ impl ControllerHandle {
         partitions: Option<Vec<(String, i32)>>,
     ) -> Result<ElectLeadersResults, QuorumError> {
         self.inner.elect_leaders(election, partitions).await
+    }
+
+    /// AlterPartitionReassignments.
+    ///
+    /// # Errors
+    /// As `QuorumController::alter_partition_reassignments`.
+    pub async fn alter_partition_reassignments(
+        &self,
+        reassignments: ReassignmentTargets,
+    ) -> Result<ReassignmentResults, QuorumError> {
+        self.inner
+            .alter_partition_reassignments(reassignments)
+            .await
     }
 
     /// AllocateProducerIds.

@@ -122,15 +122,18 @@ impl MetadataPublisher {
             .any(|r| r.resource_type == ConfigResourceType::Broker);
         let mut created_any = false;
         let mut states = Vec::new();
+        let mut stopped = Vec::new();
         for topic_image in image.topics() {
             let Some(topic) = self.topics.get_by_id(&topic_image.id) else {
                 continue;
             };
+            // A reassignment may add this broker to a partition it does not host yet.
             let grown = whole
                 || delta.topics_created.contains(&topic.id)
                 || delta
                     .partitions_created
                     .iter()
+                    .chain(&delta.partitions_changed)
                     .any(|tp| tp.topic_id == topic.id);
             if grown {
                 created_any |= self.host_local_replicas(&topic, topic_image);
@@ -152,6 +155,25 @@ impl MetadataPublisher {
                 let changed = whole
                     || delta.partitions_created.contains(&key)
                     || delta.partitions_changed.contains(&key);
+                if changed
+                    && !registration.replicas.contains(&self.node_id)
+                    && self.replicas.partition(&topic.name, index).is_some()
+                {
+                    // Reassigned away (or never a replica: a placeholder of the hosted
+                    // prefix, which stop_replicas leaves alone).
+                    stopped.push(PartitionState {
+                        topic_partition: TopicPartition {
+                            topic: topic.name.clone(),
+                            partition: index,
+                        },
+                        topic_id: topic.id,
+                        replicas: registration.replicas.clone(),
+                        isr: registration.isr.clone(),
+                        leader: registration.leader,
+                        leader_epoch: LeaderEpoch(registration.leader_epoch),
+                        partition_epoch: registration.partition_epoch,
+                    });
+                }
                 if changed && registration.replicas.contains(&self.node_id) {
                     states.push(PartitionState {
                         topic_partition: TopicPartition {
@@ -200,6 +222,18 @@ impl MetadataPublisher {
                 }
             })
             .collect();
+        let stopped_names: Vec<TopicPartition> =
+            self.replicas.stop_replicas(stopped).into_iter().collect();
+        let mut changes = changes;
+        changes.extend(
+            stopped_names
+                .into_iter()
+                .map(|topic_partition| LocalRoleChange {
+                    topic_partition,
+                    leader: false,
+                    leader_epoch: -1,
+                }),
+        );
         self.hooks.call(&changes);
         self.cache.publish(image.clone());
     }

@@ -26,6 +26,7 @@ use crate::broker::Broker;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -50,6 +51,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
@@ -233,6 +235,16 @@ pub static APIS: &[Api] = &[
     api!(DeleteRecords, delete_records, later),
     api!(DescribeLogDirs, describe_log_dirs, now),
     api!(ElectLeaders, elect_leaders, now),
+    api!(
+        AlterPartitionReassignments,
+        alter_partition_reassignments,
+        now
+    ),
+    api!(
+        ListPartitionReassignments,
+        list_partition_reassignments,
+        now
+    ),
     api!(DescribeCluster, describe_cluster, now),
     api!(DescribeTopicPartitions, describe_topic_partitions, now),
     api!(AlterConfigs, alter_configs, now),

@@ -120,6 +120,13 @@ pub enum QuorumError {
     /// PREFERRED_LEADER_NOT_AVAILABLE.
     #[error("preferred leader not available")]
     PreferredLeaderNotAvailable,
+    /// INVALID_REPLICA_ASSIGNMENT: a reassignment's target replicas are empty, repeat a
+    /// broker, or name an unregistered one.
+    #[error("invalid replica assignment: {0}")]
+    InvalidReplicaAssignment(String),
+    /// NO_REASSIGNMENT_IN_PROGRESS: a cancellation of a partition not being reassigned.
+    #[error("no reassignment in progress")]
+    NoReassignmentInProgress,
     /// ELIGIBLE_LEADERS_NOT_AVAILABLE: no replica may lead.
     #[error("no eligible leader")]
     EligibleLeadersNotAvailable,

@@ -349,6 +349,121 @@ impl QuorumController {
     }
 }
 
+/// One reassignment's outcome per partition (AlterPartitionReassignments).
+pub type ReassignmentResults = Vec<((String, i32), Result<(), QuorumError>)>;
+
+/// AlterPartitionReassignments' targets: per `(topic, partition)` the replicas wanted, or
+/// `None` to cancel.
+pub type ReassignmentTargets = Vec<((String, i32), Option<Vec<BrokerId>>)>;
+
+impl QuorumController {
+    /// AlterPartitionReassignments (KIP-455): for each `(topic, partition)` a target
+    /// replica list, or `None` to cancel the partition's reassignment. The partition's
+    /// replicas become the target followed by the original replicas leaving, with the
+    /// joining ones in `adding_replicas` and the leaving ones in `removing_replicas`; the
+    /// leader brings the joining replicas into the ISR as they catch up, and the
+    /// AlterPartition that completes the target ISR also drops the leaving replicas (the
+    /// partition change builder's `complete_reassignment_if_needed`), electing a new leader
+    /// if the old one left. A target that needs no new replica completes at once.
+    ///
+    /// # Errors
+    /// `NotController`, `Raft`; per partition `UnknownTopicOrPartition`,
+    /// `InvalidReplicaAssignment`, `NoReassignmentInProgress`.
+    pub async fn alter_partition_reassignments(
+        &self,
+        reassignments: ReassignmentTargets,
+    ) -> Result<ReassignmentResults, QuorumError> {
+        let _active = self.activate().await?;
+        let (results, _) = self
+            .run(|image| {
+                let mut records = Vec::new();
+                let mut results = Vec::new();
+                for ((name, p), target) in &reassignments {
+                    let result = reassign_one(image, name, *p, target.as_deref())
+                        .map(|change| records.extend(change.map(MetadataRecord::PartitionChange)));
+                    results.push(((name.clone(), *p), result));
+                }
+                Ok((records, results))
+            })
+            .await?;
+        Ok(results)
+    }
+}
+
+/// The change reassigning `name`-`p` to `target` (`None`: cancelling), if any.
+fn reassign_one(
+    image: &MetadataImage,
+    name: &str,
+    p: i32,
+    target: Option<&[BrokerId]>,
+) -> Result<Option<logbook_metadata::PartitionChangeRecord>, QuorumError> {
+    let unknown = || QuorumError::UnknownTopicOrPartition {
+        name: name.to_string(),
+        partition: p,
+    };
+    let topic = image.topic(name).ok_or_else(unknown)?;
+    let partition = topic.partition(p).ok_or_else(unknown)?;
+    // The replicas before any reassignment in progress.
+    let original: Vec<BrokerId> = partition
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| !partition.adding_replicas.contains(r))
+        .collect();
+    let target: Vec<BrokerId> = match target {
+        None if !partition.is_reassigning() => return Err(QuorumError::NoReassignmentInProgress),
+        None => original.clone(),
+        Some(target) => {
+            if target.is_empty() {
+                return Err(QuorumError::InvalidReplicaAssignment(
+                    "the target replica list is empty".to_string(),
+                ));
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            if let Some(dup) = target.iter().find(|b| !seen.insert(**b)) {
+                return Err(QuorumError::InvalidReplicaAssignment(format!(
+                    "broker {dup} appears twice in the target replicas"
+                )));
+            }
+            if let Some(unknown) = target.iter().find(|b| image.broker(**b).is_none()) {
+                return Err(QuorumError::InvalidReplicaAssignment(format!(
+                    "broker {unknown} is not registered"
+                )));
+            }
+            target.to_vec()
+        }
+    };
+    let adding: Vec<BrokerId> = target
+        .iter()
+        .copied()
+        .filter(|r| !original.contains(r))
+        .collect();
+    let removing: Vec<BrokerId> = original
+        .iter()
+        .copied()
+        .filter(|r| !target.contains(r))
+        .collect();
+    let mut replicas = target.clone();
+    replicas.extend(removing.iter().copied());
+    // ISR members that are no replica any more (joiners of a cancelled reassignment) leave it.
+    let mut isr: Vec<BrokerId> = partition
+        .isr
+        .iter()
+        .copied()
+        .filter(|r| replicas.contains(r))
+        .collect();
+    if isr.is_empty() {
+        isr.clone_from(&partition.isr);
+    }
+    let change = PartitionChangeBuilder::new(partition, topic.id, p, |b| image.is_active_broker(b))
+        .with_target_replicas(replicas)
+        .with_target_isr(isr)
+        .with_target_adding(adding)
+        .with_target_removing(removing)
+        .build();
+    Ok(change)
+}
+
 /// The records of a new topic: the topic, its partitions (leader = first replica, all in
 /// sync), its configs.
 fn new_topic_records(

@@ -13,6 +13,7 @@ mod wire;
 
 mod leadership;
 mod metadata;
+mod reassignment;
 mod replication;
 
 /// Held for a whole test: one cluster at a time.

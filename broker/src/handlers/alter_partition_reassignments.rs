@@ -1,0 +1,128 @@
+//! AlterPartitionReassignments (API key 45, KIP-455): moves partition replicas between
+//! brokers (`kafka-reassign-partitions.sh --execute` / `--cancel`). The active controller
+//! records each target (see `QuorumController::alter_partition_reassignments`); the new
+//! replicas then fetch from the leader, join the ISR, and the old ones leave.
+
+use kafka_protocol::messages::alter_partition_reassignments_response::{
+    ReassignablePartitionResponse, ReassignableTopicResponse,
+};
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+use kafka_protocol::ResponseError;
+
+use super::RequestContext;
+use crate::errors;
+
+/// Versions served (Kafka 4.x serves 0-1; v1 adds `AllowReplicationFactorChange`, KIP-860).
+pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
+
+/// Answers an AlterPartitionReassignments request.
+pub fn handle(
+    ctx: &RequestContext,
+    request: AlterPartitionReassignmentsRequest,
+) -> AlterPartitionReassignmentsResponse {
+    let response = AlterPartitionReassignmentsResponse::default()
+        .with_allow_replication_factor_change(request.allow_replication_factor_change);
+    let Some(cluster) = ctx.broker.topics.cluster() else {
+        return response.with_error_code(ResponseError::NotController.code());
+    };
+    let image = cluster.metadata.image();
+    // KIP-860: before v1, and when the client does not allow it, a target must keep the
+    // partition's replication factor.
+    let keep_factor = ctx.api_version < 1 || !request.allow_replication_factor_change;
+    let mut refused: Vec<((String, i32), (i16, String))> = Vec::new();
+    let mut asked = Vec::new();
+    for topic in &request.topics {
+        let name = topic.name.as_str().to_string();
+        for p in &topic.partitions {
+            let key = (name.clone(), p.partition_index);
+            if let (true, Some(target)) = (keep_factor, &p.replicas) {
+                let current = image
+                    .topic(&name)
+                    .and_then(|t| t.partition(p.partition_index))
+                    .map(|r| r.replicas.len() - r.adding_replicas.len());
+                if current.is_some_and(|n| n != target.len()) {
+                    refused.push((
+                        key,
+                        (
+                            ResponseError::InvalidReplicationFactor.code(),
+                            "The replication factor is changed from the current one, which \
+                             this request does not allow."
+                                .to_owned(),
+                        ),
+                    ));
+                    continue;
+                }
+            }
+            let target = p
+                .replicas
+                .as_ref()
+                .map(|replicas| replicas.iter().map(|b| b.0).collect());
+            asked.push((key, target));
+        }
+    }
+    let results = if asked.is_empty() {
+        Vec::new()
+    } else {
+        let outcome = cluster
+            .controller()
+            .map_err(|e| errors::quorum_error(&e))
+            .and_then(|controller| {
+                cluster
+                    .block_on(controller.alter_partition_reassignments(asked))
+                    .ok_or(ResponseError::RequestTimedOut)?
+                    .map_err(|e| errors::quorum_error(&e))
+            });
+        match outcome {
+            Ok(results) => results,
+            Err(error) => {
+                tracing::info!(?error, "AlterPartitionReassignments failed");
+                return response.with_error_code(error.code());
+            }
+        }
+    };
+    if results.iter().any(|(_, r)| r.is_ok()) && !cluster.wait_for_controller_offset() {
+        tracing::warn!("AlterPartitionReassignments: this broker's metadata did not catch up");
+    }
+    let mut outcomes: std::collections::HashMap<(String, i32), (i16, Option<String>)> = results
+        .into_iter()
+        .map(|(key, result)| {
+            let outcome = match result {
+                Ok(()) => (0, None),
+                Err(e) => (errors::quorum_error(&e).code(), Some(e.to_string())),
+            };
+            (key, outcome)
+        })
+        .collect();
+    outcomes.extend(
+        refused
+            .into_iter()
+            .map(|(key, (code, message))| (key, (code, Some(message)))),
+    );
+    let responses = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let name = topic.name.as_str().to_string();
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let (code, message) = outcomes
+                        .remove(&(name.clone(), p.partition_index))
+                        .unwrap_or((ResponseError::UnknownServerError.code(), None));
+                    ReassignablePartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                        .with_error_message(message.map(StrBytes::from_string))
+                })
+                .collect();
+            ReassignableTopicResponse::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    response.with_responses(responses)
+}

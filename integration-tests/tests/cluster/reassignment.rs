@@ -1,0 +1,215 @@
+//! Partition reassignment (issue 11, item 3; KIP-455): AlterPartitionReassignments moves a
+//! partition's replicas to other brokers: the new replica fetches the whole log, joins the
+//! ISR, the old one leaves (its log deleted), leadership moves if the leader left, and every
+//! record stays at its offset.
+
+use std::time::Duration;
+
+use integration_tests::cluster::{metadata, wait_until, Cluster, ClusterSpec, PartitionView};
+use kafka_protocol::messages::alter_partition_reassignments_request::{
+    ReassignablePartition, ReassignableTopic,
+};
+use kafka_protocol::messages::list_partition_reassignments_request::ListPartitionReassignmentsTopics;
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, BrokerId,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::admin::{NewTopic, TopicReplication};
+
+use crate::common::{
+    admin, admin_options, assert_records, block_on, consume, produce_all, producer, Record,
+};
+use crate::replication::SETTLE;
+use crate::wire::{connect, round_trip};
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_owned()))
+}
+
+/// AlterPartitionReassignments v0 for `topic`'s `(partition, target)` pairs (`None`
+/// cancels); the error code of each partition, in order.
+fn reassign(
+    cluster: &Cluster,
+    topic: &str,
+    targets: &[(i32, Option<Vec<i32>>)],
+) -> Vec<(i32, i16)> {
+    let mut stream = connect(cluster.nodes()[0].addr());
+    let request = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![ReassignableTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(
+                targets
+                    .iter()
+                    .map(|(p, target)| {
+                        ReassignablePartition::default()
+                            .with_partition_index(*p)
+                            .with_replicas(
+                                target
+                                    .as_ref()
+                                    .map(|t| t.iter().copied().map(BrokerId).collect()),
+                            )
+                    })
+                    .collect(),
+            )]);
+    let response: AlterPartitionReassignmentsResponse = round_trip(&mut stream, 0, 3, &request);
+    assert_eq!(response.error_code, 0, "top-level error");
+    response
+        .responses
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (p.partition_index, p.error_code))
+        })
+        .collect()
+}
+
+/// One ongoing reassignment: `(partition, replicas, adding, removing)`.
+type Ongoing = (i32, Vec<i32>, Vec<i32>, Vec<i32>);
+
+/// ListPartitionReassignments v0 for `topic`-0.
+fn list_reassignments(cluster: &Cluster, topic: &str) -> Vec<Ongoing> {
+    let mut stream = connect(cluster.nodes()[1].addr());
+    let request = ListPartitionReassignmentsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(Some(vec![ListPartitionReassignmentsTopics::default()
+            .with_name(topic_name(topic))
+            .with_partition_indexes(vec![0])]));
+    let response: ListPartitionReassignmentsResponse = round_trip(&mut stream, 0, 4, &request);
+    assert_eq!(response.error_code, 0);
+    let ids = |list: &[BrokerId]| list.iter().map(|b| b.0).collect::<Vec<i32>>();
+    response
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    p.partition_index,
+                    ids(&p.replicas),
+                    ids(&p.adding_replicas),
+                    ids(&p.removing_replicas),
+                )
+            })
+        })
+        .collect()
+}
+
+fn partition_view(cluster: &Cluster, topic: &str) -> Option<PartitionView> {
+    let view = metadata(&cluster.bootstrap(), Some(topic), Duration::from_secs(3)).ok()?;
+    view.partitions.into_iter().find(|p| p.partition == 0)
+}
+
+/// Bytes of `.log` segment files under node `id`'s directory of `topic`-0.
+fn segment_bytes(cluster: &Cluster, id: i32, topic: &str) -> u64 {
+    let dir = cluster.node(id).data_dir().join(format!("{topic}-0"));
+    std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+// A replication-factor-2 partition moves from [a, b] to [c, b]: its leader a leaves, c
+// copies the log and joins the ISR, the reassignment completes (nothing listed), every
+// record is where it was and new ones follow; a's copy is deleted. Bad targets are refused
+// with Kafka's codes.
+#[test]
+fn reassignment_moves_a_replica_and_keeps_every_record() {
+    let _serial = crate::serial();
+    let cluster = Cluster::start(&ClusterSpec::quorum(3));
+    let admin = admin(&cluster.bootstrap());
+    let topic = NewTopic::new("moved", 1, TopicReplication::Fixed(2));
+    let created = block_on(admin.create_topics([&topic], &admin_options())).expect("CreateTopics");
+    assert!(created[0].is_ok(), "{created:?}");
+    let before = wait_until(SETTLE, || {
+        partition_view(&cluster, "moved").filter(|p| p.leader >= 0 && p.isr.len() == 2)
+    })
+    .unwrap_or_else(|| panic!("moved-0 never got a full ISR\n{}", cluster.log_tails()));
+    let (a, b) = (before.assigned[0], before.assigned[1]);
+    let c = (1..=3)
+        .find(|id| *id != a && *id != b)
+        .expect("a third broker");
+    assert_eq!(before.leader, a);
+
+    let p = producer(&cluster.bootstrap(), &[("acks", "all")]);
+    let first: Vec<Record> = (0..100)
+        .map(|i| Record::new(0, format!("k{i}"), format!("value {i}")))
+        .collect();
+    let reports = produce_all(&p, "moved", &first);
+    assert!(reports.iter().all(|d| d.result.is_ok()), "{reports:?}");
+    assert!(segment_bytes(&cluster, a, "moved") > 0);
+
+    assert_eq!(
+        reassign(
+            &cluster,
+            "moved",
+            &[(0, Some(vec![c, b])), (7, Some(vec![c]))]
+        ),
+        vec![(0, 0), (7, 3)],
+        "UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist"
+    );
+    let after = wait_until(SETTLE, || {
+        partition_view(&cluster, "moved").filter(|p| {
+            p.replicas == {
+                let mut r = vec![b, c];
+                r.sort_unstable();
+                r
+            } && p.isr == p.replicas
+                && p.leader == c
+        })
+    });
+    assert!(
+        after.is_some(),
+        "the reassignment never completed: {:?}\n{}",
+        partition_view(&cluster, "moved"),
+        cluster.log_tails()
+    );
+    assert_eq!(after.map(|p| p.assigned), Some(vec![c, b]));
+    assert_eq!(
+        list_reassignments(&cluster, "moved"),
+        vec![],
+        "still listed as ongoing"
+    );
+    assert_eq!(
+        reassign(&cluster, "moved", &[(0, None)]),
+        vec![(0, 85)],
+        "NO_REASSIGNMENT_IN_PROGRESS when cancelling a finished one"
+    );
+    assert_eq!(
+        reassign(&cluster, "moved", &[(0, Some(vec![b, b]))]),
+        vec![(0, 39)],
+        "INVALID_REPLICA_ASSIGNMENT for a repeated broker"
+    );
+    assert_eq!(
+        reassign(&cluster, "moved", &[(0, Some(vec![b, 9]))]),
+        vec![(0, 39)],
+        "INVALID_REPLICA_ASSIGNMENT for an unknown broker"
+    );
+
+    let consumed = consume(&cluster.bootstrap(), "moved", 0, 0, 100, &[]);
+    assert_records(&consumed, &first, 0);
+    let second: Vec<Record> = (100..110)
+        .map(|i| Record::new(0, format!("k{i}"), format!("value {i}")))
+        .collect();
+    let reports = produce_all(&p, "moved", &second);
+    assert_eq!(
+        reports.iter().map(|d| d.result).collect::<Vec<_>>(),
+        (100..110).map(|o| Ok((0, o))).collect::<Vec<_>>()
+    );
+    let consumed = consume(&cluster.bootstrap(), "moved", 0, 100, 10, &[]);
+    assert_records(&consumed, &second, 100);
+    let deleted = wait_until(SETTLE, || {
+        (segment_bytes(&cluster, a, "moved") == 0).then_some(())
+    });
+    assert!(
+        deleted.is_some(),
+        "the old replica's log is still on broker {a}"
+    );
+}
