@@ -3,7 +3,6 @@
 
 use crate::config::Config;
 use crate::coordinator::{GroupCoordinator, TransactionCoordinator};
-use crate::producer_ids::ProducerIdManager;
 use crate::topics::Topics;
 
 /// Shared broker state, one per process, behind an `Arc`.
@@ -14,9 +13,6 @@ pub struct Broker {
     pub topics: std::sync::Arc<Topics>,
     /// The partitions this broker hosts: the only way to their logs.
     pub replicas: std::sync::Arc<logbook_replication::ReplicaManager>,
-    /// Producer ids for idempotent producers (and, through the transaction coordinator,
-    /// transactional ones).
-    pub producer_ids: std::sync::Arc<ProducerIdManager>,
     /// Consumer groups and committed offsets.
     pub groups: std::sync::Arc<GroupCoordinator>,
     /// Transactional ids and their transactions.

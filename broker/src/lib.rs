@@ -16,7 +16,6 @@ pub mod errors;
 pub mod handlers;
 pub mod inter_broker;
 pub mod partition_budget;
-pub mod producer_ids;
 pub mod records;
 pub mod server;
 pub mod topic_config;

@@ -23,7 +23,6 @@ use crate::cluster::{ClusterContext, ControllerHandle, MetadataCache};
 use crate::config::ClusterConfig;
 use crate::config::{Config, FlushPolicyArg};
 use crate::connection_quotas::ConnectionQuotas;
-use crate::producer_ids::ProducerIdManager;
 use crate::topic_config::BrokerDefaults;
 use crate::topics::Topics;
 
@@ -221,7 +220,28 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         }
     }
     tokio::task::block_in_place(|| topics.remove_orphans_after_catch_up())?;
-    let producer_ids = Arc::new(ProducerIdManager::from_controller(Arc::clone(&cluster)));
+    // Producer ids come from the controller's blocks; the first is fetched now, so the
+    // first InitProducerId after startup need not be retried.
+    let first_block = {
+        use crate::coordinator::producer_id_manager::ProducerIdBlocks;
+        match tokio::time::timeout(STARTUP_TIMEOUT, cluster.next_block()).await {
+            Ok(Ok(block)) => Some(block),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "no producer id block at startup; fetched on first use");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("no producer id block at startup in time; fetched on first use");
+                None
+            }
+        }
+    };
+    let producer_ids =
+        crate::coordinator::producer_id_manager::RpcProducerIdManager::with_first_block(
+            Arc::clone(&cluster)
+                as Arc<dyn crate::coordinator::producer_id_manager::ProducerIdBlocks>,
+            first_block,
+        );
     let groups = tokio::task::block_in_place(|| {
         crate::coordinator::GroupCoordinator::load(&topics, group_config(&config))
     })?;
@@ -229,7 +249,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         crate::coordinator::TransactionCoordinator::load(
             &topics,
             Arc::clone(&groups),
-            Arc::clone(&producer_ids),
+            producer_ids,
             transaction_config(&config),
         )
     })?;
@@ -264,7 +284,6 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         config,
         topics,
         replicas: Arc::clone(&replicas),
-        producer_ids,
         groups,
         transactions,
         advertised_host,

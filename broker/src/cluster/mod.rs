@@ -277,3 +277,30 @@ impl ClusterContext {
             .unwrap_or(false)
     }
 }
+
+/// Producer-id blocks come from the active controller (AllocateProducerIds, KIP-730), for
+/// this broker at its current broker epoch; the controller records each block in the
+/// metadata log before handing it out, so no id is ever given twice.
+impl crate::coordinator::producer_id_manager::ProducerIdBlocks for ClusterContext {
+    fn next_block(
+        &self,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<crate::coordinator::producer_id_manager::ProducerIdBlock, String>,
+    > {
+        Box::pin(async move {
+            let controller = self.controller().map_err(|e| e.to_string())?;
+            let block = tokio::time::timeout(
+                self.admin_timeout,
+                controller.allocate_producer_ids(self.node_id, self.broker_epoch()),
+            )
+            .await
+            .map_err(|_| "the controller gave no producer id block in time".to_string())?
+            .map_err(|e| e.to_string())?;
+            Ok(crate::coordinator::producer_id_manager::ProducerIdBlock {
+                first: block.first_producer_id,
+                len: block.len,
+            })
+        })
+    }
+}

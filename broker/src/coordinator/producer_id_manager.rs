@@ -86,16 +86,53 @@ impl RpcProducerIdManager {
     /// A manager with no block yet; the first id asked for starts the first fetch.
     #[must_use]
     pub fn new(source: Arc<dyn ProducerIdBlocks>) -> Arc<Self> {
+        Self::with_first_block(source, None)
+    }
+
+    /// A manager giving out ids from `first` (a block fetched at startup, so the first
+    /// InitProducerId does not have to be retried) before it fetches more from `source`.
+    #[must_use]
+    pub fn with_first_block(
+        source: Arc<dyn ProducerIdBlocks>,
+        first: Option<ProducerIdBlock>,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|self_weak| RpcProducerIdManager {
             source,
             blocks: Mutex::new(Blocks {
-                current: None,
+                current: first
+                    .filter(|b| 0 < b.len && 0 <= b.first)
+                    .map(|block| Current {
+                        block,
+                        next: block.first,
+                    }),
                 next: None,
                 fetching: false,
                 backoff_until: None,
             }),
             self_weak: self_weak.clone(),
         })
+    }
+
+    /// A manager over an in-memory block counter, its first block ready: coordinators
+    /// built by unit tests without a controller.
+    #[cfg(test)]
+    #[must_use]
+    pub fn for_tests() -> Arc<Self> {
+        /// Successive blocks of 1000 from 0.
+        struct Counter(std::sync::atomic::AtomicI64);
+        impl ProducerIdBlocks for Counter {
+            fn next_block(&self) -> BoxFuture<'_, Result<ProducerIdBlock, String>> {
+                let first = self.0.fetch_add(1000, std::sync::atomic::Ordering::Relaxed);
+                Box::pin(async move { Ok(ProducerIdBlock { first, len: 1000 }) })
+            }
+        }
+        Self::with_first_block(
+            Arc::new(Counter(std::sync::atomic::AtomicI64::new(1000))),
+            Some(ProducerIdBlock {
+                first: 0,
+                len: 1000,
+            }),
+        )
     }
 
     /// The next unused producer id. Call from within the tokio runtime (a fetch may be

@@ -22,7 +22,6 @@ use kafka_protocol::records::{
 
 use crate::broker::Broker;
 use crate::config::Config;
-use crate::producer_ids::ProducerIdManager;
 use crate::topic_config::BrokerDefaults;
 use crate::topics::Topics;
 
@@ -42,9 +41,7 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
         )
         .expect("topics"),
     );
-    let producer_ids = Arc::new(
-        ProducerIdManager::open(&dir.join(crate::topics::METADATA_DIR)).expect("producer ids"),
-    );
+    let producer_ids = crate::coordinator::producer_id_manager::RpcProducerIdManager::for_tests();
     let groups = crate::coordinator::GroupCoordinator::load(
         &topics,
         crate::coordinator::group::GroupConfig::default(),
@@ -53,7 +50,7 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
     let transactions = crate::coordinator::TransactionCoordinator::load(
         &topics,
         Arc::clone(&groups),
-        Arc::clone(&producer_ids),
+        producer_ids,
         crate::coordinator::transaction::TransactionConfig::default(),
     )
     .expect("transaction coordinator");
@@ -61,7 +58,6 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
         config,
         topics,
         replicas,
-        producer_ids,
         groups,
         transactions,
         advertised_host: "127.0.0.1".into(),
@@ -383,6 +379,22 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                     .with_topic(name("t"))
                     .with_partitions(vec![0, 1]),
             ])),
+        ),
+        ApiKey::AlterPartitionReassignments => RequestKind::AlterPartitionReassignments(
+            kafka_protocol::messages::AlterPartitionReassignmentsRequest::default().with_topics(
+                vec![
+                    kafka_protocol::messages::alter_partition_reassignments_request::ReassignableTopic::default()
+                        .with_name(name("t"))
+                        .with_partitions(vec![
+                            kafka_protocol::messages::alter_partition_reassignments_request::ReassignablePartition::default()
+                                .with_partition_index(0)
+                                .with_replicas(Some(vec![BrokerId(0)])),
+                        ]),
+                ],
+            ),
+        ),
+        ApiKey::ListPartitionReassignments => RequestKind::ListPartitionReassignments(
+            kafka_protocol::messages::ListPartitionReassignmentsRequest::default(),
         ),
         ApiKey::DescribeCluster => RequestKind::DescribeCluster(
             DescribeClusterRequest::default()

@@ -457,7 +457,7 @@ fn two_of_three_down_refuses_acks_all_and_serves_acks_one() {
 // coordinator moves with the __consumer_offsets partition's leadership and the new one
 // answers the offsets committed before.
 #[test]
-#[ignore = "failed once in the fresh-clone CI of 3ffe867 (no committed offset 60 s after the coordinator's death) while it passes locally; under investigation in issue 11 session 3"]
+#[ignore = "fails about 1 run in 10 (no committed offset 60 s after the coordinator's death) though the new coordinator loaded the group with its commit (log: loaded groups partition=7 records=1 groups=1); the client-side answer is what is not understood yet (issue 11)"]
 fn committed_offsets_survive_the_coordinators_death() {
     let _serial = crate::serial();
     let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
@@ -527,16 +527,26 @@ fn committed_offsets_survive_the_coordinators_death() {
         .expect("a survivor")
         .bootstrap();
     let second = group(&survivor);
+    // What the client last saw (an error, or the offset it got), for a failure's message.
+    let mut seen = String::new();
     let committed = wait_until(SETTLE, || {
-        second
-            .committed_offsets(
-                {
-                    let mut t = TopicPartitionList::new();
-                    t.add_partition("grouped", 0);
-                    t
-                },
-                Duration::from_secs(5),
-            )
+        let answer = second.committed_offsets(
+            {
+                let mut t = TopicPartitionList::new();
+                t.add_partition("grouped", 0);
+                t
+            },
+            Duration::from_secs(5),
+        );
+        seen = match &answer {
+            Ok(c) => format!(
+                "{:?}",
+                c.find_partition("grouped", 0)
+                    .map(|e| (e.offset(), e.error()))
+            ),
+            Err(e) => format!("error {e}"),
+        };
+        answer
             .ok()
             .and_then(|c| c.find_partition("grouped", 0).map(|e| e.offset()))
             .filter(|o| *o != Offset::Invalid)
@@ -544,7 +554,7 @@ fn committed_offsets_survive_the_coordinators_death() {
     assert_eq!(
         committed,
         Some(Offset::Offset(7)),
-        "offsets after the coordinator's death\n{}",
+        "offsets after the coordinator's ({coordinator}) death, asked through {survivor}; the client last saw {seen}\n{}",
         cluster.log_tails()
     );
     second.subscribe(&["grouped"]).expect("subscribe");

@@ -33,7 +33,6 @@ use logbook_broker::coordinator::transaction::{
     TRANSACTION_STATE_TOPIC_NAME,
 };
 use logbook_broker::inter_broker::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig};
-use logbook_broker::producer_ids::ProducerIdManager;
 use logbook_broker::topic_config::{BrokerDefaults, TopicConfig};
 use logbook_broker::topics::{NewTopic, Topics};
 use rdkafka::consumer::Consumer;
@@ -292,10 +291,7 @@ async fn remote_markers_land_on_the_leader() {
             config: TopicConfig::default(),
         })
         .expect("topic here");
-    let producer_ids = Arc::new(
-        ProducerIdManager::open(&dir.path().join(logbook_broker::topics::METADATA_DIR))
-            .expect("producer ids"),
-    );
+    let producer_ids = RpcProducerIdManager::new(Arc::new(FixedBlock(pid)));
     let groups = GroupCoordinator::load(
         &topics,
         GroupConfig {
@@ -316,7 +312,6 @@ async fn remote_markers_land_on_the_leader() {
     )
     .expect("transactions");
     tokio::task::block_in_place(|| txn.state_topic().map(|_| ())).expect("state topic");
-    txn.use_producer_id_blocks(RpcProducerIdManager::new(Arc::new(FixedBlock(pid))));
     txn.connect_cluster(
         Arc::new(LeadersOnB(endpoint(&b))),
         InterBrokerClient::new(InterBrokerConfig::default()),

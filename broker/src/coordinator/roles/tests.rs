@@ -18,7 +18,6 @@ use crate::coordinator::transaction::{
 };
 use crate::coordinator::GROUP_METADATA_TOPIC_NAME;
 use crate::inter_broker::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig};
-use crate::producer_ids::ProducerIdManager;
 use crate::topic_config::{BrokerDefaults, TopicConfig};
 use crate::topics::{NewTopic, Topics};
 
@@ -44,9 +43,7 @@ fn open(path: &std::path::Path, initial_rebalance_delay_ms: i32) -> Setup {
         )
         .expect("topics"),
     );
-    let producer_ids = Arc::new(
-        ProducerIdManager::open(&path.join(crate::topics::METADATA_DIR)).expect("producer ids"),
-    );
+    let producer_ids = crate::coordinator::producer_id_manager::RpcProducerIdManager::for_tests();
     let groups = GroupCoordinator::load(
         &topics,
         GroupConfig {

@@ -47,7 +47,6 @@ use super::group::GroupCoordinator;
 use super::producer_id_manager::RpcProducerIdManager;
 use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError};
 use crate::inter_broker::InterBrokerClient;
-use crate::producer_ids::ProducerIdManager;
 use crate::topic_config::TopicConfig;
 use crate::topics::{NewTopic, Topic, Topics};
 use metadata::is_epoch_exhausted;
@@ -278,10 +277,8 @@ pub struct TransactionCoordinator {
     runtime: Arc<CoordinatorRuntime<TransactionShard>>,
     topics: Arc<Topics>,
     groups: Arc<GroupCoordinator>,
-    producer_ids: Arc<ProducerIdManager>,
-    /// Producer ids from the controller's blocks, once the cluster is wired (else from
-    /// `producer_ids`).
-    producer_id_blocks: OnceLock<Arc<RpcProducerIdManager>>,
+    /// Producer ids from the controller's blocks (KIP-730).
+    producer_ids: Arc<RpcProducerIdManager>,
     /// Other brokers, once the cluster is wired: markers for partitions led elsewhere and
     /// KIP-890 checks for transactions coordinated elsewhere go there.
     remote: OnceLock<Remote>,
@@ -302,7 +299,7 @@ impl TransactionCoordinator {
     pub fn load(
         topics: &Arc<Topics>,
         groups: Arc<GroupCoordinator>,
-        producer_ids: Arc<ProducerIdManager>,
+        producer_ids: Arc<RpcProducerIdManager>,
         config: TransactionConfig,
     ) -> Result<Arc<Self>, String> {
         let existing = topics.get(TRANSACTION_STATE_TOPIC_NAME);
@@ -316,7 +313,6 @@ impl TransactionCoordinator {
             topics: Arc::clone(topics),
             groups,
             producer_ids,
-            producer_id_blocks: OnceLock::new(),
             remote: OnceLock::new(),
             state_topic: OnceLock::new(),
             state_partitions,
@@ -729,32 +725,16 @@ impl TransactionCoordinator {
     }
 
     fn next_producer_id(&self) -> Result<i64, TxnError> {
-        if let Some(blocks) = self.producer_id_blocks.get() {
-            return blocks.generate();
-        }
-        blocking(|| self.producer_ids.next_id()).map_err(|e| {
-            tracing::error!(error = %e, "cannot persist the producer id block");
-            TxnError::Storage
-        })
+        self.producer_ids.generate()
     }
 
-    /// A new producer id (InitProducerId of an idempotent producer): from the controller's
-    /// blocks once [`TransactionCoordinator::use_producer_id_blocks`] installed them, else
-    /// from this node's persisted blocks.
+    /// A new producer id (InitProducerId of an idempotent producer), from the controller's
+    /// blocks.
     ///
     /// # Errors
-    /// `CoordinatorLoadInProgress` while no controller block is ready; `Storage` when the
-    /// local block cannot be persisted.
+    /// `CoordinatorLoadInProgress` while no block is ready (retriable).
     pub fn generate_producer_id(&self) -> Result<i64, TxnError> {
         self.next_producer_id()
-    }
-
-    /// Takes producer ids from `blocks` (the controller's) from now on. Once only; later
-    /// calls are ignored.
-    pub fn use_producer_id_blocks(&self, blocks: Arc<RpcProducerIdManager>) {
-        if self.producer_id_blocks.set(blocks).is_err() {
-            tracing::warn!("producer id blocks already installed");
-        }
     }
 
     /// Wires the coordinator to the cluster: markers for partitions led by other brokers

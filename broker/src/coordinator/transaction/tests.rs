@@ -44,9 +44,7 @@ fn open_config(path: &std::path::Path, adjust: impl FnOnce(&mut TransactionConfi
         )
         .expect("topics"),
     );
-    let producer_ids = Arc::new(
-        ProducerIdManager::open(&path.join(crate::topics::METADATA_DIR)).expect("producer ids"),
-    );
+    let producer_ids = crate::coordinator::producer_id_manager::RpcProducerIdManager::for_tests();
     let groups = GroupCoordinator::load(
         &topics,
         GroupConfig {
