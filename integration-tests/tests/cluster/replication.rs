@@ -554,7 +554,9 @@ fn committed_offsets_survive_the_coordinators_death() {
     assert_eq!(
         committed,
         Some(Offset::Offset(7)),
-        "offsets after the coordinator's ({coordinator}) death, asked through {survivor}; the client last saw {seen}\n{}",
+        "offsets after the coordinator's ({coordinator}) death, asked through {survivor}; the client last saw {seen}; \
+         the brokers answer {}\n{}",
+        coordinator_answers(&cluster, coordinator, "survivors", "grouped"),
         cluster.log_tails()
     );
     second.subscribe(&["grouped"]).expect("subscribe");
@@ -565,6 +567,63 @@ fn committed_offsets_survive_the_coordinators_death() {
             .map(|m| (m.offset(), m.payload().map(<[u8]>::to_vec)))
     });
     assert_eq!(message, Some((7, Some(b"v7".to_vec()))));
+}
+
+/// What each live broker answers to FindCoordinator for `group`, and what the coordinator
+/// it names answers to OffsetFetch for `topic`-0 (raw requests, for a failure's message:
+/// tells a broker-side answer from a client-side retry problem).
+fn coordinator_answers(cluster: &Cluster, dead: i32, group: &str, topic: &str) -> String {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    use kafka_protocol::messages::{
+        FindCoordinatorRequest, FindCoordinatorResponse, GroupId, OffsetFetchRequest,
+        OffsetFetchResponse, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let mut out = Vec::new();
+    for node in cluster.nodes().iter().filter(|n| n.node_id() != dead) {
+        let mut stream = crate::wire::connect(node.addr());
+        let found: FindCoordinatorResponse = crate::wire::round_trip(
+            &mut stream,
+            3,
+            1,
+            &FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.to_owned())),
+        );
+        let named = cluster
+            .nodes()
+            .iter()
+            .find(|n| n.node_id() == found.node_id.0)
+            .filter(|n| n.node_id() != dead);
+        let fetched = named.map(|n| {
+            let mut stream = crate::wire::connect(n.addr());
+            let answer: OffsetFetchResponse = crate::wire::round_trip(
+                &mut stream,
+                5,
+                2,
+                &OffsetFetchRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+                    .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                        .with_partition_indexes(vec![0])])),
+            );
+            let partition = answer
+                .topics
+                .first()
+                .and_then(|t| t.partitions.first())
+                .map(|p| (p.committed_offset, p.error_code));
+            format!(
+                "OffsetFetch error {} partition {partition:?}",
+                answer.error_code
+            )
+        });
+        out.push(format!(
+            "node {}: FindCoordinator error {} node {}; {}",
+            node.node_id(),
+            found.error_code,
+            found.node_id.0,
+            fetched.unwrap_or_else(|| "no live coordinator named".to_owned())
+        ));
+    }
+    out.join("; ")
 }
 
 /// Kafka's `partitionFor`: the group's `__consumer_offsets` partition
