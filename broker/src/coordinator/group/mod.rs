@@ -586,7 +586,17 @@ impl GroupCoordinator {
     /// while it replays.
     fn shard_for(&self, group_id: &str) -> Result<Option<Arc<GroupShard>>, GroupError> {
         if self.offsets_topic.get().is_none() {
-            return Ok(None);
+            // Another broker may have created the topic, and this one may lead the group's
+            // partition now (loaded by `CoordinatorRoles` on a failover) without any request
+            // having named the topic here yet: then the shard answers, not "no group". (The
+            // failover test failed 1 run in 10 this way: the new coordinator answered
+            // OffsetFetch with -1 until a FindCoordinator happened to reach it.)
+            match self.topics.get(super::GROUP_METADATA_TOPIC_NAME) {
+                Some(topic) => {
+                    let _ = self.offsets_topic.set(topic);
+                }
+                None => return Ok(None),
+            }
         }
         self.runtime
             .shard(self.partition_for(group_id))
