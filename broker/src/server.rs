@@ -208,6 +208,8 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     )
     .await?;
     replicas.set_broker_epoch(cluster.broker_epoch());
+    // Registered, and the image shows it: the publisher has replayed the metadata log.
+    replicas.mark_caught_up();
     if let Some(legacy) = &legacy {
         if metadata.image().cluster_id() == Some(legacy.state.cluster_id.as_str()) {
             tokio::task::block_in_place(|| legacy.mark_migrated())?;

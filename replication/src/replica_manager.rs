@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -134,6 +134,11 @@ pub struct ReplicaManager {
     /// This broker's epoch (its registration with the controller; -1 before), sent in
     /// followers' fetches (KIP-903).
     broker_epoch: Arc<AtomicI64>,
+    /// This broker has caught up with the metadata log since it started: until then the
+    /// publisher replays history, and a replica that was reassigned away and later back
+    /// would be wiped at the first step and lead empty at the last (see
+    /// [`ReplicaManager::stop_replicas`]).
+    caught_up: AtomicBool,
 }
 
 impl ReplicaManager {
@@ -171,6 +176,7 @@ impl ReplicaManager {
                 ..FetcherConfig::default()
             }),
             broker_epoch: Arc::new(AtomicI64::new(-1)),
+            caught_up: AtomicBool::new(false),
         }
     }
 
@@ -224,6 +230,12 @@ impl ReplicaManager {
     /// Sets which brokers may count in an ISR (the cluster metadata's registrations).
     pub fn set_isr_eligibility(&self, eligibility: Arc<dyn IsrEligibility>) {
         *self.isr_eligibility.0.write() = eligibility;
+    }
+
+    /// Marks the end of the startup replay of the metadata log (the broker registered and
+    /// its image caught up): from now on a replica reassigned away is deleted.
+    pub fn mark_caught_up(&self) {
+        self.caught_up.store(true, Ordering::Release);
     }
 
     /// This broker's epoch (-1 before registration).
@@ -388,7 +400,10 @@ impl ReplicaManager {
     /// StopReplica with deletion): no more fetching, appends refused and acks=all waiters
     /// failed (as on becoming a follower), and the log emptied, so the disk space comes
     /// back and a later reassignment back here starts from the leader's log. Hosted
-    /// placeholders that never held a record and never had a role are left alone. Returns
+    /// placeholders that never held a record and never had a role are left alone. While the
+    /// startup replay runs ([`ReplicaManager::mark_caught_up`] not called yet) the log is
+    /// kept: an intermediate image of the history may remove a replica the final one names
+    /// again (away and back), and its log may then hold the partition's only copy. Returns
     /// the partitions stopped.
     pub fn stop_replicas(&self, states: Vec<PartitionState>) -> Vec<TopicPartition> {
         let mut stopped = Vec::new();
@@ -402,6 +417,11 @@ impl ReplicaManager {
                 continue;
             }
             partition.become_follower(&state);
+            if !self.caught_up.load(Ordering::Acquire) {
+                tracing::info!(partition = %tp, "no longer a replica (metadata replay): stopped, log kept");
+                stopped.push(tp);
+                continue;
+            }
             match FollowerLog::truncate_fully_and_start_at(partition.as_ref(), Offset(0)) {
                 Ok(()) => {
                     tracing::info!(partition = %tp, "no longer a replica: stopped, log deleted");

@@ -213,3 +213,58 @@ fn reassignment_moves_a_replica_and_keeps_every_record() {
         "the old replica's log is still on broker {a}"
     );
 }
+
+// A replication-factor-1 partition moved away from broker a and back keeps its records
+// across a's restart: the restarted broker replays the metadata log, whose middle says a is
+// no replica, and must not delete the log its final image names it the only replica of.
+#[test]
+fn a_replica_moved_away_and_back_keeps_its_log_across_a_restart() {
+    let _serial = crate::serial();
+    let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
+    let admin = admin(&cluster.bootstrap());
+    let topic = NewTopic::new("back", 1, TopicReplication::Fixed(1));
+    let created = block_on(admin.create_topics([&topic], &admin_options())).expect("CreateTopics");
+    assert!(created[0].is_ok(), "{created:?}");
+    let before = wait_until(SETTLE, || {
+        partition_view(&cluster, "back").filter(|p| p.leader >= 0)
+    })
+    .unwrap_or_else(|| panic!("back-0 never got a leader\n{}", cluster.log_tails()));
+    let a = before.assigned[0];
+    let c = (1..=3).find(|id| *id != a).expect("another broker");
+    let p = producer(&cluster.bootstrap(), &[("acks", "all")]);
+    let records: Vec<Record> = (0..50)
+        .map(|i| Record::new(0, format!("k{i}"), format!("kept {i}")))
+        .collect();
+    let reports = produce_all(&p, "back", &records);
+    assert!(reports.iter().all(|d| d.result.is_ok()), "{reports:?}");
+    drop(p);
+    for target in [c, a] {
+        assert_eq!(
+            reassign(&cluster, "back", &[(0, Some(vec![target]))]),
+            vec![(0, 0)]
+        );
+        let moved = wait_until(SETTLE, || {
+            partition_view(&cluster, "back")
+                .filter(|p| p.replicas == [target] && p.leader == target && p.isr == [target])
+        });
+        assert!(
+            moved.is_some(),
+            "back-0 never moved to {target}: {:?}\n{}",
+            partition_view(&cluster, "back"),
+            cluster.log_tails()
+        );
+    }
+    let node = cluster.node_mut(a);
+    node.terminate();
+    node.restart();
+    let led = wait_until(SETTLE, || {
+        partition_view(&cluster, "back").filter(|p| p.leader == a)
+    });
+    assert!(
+        led.is_some(),
+        "broker {a} never led back-0 again\n{}",
+        cluster.log_tails()
+    );
+    let consumed = consume(&cluster.bootstrap(), "back", 0, 0, 50, &[]);
+    assert_records(&consumed, &records, 0);
+}
