@@ -155,38 +155,27 @@ impl MetadataPublisher {
                 let changed = whole
                     || delta.partitions_created.contains(&key)
                     || delta.partitions_changed.contains(&key);
-                if changed
-                    && !registration.replicas.contains(&self.node_id)
-                    && self.replicas.partition(&topic.name, index).is_some()
-                {
+                if !changed {
+                    continue;
+                }
+                let state = PartitionState {
+                    topic_partition: TopicPartition {
+                        topic: topic.name.clone(),
+                        partition: index,
+                    },
+                    topic_id: topic.id,
+                    replicas: registration.replicas.clone(),
+                    isr: registration.isr.clone(),
+                    leader: registration.leader,
+                    leader_epoch: LeaderEpoch(registration.leader_epoch),
+                    partition_epoch: registration.partition_epoch,
+                };
+                if registration.replicas.contains(&self.node_id) {
+                    states.push(state);
+                } else if self.replicas.partition(&topic.name, index).is_some() {
                     // Reassigned away (or never a replica: a placeholder of the hosted
                     // prefix, which stop_replicas leaves alone).
-                    stopped.push(PartitionState {
-                        topic_partition: TopicPartition {
-                            topic: topic.name.clone(),
-                            partition: index,
-                        },
-                        topic_id: topic.id,
-                        replicas: registration.replicas.clone(),
-                        isr: registration.isr.clone(),
-                        leader: registration.leader,
-                        leader_epoch: LeaderEpoch(registration.leader_epoch),
-                        partition_epoch: registration.partition_epoch,
-                    });
-                }
-                if changed && registration.replicas.contains(&self.node_id) {
-                    states.push(PartitionState {
-                        topic_partition: TopicPartition {
-                            topic: topic.name.clone(),
-                            partition: index,
-                        },
-                        topic_id: topic.id,
-                        replicas: registration.replicas.clone(),
-                        isr: registration.isr.clone(),
-                        leader: registration.leader,
-                        leader_epoch: LeaderEpoch(registration.leader_epoch),
-                        partition_epoch: registration.partition_epoch,
-                    });
+                    stopped.push(state);
                 }
             }
         }
