@@ -224,9 +224,14 @@ async fn write_loop<T: Transport>(
                 api_key,
                 api_version,
                 correlation_id,
-                response,
-            } => match response.await {
-                Some(response) => encode_response_with_records(
+                mut response,
+            } => match ready_or_flush(&mut response, &mut buf, &mut transport).await {
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "write failed; closing connection");
+                    return;
+                }
+                Ok(None) => Ok(()),
+                Ok(Some(response)) => encode_response_with_records(
                     &mut buf,
                     api_key,
                     api_version,
@@ -234,7 +239,6 @@ async fn write_loop<T: Transport>(
                     &response.body,
                     response.records,
                 ),
-                None => Ok(()),
             },
             Pending::ApiVersionsFallback {
                 correlation_id,
@@ -252,7 +256,8 @@ async fn write_loop<T: Transport>(
             tracing::error!(%peer, error = %e, "cannot encode response; closing connection");
             break;
         }
-        // Gather responses that are already queued into one write, up to a bound.
+        // Gather responses that are already queued into one write, up to a bound; the
+        // next one is awaited only after what is gathered has left (`ready_or_flush`).
         if !rx.is_empty() && buf.len() < WRITE_BATCH_BYTES {
             continue;
         }
@@ -265,4 +270,24 @@ async fn write_loop<T: Transport>(
         let _ = transport.send(buf.take_chunks()).await;
     }
     let _ = transport.shutdown().await;
+}
+
+/// The answer of the next request, writing out the responses gathered so far first unless
+/// it is ready now. A finished response must never wait for a later request of the same
+/// connection: that one may be parked for a long time (a JoinGroup waits for the whole
+/// group, a Fetch for data), and a client that needs the earlier answer (a SyncGroup's
+/// assignment, a Heartbeat's REBALANCE_IN_PROGRESS) before it can do what releases the
+/// parked one would stall until its request timeout.
+async fn ready_or_flush<T: Transport>(
+    response: &mut ResponseFuture,
+    buf: &mut ResponseBuf,
+    transport: &mut T,
+) -> std::io::Result<Option<handlers::Response>> {
+    if !buf.is_empty() {
+        if let Some(ready) = futures::FutureExt::now_or_never(&mut *response) {
+            return Ok(ready);
+        }
+        transport.send(buf.take_chunks()).await?;
+    }
+    Ok(response.await)
 }

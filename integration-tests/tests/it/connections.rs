@@ -103,6 +103,54 @@ fn idle_connections_are_closed_and_active_ones_kept() {
     assert_records(&consume(&bootstrap, "idle", 0, 0, 6, &[]), &all, 0);
 }
 
+// A response that is ready leaves at once even when the next request on the same
+// connection is parked: ApiVersions, then a Fetch at the log end waiting 10 s, written in one
+// go. The ApiVersions answer must arrive long before the fetch's wait ends (it was held
+// behind the fetch while responses were gathered into one write, which stalled kafka-python
+// 3 group members whose SyncGroup answer waited behind a parked request), and the fetch is
+// answered after its wait, in request order.
+#[test]
+fn a_ready_response_is_not_held_behind_a_parked_request() {
+    const FETCH_WAIT: Duration = Duration::from_secs(10);
+    let broker = Broker::start();
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "held", 1, &[]);
+    let fetch = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(i32::try_from(FETCH_WAIT.as_millis()).expect("small"))
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("held")))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let mut both = wire::request_frame(3, 1, &ApiVersionsRequest::default());
+    both.extend(wire::request_frame(12, 2, &fetch));
+    let mut stream = connect(broker.addr());
+    stream
+        .set_read_timeout(Some(FETCH_WAIT * 2))
+        .expect("set read timeout");
+    let started = Instant::now();
+    stream.write_all(&both).expect("send ApiVersions and Fetch");
+
+    let mut first = wire::expect_frame(&mut stream);
+    let first_after = started.elapsed();
+    wire::split_response(&mut first, 0, 1);
+    assert!(
+        first_after < FETCH_WAIT / 2,
+        "the ApiVersions answer waited {first_after:?} for the parked fetch"
+    );
+    let mut second = wire::expect_frame(&mut stream);
+    let second_after = started.elapsed();
+    wire::split_response(&mut second, 1, 2);
+    assert!(
+        second_after >= FETCH_WAIT - Duration::from_millis(100),
+        "the fetch was answered after {second_after:?}, before its wait"
+    );
+}
+
 // With max.connections.per.ip = 3, a 4th connection from 127.0.0.1 is closed at once
 // while the first three stay served; once they close, a real client connects and works.
 #[test]
