@@ -73,6 +73,7 @@ pub fn replication_error(e: &logbook_replication::Error) -> ResponseError {
         Error::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
         Error::NotEnoughReplicasAfterAppend { .. } => ResponseError::NotEnoughReplicasAfterAppend,
         Error::OffsetNotAvailable { .. } => ResponseError::OffsetNotAvailable,
+        Error::InconsistentTopicId { .. } => ResponseError::InconsistentTopicId,
     }
 }
 

@@ -164,7 +164,8 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         metadata.clone(),
         role_hooks.clone(),
     );
-    let publisher_task = tokio::spawn(publisher.run(publication_queue));
+    let (catch_up, catch_up_queue) = mpsc::channel(1);
+    let publisher_task = tokio::spawn(publisher.run(publication_queue, catch_up_queue));
     let raft_config =
         ControllerConfig::new(u64::try_from(node_id)?, voters, config.data_dir.clone());
     let quorum = QuorumController::start(
@@ -209,7 +210,12 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     .await?;
     replicas.set_broker_epoch(cluster.broker_epoch());
     // Registered, and the image shows it: the publisher has replayed the metadata log.
+    // Now the image in force decides what the directories the replay left alone hold.
     replicas.mark_caught_up();
+    let (applied, applied_wait) = tokio::sync::oneshot::channel();
+    if catch_up.send(applied).await.is_err() || applied_wait.await.is_err() {
+        return Err("the metadata publisher stopped during startup".into());
+    }
     if let Some(legacy) = &legacy {
         if metadata.image().cluster_id() == Some(legacy.state.cluster_id.as_str()) {
             tokio::task::block_in_place(|| legacy.mark_migrated())?;

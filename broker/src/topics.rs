@@ -323,7 +323,6 @@ impl Topics {
                 || name == CLUSTER_METADATA_LOG_DIR
                 || name.ends_with(STRAY_SUFFIX)
                 || !entry.file_type()?.is_dir()
-                || known.contains(&name)
             {
                 continue;
             }
@@ -333,7 +332,19 @@ impl Topics {
             if !looks_like_partition {
                 continue;
             }
-            if self.cluster.as_ref().is_some_and(|c| !c.sole_voter) {
+            // The topic id the directory records (Kafka's partition.metadata): one the image
+            // does not hold is a deleted topic's for sure, even under a name in use again.
+            let recorded = logbook_replication::partition_metadata::read(&entry.path())
+                .ok()
+                .flatten();
+            let of_deleted_topic = recorded.is_some_and(|id| self.get_by_id(&id).is_none());
+            if known.contains(&name) && !of_deleted_topic {
+                continue;
+            }
+            if of_deleted_topic {
+                tracing::warn!(dir = %name, "removing partition directory of a deleted topic");
+                std::fs::remove_dir_all(entry.path())?;
+            } else if self.cluster.as_ref().is_some_and(|c| !c.sole_voter) {
                 // A replica the image does not name may still be the only copy of data
                 // another broker lost: keep it aside, as KRaft does.
                 let stray = self.data_dir.join(format!("{name}{STRAY_SUFFIX}"));

@@ -12,6 +12,7 @@ mod flusher;
 pub mod hw_checkpoint;
 mod log_cleaner;
 mod partition;
+pub mod partition_metadata;
 mod replica_manager;
 
 pub use flusher::{FlushPolicy, Flusher};
@@ -97,6 +98,18 @@ pub enum Error {
         high_watermark: i64,
         /// Where this leader's epoch starts.
         leader_epoch_start_offset: i64,
+    },
+    /// The partition's directory holds the log of another topic of the same name (its
+    /// `partition.metadata` names another topic id), and the broker is still replaying the
+    /// metadata log, so which one is current is not known yet: the directory is left alone.
+    #[error("{topic_partition}: the directory holds topic id {found}, not {wanted}")]
+    InconsistentTopicId {
+        /// The partition.
+        topic_partition: TopicPartition,
+        /// The topic id the directory records.
+        found: uuid::Uuid,
+        /// The topic id asked for.
+        wanted: uuid::Uuid,
     },
     /// The wait for durability/replication did not finish within the request timeout.
     #[error("timed out waiting for offset {offset} to become durable on {topic_partition}")]

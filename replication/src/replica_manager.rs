@@ -39,6 +39,7 @@ use crate::partition::{
     now_ms, AnyBrokerEligible, IsrEligibility, PartitionState, ReplicaOptions, Role,
     REPLICA_LAG_TIME_MAX_MS_DEFAULT,
 };
+use crate::partition_metadata;
 use crate::{
     AlterPartitionCallback, AlterPartitionRequest, AlterPartitionSender, Error, FlushPolicy,
     Flusher, NoController, Partition, TopicPartition,
@@ -236,6 +237,13 @@ impl ReplicaManager {
     /// its image caught up): from now on a replica reassigned away is deleted.
     pub fn mark_caught_up(&self) {
         self.caught_up.store(true, Ordering::Release);
+    }
+
+    /// Whether [`ReplicaManager::mark_caught_up`] was called: destructive changes (deleting
+    /// a topic's logs, a stray directory of an earlier topic of the same name) wait for it.
+    #[must_use]
+    pub fn is_caught_up(&self) -> bool {
+        self.caught_up.load(Ordering::Acquire)
     }
 
     /// This broker's epoch (-1 before registration).
@@ -549,6 +557,84 @@ impl ReplicaManager {
         range: Range<i32>,
         config: &LogConfig,
     ) -> Result<Vec<Arc<Partition>>, Error> {
+        self.open_partitions(topic, None, range, config)
+    }
+
+    /// Opens (creating where missing) the logs of partitions `range` of the topic `topic`
+    /// whose id is `topic_id`, recording the id in each directory
+    /// ([`partition_metadata`](crate::partition_metadata)). A directory that records
+    /// another id holds a deleted topic of the same name: once the startup replay is over
+    /// ([`ReplicaManager::mark_caught_up`]) it is deleted and the log created empty; during
+    /// the replay nothing is opened and INCONSISTENT_TOPIC_ID is returned, since a later
+    /// image may name that other id again (the directory is then the current topic's). A
+    /// directory without the file (written before it existed) is taken as `topic_id`'s,
+    /// and the file written once the replay is over.
+    ///
+    /// # Errors
+    /// [`Error::InconsistentTopicId`] as above; as [`ReplicaManager::create_partitions`].
+    pub fn create_partitions_of(
+        &self,
+        topic: &str,
+        topic_id: uuid::Uuid,
+        range: Range<i32>,
+        config: &LogConfig,
+    ) -> Result<Vec<Arc<Partition>>, Error> {
+        let caught_up = self.is_caught_up();
+        for index in range.clone() {
+            let dir = self.log_dir(topic, index);
+            let found = match partition_metadata::read(&dir) {
+                Ok(found) => found,
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "unreadable partition.metadata; taking the directory as the topic's");
+                    None
+                }
+            };
+            let Some(found) = found.filter(|found| *found != topic_id) else {
+                continue;
+            };
+            let topic_partition = TopicPartition {
+                topic: topic.to_string(),
+                partition: index,
+            };
+            if !caught_up {
+                return Err(Error::InconsistentTopicId {
+                    topic_partition,
+                    found,
+                    wanted: topic_id,
+                });
+            }
+            tracing::warn!(partition = %topic_partition, %found, wanted = %topic_id, "deleting the log of an earlier topic of the same name");
+            self.checkpointed.lock().remove(&topic_partition);
+            std::fs::remove_dir_all(&dir).map_err(logbook_storage::Error::from)?;
+        }
+        let opened = self.open_partitions(topic, Some(topic_id), range, config)?;
+        Ok(opened)
+    }
+
+    /// Writes `topic_id` into the directories of `topic`'s hosted partitions that do not
+    /// record one yet (logs opened during the startup replay, or written before the file
+    /// existed). Called once the replay is over.
+    pub fn record_topic_id(&self, topic: &str, topic_id: uuid::Uuid) {
+        for partition in self.partitions_of(topic) {
+            let tp = partition.topic_partition();
+            let dir = self.log_dir(&tp.topic, tp.partition);
+            if matches!(partition_metadata::read(&dir), Ok(Some(_))) || !dir.is_dir() {
+                continue;
+            }
+            if let Err(e) = partition_metadata::write(&dir, topic_id) {
+                tracing::error!(partition = %tp, error = %e, "cannot record the topic id of a partition directory");
+            }
+        }
+    }
+
+    fn open_partitions(
+        &self,
+        topic: &str,
+        topic_id: Option<uuid::Uuid>,
+        range: Range<i32>,
+        config: &LogConfig,
+    ) -> Result<Vec<Arc<Partition>>, Error> {
+        let caught_up = self.is_caught_up();
         let mut opened: Vec<Arc<Partition>> = Vec::with_capacity(range.len());
         for index in range.clone() {
             let topic_partition = TopicPartition {
@@ -573,6 +659,17 @@ impl ReplicaManager {
                 self.flusher.clone(),
                 options,
             );
+            // A new directory is this topic's; an old one without the file is recorded
+            // only after the replay (it may belong to a later topic of the same name). A
+            // directory left without the file is taken as the topic's later on, as one
+            // written before the file existed.
+            if let (Some(id), Ok(_)) = (topic_id, &opened_partition) {
+                if !existed || caught_up {
+                    if let Err(e) = partition_metadata::write(&dir, id) {
+                        tracing::error!(dir = %dir.display(), error = %e, "cannot record the topic id of a partition directory");
+                    }
+                }
+            }
             match opened_partition {
                 Ok(partition) => {
                     if self.lead_alone {
@@ -608,6 +705,24 @@ impl ReplicaManager {
             list.push(Arc::clone(partition));
         }
         Ok(opened)
+    }
+
+    /// Stops hosting `topic` and closes its logs, leaving their files: during the startup
+    /// replay a deleted topic's directory may belong to a later topic of the same name,
+    /// which a later image opens again (the files no image names are removed once the
+    /// replay is over).
+    pub fn close_topic(&self, topic: &str) {
+        let removed = self.partitions.write().remove(topic).unwrap_or_default();
+        let names: Vec<TopicPartition> = removed
+            .iter()
+            .map(|p| p.topic_partition().clone())
+            .collect();
+        self.fetchers.remove_partitions(&names);
+        for partition in removed {
+            if let Err(e) = partition.close() {
+                tracing::error!(partition = %partition.topic_partition(), error = %e, "closing the partition of a deleted topic failed");
+            }
+        }
     }
 
     /// Stops hosting `topic` and deletes its logs. Errors removing files are logged (the

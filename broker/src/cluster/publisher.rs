@@ -15,7 +15,7 @@ use logbook_replication::{
     LeaderEpoch, PartitionChange, PartitionState, ReplicaManager, TopicPartition,
 };
 use parking_lot::RwLock;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::MetadataCache;
 use crate::topics::Topics;
@@ -93,13 +93,43 @@ impl MetadataPublisher {
         }
     }
 
-    /// Applies publications until the state machine drops its sender.
-    pub async fn run(mut self, mut publications: mpsc::Receiver<MetadataPublication>) {
-        while let Some(publication) = publications.recv().await {
-            // Creating and deleting logs is blocking file I/O.
-            tokio::task::block_in_place(|| self.publish(&publication.image, &publication.delta));
+    /// Applies publications until the state machine drops its sender; a message on
+    /// `caught_up` (sent by the server once the startup replay is over) re-applies the
+    /// current image whole, then answers.
+    pub async fn run(
+        mut self,
+        mut publications: mpsc::Receiver<MetadataPublication>,
+        mut caught_up: mpsc::Receiver<oneshot::Sender<()>>,
+    ) {
+        loop {
+            tokio::select! {
+                publication = publications.recv() => {
+                    let Some(publication) = publication else { break };
+                    // Creating and deleting logs is blocking file I/O.
+                    tokio::task::block_in_place(|| {
+                        self.publish(&publication.image, &publication.delta);
+                    });
+                }
+                Some(done) = caught_up.recv() => {
+                    tokio::task::block_in_place(|| self.catch_up());
+                    let _ = done.send(());
+                }
+            }
         }
         tracing::debug!("metadata publisher stopped");
+    }
+
+    /// The startup replay is over: applies the current image whole. During the replay a
+    /// partition whose directory held another topic of the same name was left closed
+    /// ([`ReplicaManager::create_partitions_of`]); now the image in force decides, and a
+    /// directory of a topic the image does not name any more is deleted and created anew.
+    /// Directories opened during the replay get their topic id recorded.
+    pub fn catch_up(&mut self) {
+        let image = self.cache.image();
+        self.publish(&image, &MetadataDelta::default());
+        for topic in self.topics.all() {
+            self.replicas.record_topic_id(&topic.name, topic.id);
+        }
     }
 
     /// Applies one image (see the module docs).
@@ -113,8 +143,16 @@ impl MetadataPublisher {
         let whole = !self.applied_any || delta.is_empty();
         self.applied_any = true;
         for name in self.topics.apply_image(image, self.node_id) {
-            tracing::info!(topic = %name, "deleting the logs of a deleted topic");
-            self.replicas.delete_topic(&name);
+            if self.replicas.is_caught_up() {
+                tracing::info!(topic = %name, "deleting the logs of a deleted topic");
+                self.replicas.delete_topic(&name);
+            } else {
+                // Replaying the metadata log: the directories may hold a later topic of the
+                // same name (deleted and created again); what no image names is removed
+                // after the replay.
+                tracing::info!(topic = %name, "closing the logs of a deleted topic (replay)");
+                self.replicas.close_topic(&name);
+            }
         }
         let broker_configs_changed = delta
             .configs_changed
@@ -249,9 +287,17 @@ impl MetadataPublisher {
         let config = self.topics.log_config(topic);
         match self
             .replicas
-            .create_partitions(&topic.name, hosted..wanted_end, &config)
+            .create_partitions_of(&topic.name, topic.id, hosted..wanted_end, &config)
         {
             Ok(_) => true,
+            Err(logbook_replication::Error::InconsistentTopicId {
+                topic_partition,
+                found,
+                wanted,
+            }) => {
+                tracing::info!(partition = %topic_partition, %found, %wanted, "the directory holds another topic of the same name; left closed until the replay is over");
+                false
+            }
             Err(e) => {
                 tracing::error!(topic = %topic.name, error = %e, "cannot open the logs of local replicas");
                 false

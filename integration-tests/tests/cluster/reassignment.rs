@@ -268,3 +268,119 @@ fn a_replica_moved_away_and_back_keeps_its_log_across_a_restart() {
     let consumed = consume(&cluster.bootstrap(), "back", 0, 0, 50, &[]);
     assert_records(&consumed, &records, 0);
 }
+
+// A broker that was down while its topic was deleted and a topic of the same name created
+// elsewhere still has the old topic's directory (`stale-0`) when it comes back. Moved onto
+// that broker, the new topic's replica must start from the new leader's log, not from the
+// old records in that directory: the directory records the old topic id
+// (`partition.metadata`), so it is deleted and created anew. Reading the partition from the
+// returning broker gives exactly the new topic's records.
+#[test]
+fn a_returning_broker_drops_the_log_of_a_topic_deleted_while_it_was_down() {
+    let _serial = crate::serial();
+    let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
+    let admin = admin(&cluster.bootstrap());
+    let topic = NewTopic::new("stale", 1, TopicReplication::Fixed(1));
+    let created = block_on(admin.create_topics([&topic], &admin_options())).expect("CreateTopics");
+    assert!(created[0].is_ok(), "{created:?}");
+    let first = wait_until(SETTLE, || {
+        partition_view(&cluster, "stale").filter(|p| p.leader >= 0)
+    })
+    .unwrap_or_else(|| panic!("stale-0 never got a leader\n{}", cluster.log_tails()));
+    let a = first.assigned[0];
+    let p = producer(&cluster.bootstrap(), &[("acks", "all")]);
+    let old: Vec<Record> = (0..30)
+        .map(|i| Record::new(0, format!("k{i}"), format!("old {i}")))
+        .collect();
+    // One batch each: a follower truncating the old log to the new leader's end keeps
+    // whole batches, so old records would survive at offsets 0..9.
+    for record in &old {
+        let reports = produce_all(&p, "stale", std::slice::from_ref(record));
+        assert!(reports.iter().all(|d| d.result.is_ok()), "{reports:?}");
+    }
+    drop(p);
+
+    cluster.node_mut(a).kill();
+    let others: Vec<i32> = (1..=3).filter(|id| *id != a).collect();
+    let survivors = format!(
+        "{},{}",
+        cluster.node(others[0]).bootstrap(),
+        cluster.node(others[1]).bootstrap()
+    );
+    // Fenced first, so the new topic is placed on the two others.
+    let fenced = wait_until(SETTLE, || {
+        let view = metadata(&survivors, None, Duration::from_secs(3)).ok()?;
+        view.brokers.iter().all(|(id, _, _)| *id != a).then_some(())
+    });
+    assert!(
+        fenced.is_some(),
+        "broker {a} was never fenced\n{}",
+        cluster.log_tails()
+    );
+    let admin = crate::common::admin(&survivors);
+    let deleted =
+        block_on(admin.delete_topics(&["stale"], &admin_options())).expect("DeleteTopics");
+    assert_eq!(deleted, vec![Ok("stale".to_owned())]);
+    let recreated = wait_until(SETTLE, || {
+        let created = block_on(admin.create_topics([&topic], &admin_options())).ok()?;
+        created[0].is_ok().then_some(())
+    });
+    assert!(
+        recreated.is_some(),
+        "stale was never created again\n{}",
+        cluster.log_tails()
+    );
+    let second = wait_until(SETTLE, || {
+        metadata(&survivors, Some("stale"), Duration::from_secs(3))
+            .ok()?
+            .partitions
+            .into_iter()
+            .find(|p| p.partition == 0 && p.leader >= 0)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the new stale-0 never got a leader\n{}",
+            cluster.log_tails()
+        )
+    });
+    assert_ne!(
+        second.leader, a,
+        "the new topic was placed on the dead broker"
+    );
+    let p = producer(&survivors, &[("acks", "all")]);
+    let new: Vec<Record> = (0..10)
+        .map(|i| Record::new(0, format!("k{i}"), format!("new {i}")))
+        .collect();
+    let reports = produce_all(&p, "stale", &new);
+    assert!(reports.iter().all(|d| d.result.is_ok()), "{reports:?}");
+    drop(p);
+
+    cluster.node_mut(a).restart();
+    let moved = wait_until(SETTLE, || {
+        if reassign(&cluster, "stale", &[(0, Some(vec![a]))]) != vec![(0, 0)] {
+            return None;
+        }
+        Some(())
+    });
+    assert!(moved.is_some(), "stale-0 could not be moved to broker {a}");
+    let led = wait_until(SETTLE, || {
+        partition_view(&cluster, "stale")
+            .filter(|p| p.replicas == [a] && p.leader == a && p.isr == [a])
+    });
+    assert!(
+        led.is_some(),
+        "stale-0 never moved to broker {a}: {:?}\n{}",
+        partition_view(&cluster, "stale"),
+        cluster.log_tails()
+    );
+    let consumed = consume(&cluster.node(a).bootstrap(), "stale", 0, 0, 10, &[]);
+    assert_records(&consumed, &new, 0);
+    let p = producer(&cluster.bootstrap(), &[("acks", "all")]);
+    let next = [Record::new(0, "k10", "new 10")];
+    let reports = produce_all(&p, "stale", &next);
+    assert_eq!(
+        reports.iter().map(|d| d.result.clone()).collect::<Vec<_>>(),
+        vec![Ok((0, 10))],
+        "the next record follows the new topic's ten"
+    );
+}

@@ -347,6 +347,51 @@ fn delete_topic_removes_metadata_and_data() {
     assert_records(&consume(&bootstrap, "doomed", 0, 0, 1, &[]), &new, 0);
 }
 
+#[test]
+fn a_recreated_topic_keeps_its_records_across_restarts() {
+    // Proves: a topic deleted and created again under the same name keeps the new topic's
+    // records across a SIGTERM restart and a SIGKILL restart. A restarted broker replays
+    // the metadata log, where the old topic's creation and deletion come before the new
+    // one's creation: deleting logs by name while replaying the old deletion would wipe the
+    // new topic's directory, which has the same name.
+    let mut broker = Broker::start();
+    let bootstrap = broker.bootstrap();
+    let admin_client = admin(&bootstrap);
+    create_topic(&bootstrap, "again", 1, &[]);
+    let old: Vec<Record> = (0..5)
+        .map(|i| Record::new(0, format!("k{i}"), format!("old{i}")))
+        .collect();
+    produce_ok(&bootstrap, "again", &old, &[]);
+    let deleted =
+        block_on(admin_client.delete_topics(&["again"], &admin_options())).expect("DeleteTopics");
+    assert_eq!(deleted, vec![Ok("again".to_owned())]);
+    assert!(
+        gone_within(&broker.data_dir().join("again-0")),
+        "the old topic's directory is still there"
+    );
+    create_topic(&bootstrap, "again", 1, &[]);
+    let new: Vec<Record> = (0..20)
+        .map(|i| Record::new(0, format!("k{i}"), format!("new{i}")))
+        .collect();
+    assert_eq!(
+        produce_ok(&bootstrap, "again", &new, &[]).last(),
+        Some(&(0, 19))
+    );
+
+    let status = broker.terminate();
+    assert!(status.success(), "SIGTERM shutdown exit status: {status}");
+    broker.restart();
+    wait_for_topics(&bootstrap, &[("again", 1)], "after SIGTERM restart");
+    assert_records(&consume(&bootstrap, "again", 0, 0, 20, &[]), &new, 0);
+
+    broker.kill();
+    broker.restart();
+    wait_for_topics(&bootstrap, &[("again", 1)], "after SIGKILL restart");
+    assert_records(&consume(&bootstrap, "again", 0, 0, 20, &[]), &new, 0);
+    let more = vec![Record::new(0, "k20", "new20")];
+    assert_eq!(produce_ok(&bootstrap, "again", &more, &[]), vec![(0, 20)]);
+}
+
 /// Records `from..to` for partition `partition` of the restart test.
 fn batch(partition: i32, from: usize, to: usize) -> Vec<Record> {
     (from..to)

@@ -800,6 +800,7 @@ fn append_error(e: &logbook_replication::Error) -> GroupError {
         | Error::NotLeaderOrFollower(_)
         | Error::FencedLeaderEpoch { .. }
         | Error::UnknownLeaderEpoch { .. }
+        | Error::InconsistentTopicId { .. }
         | Error::OffsetNotAvailable { .. } => GroupError::NotCoordinator,
     }
 }

@@ -1278,6 +1278,7 @@ fn append_error(e: &logbook_replication::Error) -> TxnError {
         | Error::NotLeaderOrFollower(_)
         | Error::FencedLeaderEpoch { .. }
         | Error::UnknownLeaderEpoch { .. }
+        | Error::InconsistentTopicId { .. }
         | Error::OffsetNotAvailable { .. } => TxnError::NotCoordinator,
     }
 }
