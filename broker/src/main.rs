@@ -37,7 +37,11 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(logbook_broker::server::run(config)) {
+    let result = runtime.block_on(logbook_broker::server::run(config));
+    // Tasks still waiting on peers that are gone must not hold the exit: the logs are
+    // closed by now.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "broker stopped with an error");

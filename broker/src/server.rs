@@ -28,6 +28,9 @@ use crate::topics::Topics;
 
 /// How long shutdown waits for connections to finish their owed responses.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long each later step of shutdown (background tasks, controller client, quorum) may
+/// take before the broker goes on to close its logs.
+const SHUTDOWN_STEP_MAX: Duration = Duration::from_secs(3);
 
 /// How long the broker waits at startup to register and be unfenced (a cluster may wait
 /// for a quorum of voters to come up).
@@ -364,15 +367,30 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     broker.transactions.shutdown();
     background_stop.cancel();
     background.close();
-    background.wait().await;
-    client.shutdown().await;
-    if let Err(e) = quorum.shutdown().await {
+    bounded_step("background tasks", background.wait()).await;
+    bounded_step("controller client", client.shutdown()).await;
+    if let Some(Err(e)) = bounded_step("controller quorum", quorum.shutdown()).await {
         tracing::warn!(error = %e, "the controller did not stop cleanly");
     }
     publisher_task.abort();
     tokio::task::block_in_place(|| replicas.shutdown());
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// Runs one step of shutdown for at most `SHUTDOWN_STEP_MAX`: a step that waits on peers
+/// that are gone (a controller quorum without a majority retries them forever) must not keep
+/// the process from closing its logs and exiting. `None` when the step timed out.
+async fn bounded_step<T>(what: &str, step: impl std::future::Future<Output = T>) -> Option<T> {
+    let done = tokio::time::timeout(SHUTDOWN_STEP_MAX, step).await.ok();
+    if done.is_none() {
+        tracing::warn!(
+            step = what,
+            timeout_ms = SHUTDOWN_STEP_MAX.as_millis(),
+            "shutdown step did not finish in time; going on"
+        );
+    }
+    done
 }
 
 /// A role change as the coordinators take it.

@@ -21,6 +21,9 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
 /// How long a controlled shutdown waits for the controller's consent.
 pub const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one heartbeat of a controlled shutdown may go unanswered before the broker
+/// stops without the controller's consent (a quorum that lost its majority answers none).
+const SHUTDOWN_HEARTBEAT_MAX: Duration = Duration::from_secs(4);
 
 /// Why the broker could not join the cluster.
 #[derive(Debug, thiserror::Error)]
@@ -162,19 +165,38 @@ impl BrokerLifecycle {
     /// Controlled shutdown: stops the regular heartbeats and heartbeats with
     /// `want_shut_down` until the controller says this broker leads nothing any more (or
     /// `timeout` passes), so clients move to the new leaders before the logs close.
+    /// Every wait is bounded by `timeout`: with its peers gone the controller quorum
+    /// commits nothing, and a heartbeat then never gets its answer.
     pub async fn controlled_shutdown(&self, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
         self.shutdown.cancel();
         self.tasks.close();
-        self.tasks.wait().await;
-        let deadline = tokio::time::Instant::now() + timeout;
+        if tokio::time::timeout_at(deadline, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the heartbeat task did not stop in time");
+        }
         loop {
-            match self.heartbeat(true).await {
-                Ok(beat) if beat.should_shut_down => {
+            let bound = deadline.min(tokio::time::Instant::now() + SHUTDOWN_HEARTBEAT_MAX);
+            match tokio::time::timeout_at(bound, self.heartbeat(true)).await {
+                Ok(Ok(beat)) if beat.should_shut_down => {
                     tracing::info!("controlled shutdown complete");
                     return;
                 }
-                Ok(_) => {}
-                Err(e) => tracing::debug!(error = %e, "controlled shutdown heartbeat refused"),
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "controlled shutdown heartbeat refused");
+                }
+                Err(_) => {
+                    // No answer at all: the controller quorum has lost its majority (the
+                    // peers are gone), so no leadership can move anyway.
+                    tracing::warn!(
+                        timeout_ms = SHUTDOWN_HEARTBEAT_MAX.as_millis(),
+                        "the controller did not answer the shutdown heartbeat; stopping without a controlled shutdown"
+                    );
+                    return;
+                }
             }
             if tokio::time::Instant::now() >= deadline {
                 tracing::warn!(
@@ -239,7 +261,13 @@ async fn heartbeat_loop(
             () = shutdown.cancelled() => return,
             _ = ticker.tick() => {}
         }
-        match heartbeat(&cluster, false).await {
+        // A heartbeat the controller never answers (no quorum) must not keep shutdown
+        // waiting for this task.
+        let beat = tokio::select! {
+            () = shutdown.cancelled() => return,
+            beat = heartbeat(&cluster, false) => beat,
+        };
+        match beat {
             Ok(beat) if beat.is_fenced => {
                 tracing::warn!(?beat, "the controller has this broker fenced");
             }

@@ -635,3 +635,31 @@ fn kafka_partition_for(group: &str, partitions: usize) -> usize {
     let positive = if hash == i32::MIN { 0 } else { hash.abs() };
     usize::try_from(positive).expect("non-negative") % partitions.max(1)
 }
+
+// A node whose two peers were SIGKILLed has a controller quorum without a majority: its
+// shutdown heartbeat is never answered and openraft retries the peers forever. SIGTERM
+// still ends it with exit status 0 within the harness's shutdown timeout (it never exited
+// before the shutdown steps were bounded).
+#[test]
+fn the_last_node_standing_stops_on_sigterm() {
+    let _serial = crate::serial();
+    let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
+    wait_until(SETTLE, || {
+        (metadata(&cluster.bootstrap(), None, Duration::from_secs(3))
+            .ok()?
+            .brokers
+            .len()
+            == 3)
+            .then_some(())
+    })
+    .unwrap_or_else(|| panic!("three brokers never registered\n{}", cluster.log_tails()));
+    cluster.node_mut(1).kill();
+    cluster.node_mut(2).kill();
+    let status = cluster.node_mut(3).terminate();
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        cluster.node(3).log().contains("server: shutdown complete"),
+        "no clean-shutdown line\n{}",
+        cluster.log_tails()
+    );
+}
