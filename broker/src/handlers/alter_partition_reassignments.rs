@@ -29,9 +29,11 @@ pub fn handle(
         return response.with_error_code(ResponseError::NotController.code());
     };
     let image = cluster.metadata.image();
-    // KIP-860: before v1, and when the client does not allow it, a target must keep the
-    // partition's replication factor.
-    let keep_factor = ctx.api_version < 1 || !request.allow_replication_factor_change;
+    // KIP-860: when the client does not allow it (v1+), a target must keep the partition's
+    // replication factor. v0 has no such option and always allows the change (the Java
+    // client refuses to send `allowReplicationFactorChange=false` at v0), which is how
+    // kafka-reassign-partitions.sh raises or lowers a replication factor.
+    let keep_factor = ctx.api_version >= 1 && !request.allow_replication_factor_change;
     let mut refused: Vec<((String, i32), (i16, String))> = Vec::new();
     let mut asked = Vec::new();
     for topic in &request.topics {

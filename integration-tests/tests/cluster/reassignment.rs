@@ -27,6 +27,17 @@ fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_owned()))
 }
 
+/// A connection to the first node that accepts one (some may be down).
+fn connect_any(cluster: &Cluster) -> std::net::TcpStream {
+    let addr = cluster
+        .nodes()
+        .iter()
+        .map(|n| n.addr())
+        .find(|addr| std::net::TcpStream::connect_timeout(addr, Duration::from_secs(1)).is_ok())
+        .expect("a node that accepts connections");
+    connect(addr)
+}
+
 /// AlterPartitionReassignments v0 for `topic`'s `(partition, target)` pairs (`None`
 /// cancels); the error code of each partition, in order.
 fn reassign(
@@ -34,7 +45,7 @@ fn reassign(
     topic: &str,
     targets: &[(i32, Option<Vec<i32>>)],
 ) -> Vec<(i32, i16)> {
-    let mut stream = connect(cluster.nodes()[0].addr());
+    let mut stream = connect_any(cluster);
     let request = AlterPartitionReassignmentsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(vec![ReassignableTopic::default()
@@ -382,5 +393,72 @@ fn a_returning_broker_drops_the_log_of_a_topic_deleted_while_it_was_down() {
         reports.iter().map(|d| d.result.clone()).collect::<Vec<_>>(),
         vec![Ok((0, 10))],
         "the next record follows the new topic's ten"
+    );
+}
+
+// A replica dropped by a reassignment while its broker was down is emptied once that broker
+// has replayed the metadata log and caught up (not during the replay, where an away-and-back
+// history would wipe the only copy): the catch-up re-applies the image in force, which no
+// longer names the broker.
+#[test]
+fn a_replica_dropped_while_its_broker_was_down_is_emptied_after_the_restart() {
+    let _serial = crate::serial();
+    let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
+    let admin = admin(&cluster.bootstrap());
+    let topic = NewTopic::new("dropped", 1, TopicReplication::Fixed(2));
+    let created = block_on(admin.create_topics([&topic], &admin_options())).expect("CreateTopics");
+    assert!(created[0].is_ok(), "{created:?}");
+    let before = wait_until(SETTLE, || {
+        partition_view(&cluster, "dropped").filter(|p| p.leader >= 0 && p.isr.len() == 2)
+    })
+    .unwrap_or_else(|| panic!("dropped-0 never got its ISR\n{}", cluster.log_tails()));
+    let (a, b) = (before.assigned[0], before.assigned[1]);
+    let p = producer(&cluster.bootstrap(), &[("acks", "all")]);
+    let records: Vec<Record> = (0..20)
+        .map(|i| Record::new(0, format!("k{i}"), format!("v{i}")))
+        .collect();
+    let reports = produce_all(&p, "dropped", &records);
+    assert!(reports.iter().all(|d| d.result.is_ok()), "{reports:?}");
+    drop(p);
+    let copied = wait_until(SETTLE, || {
+        (segment_bytes(&cluster, a, "dropped") > 0 && segment_bytes(&cluster, b, "dropped") > 0)
+            .then_some(())
+    });
+    assert!(copied.is_some(), "the two replicas never held the records");
+
+    cluster.node_mut(a).kill();
+    let mut answers = Vec::new();
+    let moved = wait_until(SETTLE, || {
+        let answer = reassign(&cluster, "dropped", &[(0, Some(vec![b]))]);
+        answers.push(answer.clone());
+        if answer != vec![(0, 0)] {
+            return None;
+        }
+        partition_view(&cluster, "dropped").filter(|p| p.replicas == [b] && p.leader == b)
+    });
+    assert!(
+        moved.is_some(),
+        "dropped-0 never moved to [{b}]: {:?}; answers {:?}",
+        partition_view(&cluster, "dropped"),
+        &answers[answers.len().saturating_sub(3)..],
+    );
+    assert!(
+        segment_bytes(&cluster, a, "dropped") > 0,
+        "the dead broker's copy changed while it was down"
+    );
+    cluster.node_mut(a).restart();
+    let emptied = wait_until(SETTLE, || {
+        (segment_bytes(&cluster, a, "dropped") == 0).then_some(())
+    });
+    assert!(
+        emptied.is_some(),
+        "broker {a} kept the dropped replica's {} bytes after its restart\n{}",
+        segment_bytes(&cluster, a, "dropped"),
+        cluster.log_tails()
+    );
+    assert_records(
+        &consume(&cluster.bootstrap(), "dropped", 0, 0, 20, &[]),
+        &records,
+        0,
     );
 }
