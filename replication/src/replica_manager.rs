@@ -712,13 +712,7 @@ impl ReplicaManager {
     /// which a later image opens again (the files no image names are removed once the
     /// replay is over).
     pub fn close_topic(&self, topic: &str) {
-        let removed = self.partitions.write().remove(topic).unwrap_or_default();
-        let names: Vec<TopicPartition> = removed
-            .iter()
-            .map(|p| p.topic_partition().clone())
-            .collect();
-        self.fetchers.remove_partitions(&names);
-        for partition in removed {
+        for partition in self.unhost_topic(topic) {
             if let Err(e) = partition.close() {
                 tracing::error!(partition = %partition.topic_partition(), error = %e, "closing the partition of a deleted topic failed");
             }
@@ -728,17 +722,23 @@ impl ReplicaManager {
     /// Stops hosting `topic` and deletes its logs. Errors removing files are logged (the
     /// topic is gone from the metadata already; leftovers are removed at next start).
     pub fn delete_topic(&self, topic: &str) {
+        for partition in self.unhost_topic(topic) {
+            if let Err(e) = partition.delete() {
+                tracing::error!(partition = %partition.topic_partition(), error = %e, "deleting partition data failed");
+            }
+        }
+    }
+
+    /// Removes `topic`'s partitions from the hosted ones and from the replica fetchers;
+    /// returns them for the caller to close or delete.
+    fn unhost_topic(&self, topic: &str) -> Vec<Arc<Partition>> {
         let removed = self.partitions.write().remove(topic).unwrap_or_default();
         let names: Vec<TopicPartition> = removed
             .iter()
             .map(|p| p.topic_partition().clone())
             .collect();
         self.fetchers.remove_partitions(&names);
-        for partition in removed {
-            if let Err(e) = partition.delete() {
-                tracing::error!(partition = %partition.topic_partition(), error = %e, "deleting partition data failed");
-            }
-        }
+        removed
     }
 
     /// Stops hosting the partitions `range` of `topic` (the last ones: a CreatePartitions
