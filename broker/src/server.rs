@@ -17,6 +17,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::broker::Broker;
 use crate::cluster::lifecycle::{BrokerLifecycle, CONTROLLED_SHUTDOWN_TIMEOUT};
+use crate::cluster::metadata_follower::MetadataFollower;
 use crate::cluster::migration;
 use crate::cluster::publisher::{MetadataPublisher, RoleChangeHooks, PUBLICATION_QUEUE_MAX};
 use crate::cluster::{ClusterContext, ControllerHandle, MetadataCache};
@@ -83,6 +84,9 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         FlushPolicyArg::Os => FlushPolicy::Os,
     };
     let cluster_config = config.cluster()?;
+    if !cluster_config.roles.broker {
+        return run_controller_only(&config, &cluster_config).await;
+    }
     let node_id = config.node_id;
     let metadata = MetadataCache::new();
     let replicas = Arc::new(
@@ -105,18 +109,9 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     .with_static_configs(&config.static_broker_configs);
     let (advertised_host, advertised_port) = config.advertised();
     let voters = controller_voters(&cluster_config, node_id)?;
-    let mut quorum_config = QuorumConfig {
-        session_timeout_ms: config.broker_session_timeout_ms,
-        heartbeat_interval_ms: config.broker_heartbeat_interval_ms,
-        default_num_partitions: config.num_partitions,
-        default_replication_factor: config.default_replication_factor,
-        auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
-        leader_imbalance_check_interval_ms: config
-            .leader_imbalance_check_interval_seconds
-            .saturating_mul(1000),
-        ..QuorumConfig::default()
-    };
-    let sole_voter = voters.len() == 1;
+    let mut quorum_config = quorum_config(&config);
+    // The only voter is this node: a single node (a broker-only node never is).
+    let sole_voter = voters.len() == 1 && cluster_config.roles.controller;
     let legacy = if migration::has_legacy_metadata(&config.data_dir) {
         if !sole_voter {
             return Err(format!(
@@ -169,26 +164,37 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     );
     let (catch_up, catch_up_queue) = mpsc::channel(1);
     let publisher_task = tokio::spawn(publisher.run(publication_queue, catch_up_queue));
-    let raft_config =
-        ControllerConfig::new(u64::try_from(node_id)?, voters, config.data_dir.clone());
-    let quorum = QuorumController::start(
-        raft_config,
-        None,
-        quorum_config,
-        Arc::new(SystemClock),
-        Some(publications),
-    )
-    .await?;
-    if sole_voter {
-        // A lone voter restarting would wait out an election timeout before leading.
-        if let Err(e) = quorum.raft().raft().trigger().elect().await {
-            tracing::warn!(error = %e, "cannot trigger the election of the sole voter");
+    let client_config = ControllerClientConfig::new(u64::try_from(node_id)?);
+    // A node with the controller role runs a voter whose state machine feeds the
+    // publisher; a broker-only node pulls the metadata log from the active controller.
+    let metadata_stop = CancellationToken::new();
+    let quorum = if cluster_config.roles.controller {
+        let raft_config =
+            ControllerConfig::new(u64::try_from(node_id)?, voters, config.data_dir.clone());
+        let quorum = QuorumController::start(
+            raft_config,
+            None,
+            quorum_config,
+            Arc::new(SystemClock),
+            Some(publications),
+        )
+        .await?;
+        if sole_voter {
+            // A lone voter restarting would wait out an election timeout before leading.
+            if let Err(e) = quorum.raft().raft().trigger().elect().await {
+                tracing::warn!(error = %e, "cannot trigger the election of the sole voter");
+            }
         }
-    }
+        Some(quorum)
+    } else {
+        let fetch_client = Arc::new(ControllerClient::new(None, voters, client_config.clone()));
+        tokio::spawn(MetadataFollower::new(fetch_client, publications).run(metadata_stop.clone()));
+        None
+    };
     let client = Arc::new(ControllerClient::new(
-        Some(Arc::clone(&quorum)),
+        quorum.clone(),
         controller_voters(&cluster_config, node_id)?,
-        ControllerClientConfig::new(u64::try_from(node_id)?),
+        client_config,
     ));
     cluster.set_controller(ControllerHandle::new(Arc::clone(&client)));
     let background = TaskTracker::new();
@@ -369,11 +375,72 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     background.close();
     bounded_step("background tasks", background.wait()).await;
     bounded_step("controller client", client.shutdown()).await;
-    if let Some(Err(e)) = bounded_step("controller quorum", quorum.shutdown()).await {
-        tracing::warn!(error = %e, "the controller did not stop cleanly");
+    metadata_stop.cancel();
+    if let Some(quorum) = &quorum {
+        if let Some(Err(e)) = bounded_step("controller quorum", quorum.shutdown()).await {
+            tracing::warn!(error = %e, "the controller did not stop cleanly");
+        }
     }
     publisher_task.abort();
     tokio::task::block_in_place(|| replicas.shutdown());
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+/// The QuorumController's settings from the broker's flags.
+fn quorum_config(config: &Config) -> QuorumConfig {
+    QuorumConfig {
+        session_timeout_ms: config.broker_session_timeout_ms,
+        heartbeat_interval_ms: config.broker_heartbeat_interval_ms,
+        default_num_partitions: config.num_partitions,
+        default_replication_factor: config.default_replication_factor,
+        auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
+        leader_imbalance_check_interval_ms: config
+            .leader_imbalance_check_interval_seconds
+            .saturating_mul(1000),
+        ..QuorumConfig::default()
+    }
+}
+
+/// A controller-only node (`process.roles=controller`, KRaft's dedicated controllers):
+/// a voter of the metadata quorum on its `controller.quorum.voters` address and nothing
+/// else. It hosts no partitions, registers as no broker and opens no client listener
+/// (`--listen` is unused), as a KRaft controller serves brokers only; brokers and
+/// combined nodes reach it for registration, heartbeats, admin operations and
+/// MetadataFetch. Runs until SIGTERM or Ctrl-C.
+async fn run_controller_only(
+    config: &Config,
+    cluster: &ClusterConfig,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    if migration::has_legacy_metadata(&config.data_dir) {
+        return Err(format!(
+            "{} holds the topics of a single node (__cluster_metadata/topics.json): a              controller-only node hosts no partitions and cannot migrate them; start that              node alone with both roles first",
+            config.data_dir.display()
+        )
+        .into());
+    }
+    let node_id = u64::try_from(config.node_id)?;
+    let voters = controller_voters(cluster, config.node_id)?;
+    let raft_config = ControllerConfig::new(node_id, voters, config.data_dir.clone());
+    let quorum = QuorumController::start(
+        raft_config,
+        None,
+        quorum_config(config),
+        Arc::new(SystemClock),
+        None,
+    )
+    .await?;
+    tracing::info!(
+        node_id,
+        controller_listener = ?cluster.controller_address.as_ref().map(ToString::to_string),
+        data_dir = %config.data_dir.display(),
+        "controller ready (process.roles=controller: no client listener)"
+    );
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    if let Some(Err(e)) = bounded_step("controller quorum", quorum.shutdown()).await {
+        tracing::warn!(error = %e, "the controller did not stop cleanly");
+    }
     tracing::info!("shutdown complete");
     Ok(())
 }

@@ -32,6 +32,7 @@ use crate::controller_rpc::{
     self as rpc, ControllerAnswer, ControllerReply, ControllerRequest, CONTROLLER_RPC_API_KEY,
     CONTROLLER_RPC_API_VERSION,
 };
+use crate::metadata_fetch::{MetadataFetchReply, MetadataFetchRequest};
 use crate::net::peer::{CallError, PeerPool};
 use crate::quorum::{
     AlterConfigOp, AlterPartitionRequest, AlterPartitionResults, BrokerHeartbeatReply,
@@ -327,6 +328,22 @@ impl ControllerClient {
         };
         match self.call(request).await? {
             ControllerReply::AllocateProducerIds(block) => Ok(block),
+            other => Err(mismatch(&other)),
+        }
+    }
+
+    /// See [`QuorumController::fetch_metadata`]. A broker-only node's metadata follower
+    /// calls this on a client of its own, so its long polls never hold back a heartbeat
+    /// queued on the same connection.
+    ///
+    /// # Errors
+    /// As the QuorumController's, and `RequestTimedOut`.
+    pub async fn fetch_metadata(
+        &self,
+        request: MetadataFetchRequest,
+    ) -> Result<MetadataFetchReply, QuorumError> {
+        match self.call(ControllerRequest::FetchMetadata(request)).await? {
+            ControllerReply::FetchMetadata(reply) => Ok(reply),
             other => Err(mismatch(&other)),
         }
     }

@@ -20,6 +20,7 @@ use logbook_metadata::{BrokerId, ConfigResource, Election};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::metadata_fetch::{MetadataFetchReply, MetadataFetchRequest};
 use crate::net::frame::FrameError;
 pub use crate::net::frame::{CONTROLLER_RPC_API_KEY, CONTROLLER_RPC_API_VERSION};
 use crate::net::server::ControllerRpc;
@@ -81,6 +82,9 @@ pub enum ControllerRequest {
         /// Its broker epoch.
         broker_epoch: i64,
     },
+    /// `fetch_metadata`: a broker-only node's pull of the metadata log (KRaft brokers
+    /// Fetch `__cluster_metadata` from the active controller; `metadata_fetch`).
+    FetchMetadata(MetadataFetchRequest),
 }
 
 /// A QuorumController operation's value, one variant per [`ControllerRequest`] variant.
@@ -106,6 +110,8 @@ pub enum ControllerReply {
     AlterPartitionReassignments(ReassignmentResults),
     /// Of `AllocateProducerIds`.
     AllocateProducerIds(ProducerIdsBlock),
+    /// Of `FetchMetadata`.
+    FetchMetadata(MetadataFetchReply),
 }
 
 /// The listener's answer: the operation's result, and the answering controller's applied
@@ -170,6 +176,9 @@ pub(crate) async fn dispatch(
                 .allocate_producer_ids(broker_id, broker_epoch)
                 .await?,
         ),
+        ControllerRequest::FetchMetadata(r) => {
+            ControllerReply::FetchMetadata(controller.fetch_metadata(r).await?)
+        }
     })
 }
 

@@ -11,6 +11,7 @@ pub mod config; // ControllerConfig, voter parsing, Raft timings and network lim
 pub mod controller; // RaftController: start, write, leader watch, shutdown
 pub mod controller_rpc; // broker-to-controller requests on the controller listener
 pub mod error; // the crate's typed Error
+pub mod metadata_fetch; // MetadataFetch: broker-only nodes pull committed batches from the active controller
 pub mod metadata_state_machine; // the metadata image as the Raft state machine, and its publications
 pub mod net; // the controller listener and the pooled peer connections
 pub mod quorum; // QuorumController: the active controller's operations

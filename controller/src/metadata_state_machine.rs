@@ -10,9 +10,13 @@
 //!   the next entries instead of losing one. A publisher that went away (its receiver
 //!   dropped) is logged once and no longer waited for.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use logbook_metadata::snapshot::MetadataSnapshot;
 use logbook_metadata::{MetadataBatch, MetadataDelta, MetadataImage, RejectedBatch};
 use tokio::sync::{mpsc, watch};
+
+use crate::metadata_fetch::{MetadataTail, METADATA_TAIL_BATCHES_MAX};
 
 use crate::raft::state_machine::{StateMachine, StateMachineError};
 use crate::raft::types::Payload;
@@ -44,6 +48,8 @@ pub struct MetadataStateMachine {
     /// A snapshot's image the publisher had no room for at install (install is not async);
     /// sent, awaited, before the next entry's.
     pending: Option<MetadataPublication>,
+    /// The last committed batches, served to broker-only nodes (`metadata_fetch`).
+    tail: Arc<Mutex<MetadataTail>>,
 }
 
 impl MetadataStateMachine {
@@ -56,7 +62,23 @@ impl MetadataStateMachine {
             applied,
             publisher,
             pending: None,
+            tail: Arc::new(Mutex::new(MetadataTail::new(METADATA_TAIL_BATCHES_MAX))),
         }
+    }
+
+    /// Keeps at most `max` committed batches for MetadataFetch (default
+    /// `METADATA_TAIL_BATCHES_MAX`).
+    #[must_use]
+    pub fn with_tail_batches_max(self, max: usize) -> Self {
+        *self.tail.lock().unwrap_or_else(PoisonError::into_inner) = MetadataTail::new(max);
+        self
+    }
+
+    /// The tail of committed batches this state machine keeps (std mutex, never held
+    /// across an await).
+    #[must_use]
+    pub fn tail(&self) -> Arc<Mutex<MetadataTail>> {
+        Arc::clone(&self.tail)
     }
 
     /// A receiver of the newest applied image.
@@ -96,6 +118,11 @@ impl StateMachine for MetadataStateMachine {
             .clone()
             .map(|r| (offset, r))
             .or_else(|| self.applied.borrow().last_rejected.clone());
+        // Into the tail before the watch moves: a fetch woken by the new image finds it.
+        self.tail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(offset, batch);
         self.applied.send_replace(AppliedImage {
             image: image.clone(),
             last_rejected,
@@ -116,6 +143,10 @@ impl StateMachine for MetadataStateMachine {
         let image = MetadataSnapshot::decode(snapshot)
             .and_then(|s| s.to_image())
             .map_err(|e| StateMachineError(format!("metadata snapshot: {e}")))?;
+        self.tail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .reset(image.offset());
         self.applied.send_replace(AppliedImage {
             image: image.clone(),
             last_rejected: None,

@@ -39,6 +39,9 @@ pub struct ClusterSpec {
     pub quorum: bool,
     /// Extra flags for every node (e.g. shorter session timeouts for a test).
     pub extra_args: Vec<String>,
+    /// With a quorum: how many of the nodes (the first ones) are controller-only voters,
+    /// the others then being broker-only nodes. 0: every node has both roles.
+    pub dedicated_controllers: usize,
 }
 
 impl ClusterSpec {
@@ -49,6 +52,19 @@ impl ClusterSpec {
             nodes,
             quorum: true,
             extra_args: Vec::new(),
+            dedicated_controllers: 0,
+        }
+    }
+
+    /// `controllers` controller-only voters (node ids `1..=controllers`) and `brokers`
+    /// broker-only nodes after them, as KRaft clusters with dedicated controllers run.
+    #[must_use]
+    pub fn dedicated(controllers: usize, brokers: usize) -> ClusterSpec {
+        ClusterSpec {
+            nodes: controllers + brokers,
+            quorum: true,
+            extra_args: Vec::new(),
+            dedicated_controllers: controllers,
         }
     }
 
@@ -59,13 +75,26 @@ impl ClusterSpec {
             nodes,
             quorum: false,
             extra_args: Vec::new(),
+            dedicated_controllers: 0,
         }
     }
+}
+
+/// What a node of a [`Cluster`] runs (`--process-roles`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeRole {
+    /// `broker,controller` (the default).
+    Combined,
+    /// `controller`: a voter with no client listener.
+    Controller,
+    /// `broker`: no voter; pulls the metadata log from the controllers.
+    Broker,
 }
 
 /// One `logbook` process of a [`Cluster`].
 pub struct ClusterNode {
     node_id: i32,
+    role: NodeRole,
     port: u16,
     controller_port: u16,
     data_dir: PathBuf,
@@ -104,6 +133,12 @@ impl ClusterNode {
     #[must_use]
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// What the node runs.
+    #[must_use]
+    pub fn role(&self) -> NodeRole {
+        self.role
     }
 
     /// The process id while it runs (also while paused).
@@ -182,11 +217,17 @@ impl ClusterNode {
         self.wait_until_accepting();
     }
 
+    /// Waits until the node's client port accepts connections, or for a controller-only
+    /// node (which has none) its controller port.
     fn wait_until_accepting(&mut self) {
         let timeout = startup_timeout();
         let deadline = Instant::now() + timeout;
+        let addr = match self.role {
+            NodeRole::Controller => SocketAddr::from(([127, 0, 0, 1], self.controller_port)),
+            NodeRole::Combined | NodeRole::Broker => self.addr(),
+        };
         loop {
-            if TcpStream::connect_timeout(&self.addr(), Duration::from_millis(200)).is_ok() {
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
                 return;
             }
             let child = self.child.as_mut().expect("node spawned");
@@ -304,9 +345,14 @@ impl Cluster {
             .map(|i| i32::try_from(i).expect("a small node count"))
             .collect();
         let ports: Vec<(u16, u16)> = ids.iter().map(|_| (low_port(), low_port())).collect();
+        let is_voter = |id: i32| {
+            spec.dedicated_controllers == 0
+                || usize::try_from(id).is_ok_and(|i| i <= spec.dedicated_controllers)
+        };
         let voters = ids
             .iter()
             .zip(&ports)
+            .filter(|(id, _)| is_voter(**id))
             .map(|(id, (_, controller))| format!("{id}@127.0.0.1:{controller}"))
             .collect::<Vec<_>>()
             .join(",");
@@ -325,12 +371,29 @@ impl Cluster {
                     "--node-id".to_owned(),
                     node_id.to_string(),
                 ];
+                let role = if spec.dedicated_controllers == 0 {
+                    NodeRole::Combined
+                } else if is_voter(node_id) {
+                    NodeRole::Controller
+                } else {
+                    NodeRole::Broker
+                };
                 if spec.quorum {
                     args.extend(["--controller-quorum-voters".to_owned(), voters.clone()]);
+                }
+                match role {
+                    NodeRole::Combined => {}
+                    NodeRole::Controller => {
+                        args.extend(["--process-roles".to_owned(), "controller".to_owned()]);
+                    }
+                    NodeRole::Broker => {
+                        args.extend(["--process-roles".to_owned(), "broker".to_owned()]);
+                    }
                 }
                 args.extend(spec.extra_args.iter().cloned());
                 ClusterNode {
                     node_id,
+                    role,
                     port,
                     controller_port,
                     data_dir,
@@ -389,11 +452,12 @@ impl Cluster {
         &self.voters
     }
 
-    /// Every node's client address, comma-separated, for `bootstrap.servers`.
+    /// Every broker's client address, comma-separated, for `bootstrap.servers`.
     #[must_use]
     pub fn bootstrap(&self) -> String {
         self.nodes
             .iter()
+            .filter(|n| n.role != NodeRole::Controller)
             .map(ClusterNode::bootstrap)
             .collect::<Vec<_>>()
             .join(",")

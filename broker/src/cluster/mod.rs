@@ -9,6 +9,7 @@
 
 pub mod lifecycle;
 pub mod metadata_cache;
+pub mod metadata_follower;
 pub mod migration;
 pub mod partition_leaders;
 pub mod publisher;

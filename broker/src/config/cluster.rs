@@ -269,25 +269,6 @@ impl ClusterConfig {
     pub fn is_single_node(&self) -> bool {
         self.voters.is_empty()
     }
-
-    /// Refuses a configuration this build cannot run yet: a node with only one of the two
-    /// roles. Combined nodes (`broker,controller`, KRaft's choice for small clusters) form
-    /// a cluster; a broker-only node would need to pull the metadata log from the
-    /// controllers, and a controller-only node to serve no clients, which are not built.
-    ///
-    /// # Errors
-    /// A message naming the roles and what to use instead.
-    pub fn supported_by_this_build(&self) -> Result<(), String> {
-        if self.roles == ProcessRoles::COMBINED {
-            return Ok(());
-        }
-        Err(format!(
-            "process.roles={} on node {}: only combined nodes (process.roles=broker,controller) are \
-             available in this build; broker-only and controller-only nodes are not built yet \
-             (issue 11). Give every node both roles.",
-            self.roles, self.node_id
-        ))
-    }
 }
 
 #[cfg(test)]

@@ -32,6 +32,10 @@ use tokio::sync::{mpsc, watch, Mutex, MutexGuard};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::metadata_fetch::{
+    MetadataFetchReply, MetadataFetchRequest, MetadataTail, METADATA_FETCH_WAIT_MAX_MS,
+    METADATA_TAIL_BATCHES_MAX,
+};
 use crate::metadata_state_machine::{AppliedImage, MetadataPublication, MetadataStateMachine};
 use crate::{ControllerConfig, Payload, RaftController};
 
@@ -78,6 +82,9 @@ pub struct QuorumConfig {
     /// of a single node's metadata files (plan §2.4), which carries its own cluster id
     /// and features, as one atomic entry.
     pub bootstrap_batch: Option<Vec<MetadataRecord>>,
+    /// Committed batches kept for MetadataFetch; a broker-only node further behind gets the
+    /// whole image (`metadata_fetch`).
+    pub metadata_tail_batches_max: usize,
 }
 
 impl Default for QuorumConfig {
@@ -93,6 +100,7 @@ impl Default for QuorumConfig {
             cluster_id: None,
             bootstrap_features: vec![("metadata.version".to_string(), 21)],
             bootstrap_batch: None,
+            metadata_tail_batches_max: METADATA_TAIL_BATCHES_MAX,
         }
     }
 }
@@ -110,6 +118,8 @@ struct ActiveState {
 pub struct QuorumController {
     raft: RaftController,
     applied: watch::Receiver<AppliedImage>,
+    /// The state machine's last committed batches, for MetadataFetch.
+    tail: Arc<std::sync::Mutex<MetadataTail>>,
     config: QuorumConfig,
     clock: Arc<dyn Clock>,
     active: Mutex<ActiveState>,
@@ -132,8 +142,10 @@ impl QuorumController {
         clock: Arc<dyn Clock>,
         publisher: Option<mpsc::Sender<MetadataPublication>>,
     ) -> Result<Arc<Self>, crate::Error> {
-        let state_machine = MetadataStateMachine::new(publisher);
+        let state_machine = MetadataStateMachine::new(publisher)
+            .with_tail_batches_max(config.metadata_tail_batches_max);
         let applied = state_machine.subscribe();
+        let tail = state_machine.tail();
         let raft = match listener {
             Some(listener) => {
                 RaftController::start_with_listener(raft_config, listener, state_machine).await?
@@ -143,6 +155,7 @@ impl QuorumController {
         let controller = Arc::new(QuorumController {
             raft,
             applied,
+            tail,
             config,
             clock,
             active: Mutex::new(ActiveState::default()),
@@ -188,6 +201,40 @@ impl QuorumController {
     /// look at deadlines and heartbeat connections).
     pub async fn session(&self, broker_id: logbook_metadata::BrokerId) -> Option<BrokerSession> {
         self.active.lock().await.sessions.get(broker_id)
+    }
+
+    /// MetadataFetch (see `metadata_fetch`): the committed batches after
+    /// `request.after_offset`, waiting up to `max_wait_ms` for one when there is none yet,
+    /// or the whole image when the tail no longer holds them. Takes no operation lock, so a
+    /// waiting fetch holds back no other request.
+    ///
+    /// # Errors
+    /// `NotController` (with the leader this voter knows) unless this node leads.
+    pub async fn fetch_metadata(
+        &self,
+        request: MetadataFetchRequest,
+    ) -> Result<MetadataFetchReply, QuorumError> {
+        let leader = self.raft.leader();
+        if leader != Some(self.raft.node_id()) {
+            return Err(QuorumError::NotController { leader_id: leader });
+        }
+        let wait = Duration::from_millis(request.max_wait_ms.min(METADATA_FETCH_WAIT_MAX_MS));
+        let mut applied = self.applied.clone();
+        // The broker may know more than this new leader has applied yet: it waits too.
+        let newer = applied.wait_for(|a| a.image.offset() > request.after_offset);
+        // Timing out is an empty answer, as a Fetch's max wait is.
+        let _ = tokio::time::timeout(wait, newer).await;
+        let batches = self
+            .tail
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .read_after(request.after_offset, request.max_batches);
+        Ok(match batches {
+            Some(batches) => MetadataFetchReply::Batches(batches),
+            None => MetadataFetchReply::Snapshot(logbook_metadata::snapshot::MetadataSnapshot::of(
+                &self.image(),
+            )),
+        })
     }
 
     /// Stops the session check and the Raft node.

@@ -67,13 +67,22 @@ async fn start_voters(
 
 /// One voter on `dir`, leading.
 async fn start_single(dir: &Path, clock: &Arc<ManualClock>) -> Arc<QuorumController> {
+    start_single_with(dir, clock, quorum_config()).await
+}
+
+/// One voter on `dir` with `quorum` settings, leading.
+async fn start_single_with(
+    dir: &Path,
+    clock: &Arc<ManualClock>,
+    quorum: QuorumConfig,
+) -> Arc<QuorumController> {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let voters = BTreeMap::from([(1, ControllerNode::new("127.0.0.1", port))]);
     let mut config = ControllerConfig::new(1, voters, dir.to_path_buf());
     config.timings = timings();
     let clock: Arc<dyn Clock> = clock.clone();
-    let qc = QuorumController::start(config, Some(listener), quorum_config(), clock, None)
+    let qc = QuorumController::start(config, Some(listener), quorum, clock, None)
         .await
         .expect("start");
     let leader = qc.raft().wait_for_leader(WAIT).await.expect("leader");
@@ -702,6 +711,78 @@ async fn a_new_leader_continues_where_the_old_one_stopped() {
 }
 
 // The cluster id is 22 characters of URL-safe base64, as Kafka's.
+// MetadataFetch, as a broker-only node uses it: a fetch from before what the tail holds
+// gets the whole image; a fetch from the newest offset waits for the next commit and gets
+// exactly the batches after it; folding them onto the image gives the controller's image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_fetch_serves_the_image_then_the_batches_after_it() {
+    use crate::metadata_fetch::{MetadataFetchReply, MetadataFetchRequest};
+    use logbook_metadata::snapshot::MetadataSnapshot;
+
+    let dir = TempDir::new().expect("tempdir");
+    let clock = Arc::new(ManualClock::default());
+    let config = QuorumConfig {
+        metadata_tail_batches_max: 2,
+        ..quorum_config()
+    };
+    let qc = start_single_with(dir.path(), &clock, config).await;
+    register_unfenced(&qc, 1).await;
+    create(&qc, topic("first", 2, 1)).await.expect("create");
+    let fetch = |after_offset, max_wait_ms| MetadataFetchRequest {
+        after_offset,
+        max_wait_ms,
+        max_batches: 100,
+    };
+
+    // The bootstrap, registration, unfencing and creation are more than two batches.
+    let reply = qc.fetch_metadata(fetch(-1, 0)).await.expect("fetch");
+    let MetadataFetchReply::Snapshot(snapshot) = reply else {
+        panic!("expected the image, got {reply:?}");
+    };
+    assert_eq!(snapshot, MetadataSnapshot::of(&qc.image()));
+    let mut image = snapshot.to_image().expect("image");
+
+    // Nothing newer: an empty answer after the wait.
+    let started = std::time::Instant::now();
+    let reply = qc
+        .fetch_metadata(fetch(image.offset(), 200))
+        .await
+        .expect("fetch");
+    assert_eq!(reply, MetadataFetchReply::Batches(Vec::new()));
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A waiting fetch is answered by the next commit with the batch after its offset.
+    let waiting = {
+        let qc = Arc::clone(&qc);
+        let after = image.offset();
+        tokio::spawn(async move { qc.fetch_metadata(fetch(after, 10_000)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    create(&qc, topic("second", 1, 1)).await.expect("create");
+    let reply = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("answered at the commit, not at the wait's end")
+        .expect("task")
+        .expect("fetch");
+    let MetadataFetchReply::Batches(batches) = reply else {
+        panic!("expected batches, got {reply:?}");
+    };
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    for (offset, batch) in &batches {
+        assert!(*offset > image.offset());
+        image = image.apply(*offset, batch).0;
+    }
+    assert_eq!(
+        MetadataSnapshot::of(&image),
+        MetadataSnapshot::of(&qc.image())
+    );
+    assert!(image.topic("second").is_some());
+}
+
 #[test]
 fn cluster_id_is_kafka_shaped() {
     assert_eq!(new_cluster_id(Uuid::nil()), "AAAAAAAAAAAAAAAAAAAAAA");

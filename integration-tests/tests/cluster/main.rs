@@ -15,6 +15,7 @@ mod leadership;
 mod metadata;
 mod reassignment;
 mod replication;
+mod roles;
 
 /// Held for a whole test: one cluster at a time.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {

@@ -390,7 +390,7 @@ fn a_returning_broker_drops_the_log_of_a_topic_deleted_while_it_was_down() {
     let next = [Record::new(0, "k10", "new 10")];
     let reports = produce_all(&p, "stale", &next);
     assert_eq!(
-        reports.iter().map(|d| d.result.clone()).collect::<Vec<_>>(),
+        reports.iter().map(|d| d.result).collect::<Vec<_>>(),
         vec![Ok((0, 10))],
         "the next record follows the new topic's ten"
     );

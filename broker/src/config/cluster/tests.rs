@@ -127,25 +127,20 @@ fn roles_voters_and_node_id_agree() {
     assert!(e.contains("needs controller.quorum.voters"), "{e}");
 }
 
-// No voters is a single node, as before clustering; a quorum of combined nodes is
-// accepted; a node with one role only is refused by this build, naming its roles.
+// No voters is a single node, as before clustering; a quorum of combined nodes, a
+// broker of a remote quorum and a controller-only voter are accepted.
 #[test]
-fn single_node_quorum_and_refusal() {
+fn single_node_quorum_and_split_roles() {
     let c = cluster(1, "broker,controller", "").expect("default");
     assert!(c.is_single_node());
     assert_eq!(c.controller_address, None);
-    assert_eq!(c.supported_by_this_build(), Ok(()));
 
     let alone = cluster(7, "broker,controller", "7@127.0.0.1:9093").expect("one voter");
-    assert_eq!(alone.supported_by_this_build(), Ok(()));
+    assert!(!alone.is_single_node());
 
-    let c =
-        cluster(1, "broker,controller", "1@127.0.0.1:9093,2@127.0.0.1:9094").expect("two voters");
-    assert_eq!(c.supported_by_this_build(), Ok(()));
+    cluster(1, "broker,controller", "1@127.0.0.1:9093,2@127.0.0.1:9094").expect("two voters");
     let c = cluster(3, "broker", "1@127.0.0.1:9093").expect("broker of a remote quorum");
-    let e = c
-        .supported_by_this_build()
-        .expect_err("broker-only refused");
-    assert!(e.contains("process.roles=broker on node 3"), "{e}");
-    assert!(e.contains("only combined nodes"), "{e}");
+    assert_eq!(c.controller_address, None);
+    let c = cluster(1, "controller", "1@127.0.0.1:9093").expect("controller-only voter");
+    assert_eq!(c.controller_address.map(|v| v.port), Some(9093));
 }
