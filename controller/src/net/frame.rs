@@ -18,7 +18,7 @@ pub enum RaftApiKey {
 }
 
 impl RaftApiKey {
-    /// The key on the wire. 32003 is kept for MetadataFetch (plan §2.3).
+    /// The key on the wire (32003 is unused: MetadataFetch went onto the controller RPC).
     #[must_use]
     pub fn code(self) -> i16 {
         match self {
@@ -41,7 +41,7 @@ impl RaftApiKey {
 }
 
 /// The private api key of controller RPC, a broker's requests to the active controller
-/// (`controller_rpc`); 32003 is kept for MetadataFetch.
+/// (`controller_rpc`), MetadataFetch included.
 pub const CONTROLLER_RPC_API_KEY: i16 = 32004;
 
 /// Version of the controller RPC bodies' JSON layout; bumped on an incompatible change.
