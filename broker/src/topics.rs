@@ -605,16 +605,42 @@ impl Topics {
     /// # Errors
     /// The first reason the topic cannot be created.
     pub fn validate_new(&self, new: &NewTopic<'_>) -> Result<(), TopicError> {
+        self.validate_assigned(new, &[])
+    }
+
+    /// [`Topics::validate_new`] for a topic with a manual replica assignment (partition
+    /// `i`'s replicas): the controller checks the brokers it names, in a validate-only
+    /// CreateTopics too, so a bad assignment is refused as a real creation would be.
+    ///
+    /// # Errors
+    /// As [`Topics::validate_new`]; the controller's `InvalidReplicaAssignment`.
+    pub fn validate_assigned(
+        &self,
+        new: &NewTopic<'_>,
+        assignment: &[Vec<i32>],
+    ) -> Result<(), TopicError> {
+        self.validate_client_topic(new, !assignment.is_empty())?;
+        match &self.cluster {
+            Some(cluster) if !assignment.is_empty() => {
+                controller::validate_assignment(cluster, new, assignment)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The broker's own checks of a client's topic (the controller's come with the write).
+    fn validate_client_topic(&self, new: &NewTopic<'_>, assigned: bool) -> Result<(), TopicError> {
         if is_internal(new.name) {
             return Err(TopicError::Internal(new.name.to_string()));
         }
-        self.validate_shape(new)?;
+        self.validate_shape(new, assigned)?;
         self.check_partition_budget(u64::try_from(new.partitions).unwrap_or(0))
     }
 
     /// The checks every creation shares, internal or not: name, existence, partition
-    /// count and replication factor.
-    fn validate_shape(&self, new: &NewTopic<'_>) -> Result<(), TopicError> {
+    /// count and replication factor (the last left to the controller for a manual
+    /// assignment, which may name registered brokers that are fenced now, as Kafka allows).
+    fn validate_shape(&self, new: &NewTopic<'_>, assigned: bool) -> Result<(), TopicError> {
         validate_topic_name(new.name)?;
         if self.by_name.read().contains_key(new.name) {
             return Err(TopicError::AlreadyExists(new.name.to_string()));
@@ -628,6 +654,9 @@ impl Topics {
             .map_or(1, |c| c.metadata.image().unfenced_brokers().count());
         if self.cluster.is_some() && new.replication_factor > 0 && is_internal(new.name) {
             // Internal topics are capped by the live brokers at creation (plan §3.5).
+            return Ok(());
+        }
+        if self.cluster.is_some() && assigned && new.replication_factor > 0 {
             return Ok(());
         }
         if new.replication_factor <= 0
@@ -648,9 +677,23 @@ impl Topics {
     /// Validation errors (`Internal` for an internal topic's name), the partition limit,
     /// or I/O while creating logs or writing the registry.
     pub fn create(&self, new: NewTopic<'_>) -> Result<Arc<Topic>, TopicError> {
+        self.create_assigned(new, &[])
+    }
+
+    /// [`Topics::create`] with a manual replica assignment (`kafka-topics.sh
+    /// --replica-assignment`): partition `i`'s replicas, preferred leader first; empty lets
+    /// the controller place them.
+    ///
+    /// # Errors
+    /// As [`Topics::create`]; the controller's `InvalidReplicaAssignment`.
+    pub fn create_assigned(
+        &self,
+        new: NewTopic<'_>,
+        assignment: &[Vec<i32>],
+    ) -> Result<Arc<Topic>, TopicError> {
         let _admin = self.admin.lock();
-        self.validate_new(&new)?;
-        self.create_validated(new)
+        self.validate_client_topic(&new, !assignment.is_empty())?;
+        self.create_validated(new, assignment)
     }
 
     /// Creates an internal topic on behalf of its coordinator, which chose its partition
@@ -663,15 +706,19 @@ impl Topics {
         if !is_internal(new.name) {
             return Err(TopicError::Internal(new.name.to_string()));
         }
-        self.validate_shape(&new)?;
+        self.validate_shape(&new, false)?;
         self.check_partition_budget(u64::try_from(new.partitions).unwrap_or(0))?;
-        self.create_validated(new)
+        self.create_validated(new, &[])
     }
 
     /// Creation after validation, with the admin lock held.
-    fn create_validated(&self, new: NewTopic<'_>) -> Result<Arc<Topic>, TopicError> {
+    fn create_validated(
+        &self,
+        new: NewTopic<'_>,
+        assignment: &[Vec<i32>],
+    ) -> Result<Arc<Topic>, TopicError> {
         if let Some(cluster) = &self.cluster {
-            return self.create_through_controller(cluster, new);
+            return self.create_through_controller(cluster, new, assignment);
         }
         let topic = self.open_topic(new.name, Uuid::new_v4(), new.partitions, new.config)?;
         // The new partition directories must survive a crash before the registry names

@@ -198,6 +198,7 @@ async fn changes_are_batched_committed_and_refused_as_the_controller_decides() {
                 replication_factor: 3,
                 cap_replication_factor: false,
                 configs: Vec::new(),
+                assignment: Vec::new(),
             }],
             false,
         )

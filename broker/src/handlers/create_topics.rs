@@ -16,6 +16,9 @@ use crate::topics::{NewTopic, TopicError};
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 7 };
 
+/// Creates (or only validates) one topic of the request. A manual assignment goes to the
+/// controller as it is, which checks its brokers (registered, at least one active per
+/// partition) as Kafka's does.
 fn create_one(
     broker: &Broker,
     t: &CreatableTopic,
@@ -58,17 +61,20 @@ fn create_one(
                     "all partitions need the same replica count".into(),
                 ));
             }
-            if a.broker_ids.iter().any(|b| b.0 != broker.node_id()) {
-                return Err(TopicError::InvalidReplicaAssignment(
-                    "unknown broker id".into(),
-                ));
-            }
         }
         (
             i32::try_from(t.assignments.len()).unwrap_or(i32::MAX),
             i16::try_from(factor).unwrap_or(i16::MAX),
         )
     };
+    let mut by_index: Vec<
+        &kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment,
+    > = t.assignments.iter().collect();
+    by_index.sort_by_key(|a| a.partition_index);
+    let assignment: Vec<Vec<i32>> = by_index
+        .iter()
+        .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+        .collect();
     let new = NewTopic {
         name: t.name.as_str(),
         partitions,
@@ -76,7 +82,7 @@ fn create_one(
         config,
     };
     if validate_only {
-        broker.topics.validate_new(&new)?;
+        broker.topics.validate_assigned(&new, &assignment)?;
         return Ok((
             uuid::Uuid::nil(),
             partitions,
@@ -84,7 +90,7 @@ fn create_one(
             new.config,
         ));
     }
-    let topic = tokio::task::block_in_place(|| broker.topics.create(new))?;
+    let topic = tokio::task::block_in_place(|| broker.topics.create_assigned(new, &assignment))?;
     Ok((
         topic.id,
         partitions,

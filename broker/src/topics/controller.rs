@@ -159,6 +159,7 @@ impl Topics {
         &self,
         cluster: &ClusterContext,
         new: NewTopic<'_>,
+        assignment: &[Vec<i32>],
     ) -> Result<Arc<Topic>, TopicError> {
         self.check_partition_dirs(new.name, 0..new.partitions)?;
         let internal = is_internal(new.name);
@@ -171,18 +172,7 @@ impl Topics {
             }
             _ => new.replication_factor,
         };
-        let topic = CreatableTopic {
-            name: new.name.to_string(),
-            num_partitions: new.partitions,
-            replication_factor,
-            cap_replication_factor: internal,
-            configs: new
-                .config
-                .overrides()
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        };
+        let topic = creatable(&new, replication_factor, internal, assignment);
         let results = cluster
             .block_on(
                 cluster
@@ -204,6 +194,51 @@ impl Topics {
             Some((_, Err(e))) => Err(from_quorum(e)),
             None => Err(TopicError::MetadataTimeout),
         }
+    }
+}
+
+/// The controller's form of a creation.
+fn creatable(
+    new: &NewTopic<'_>,
+    replication_factor: i16,
+    internal: bool,
+    assignment: &[Vec<i32>],
+) -> CreatableTopic {
+    CreatableTopic {
+        name: new.name.to_string(),
+        num_partitions: new.partitions,
+        replication_factor,
+        cap_replication_factor: internal,
+        configs: new
+            .config
+            .overrides()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        assignment: assignment.to_vec(),
+    }
+}
+
+/// A validate-only creation through the controller, which checks a manual assignment's
+/// brokers against its image.
+pub(super) fn validate_assignment(
+    cluster: &ClusterContext,
+    new: &NewTopic<'_>,
+    assignment: &[Vec<i32>],
+) -> Result<(), TopicError> {
+    let topic = creatable(new, new.replication_factor, false, assignment);
+    let results = cluster
+        .block_on(
+            cluster
+                .controller()
+                .map_err(from_quorum)?
+                .create_topics(vec![topic], true),
+        )
+        .ok_or(TopicError::MetadataTimeout)?
+        .map_err(from_quorum)?;
+    match results.into_iter().next() {
+        Some((_, result)) => result.map(drop).map_err(from_quorum),
+        None => Err(TopicError::MetadataTimeout),
     }
 }
 

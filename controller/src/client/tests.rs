@@ -178,6 +178,7 @@ async fn clients_on_a_follower_and_a_broker_only_node_reach_the_leader() {
                 replication_factor: 3,
                 cap_replication_factor: false,
                 configs: vec![("cleanup.policy".to_string(), "compact".to_string())],
+                assignment: Vec::new(),
             }],
             false,
         )
@@ -198,6 +199,7 @@ async fn clients_on_a_follower_and_a_broker_only_node_reach_the_leader() {
                 replication_factor: 1,
                 cap_replication_factor: false,
                 configs: Vec::new(),
+                assignment: Vec::new(),
             }],
             false,
         )

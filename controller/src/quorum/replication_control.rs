@@ -31,6 +31,11 @@ pub struct CreatableTopic {
     pub cap_replication_factor: bool,
     /// Config overrides (validated by the broker).
     pub configs: Vec<(String, String)>,
+    /// A manual assignment (`kafka-topics.sh --replica-assignment`): partition `i`'s
+    /// replicas, preferred leader first. Empty: the controller places the replicas, and
+    /// `num_partitions` / `replication_factor` apply.
+    #[serde(default)]
+    pub assignment: Vec<Vec<BrokerId>>,
 }
 
 /// A topic created.
@@ -134,24 +139,35 @@ impl QuorumController {
                             let active = i16::try_from(usable.len()).unwrap_or(i16::MAX).max(1);
                             rf = rf.min(active);
                         }
-                        // Leaders of consecutive topics start on consecutive brokers.
-                        let start = PlacementStart::fixed(image.topics().count() + created);
-                        placement::assign(partitions, rf, &usable, 0, start)
-                            .map_err(QuorumError::from)
-                            .map(|assignment| {
-                                created += 1;
-                                records.extend(new_topic_records(
-                                    &topic.name,
-                                    *id,
-                                    &assignment,
-                                    &topic.configs,
-                                ));
-                                CreatedTopic {
-                                    topic_id: *id,
-                                    num_partitions: partitions,
-                                    replication_factor: rf,
-                                }
-                            })
+                        let placed = if topic.assignment.is_empty() {
+                            // Leaders of consecutive topics start on consecutive brokers.
+                            let start = PlacementStart::fixed(image.topics().count() + created);
+                            placement::assign(partitions, rf, &usable, 0, start)
+                                .map_err(QuorumError::from)
+                                .map(|a| (a, Vec::new()))
+                        } else {
+                            manual_assignment(image, &topic.assignment)
+                                .map(|isrs| (topic.assignment.clone(), isrs))
+                        };
+                        placed.map(|(assignment, isrs)| {
+                            created += 1;
+                            let partitions = i32::try_from(assignment.len()).unwrap_or(i32::MAX);
+                            let rf = assignment
+                                .first()
+                                .map_or(0, |r| i16::try_from(r.len()).unwrap_or(i16::MAX));
+                            records.extend(new_topic_records(
+                                &topic.name,
+                                *id,
+                                &assignment,
+                                &topic.configs,
+                            ));
+                            restrict_isrs(&mut records, &isrs);
+                            CreatedTopic {
+                                topic_id: *id,
+                                num_partitions: partitions,
+                                replication_factor: rf,
+                            }
+                        })
                     };
                     results.push((topic.name.clone(), result));
                 }
@@ -466,6 +482,74 @@ fn reassign_one(
 
 /// The records of a new topic: the topic, its partitions (leader = first replica, all in
 /// sync), its configs.
+/// Checks a manual assignment as Kafka's controller does (`validateManualPartitionAssignment`):
+/// every partition names the same number of replicas, at least one, none twice, each a
+/// registered broker. Returns each partition's ISR, its replicas that are active
+/// now (Kafka's rule too: a fenced or stopping broker starts outside the ISR, and the
+/// first active replica leads); a partition with no active replica is refused with
+/// INVALID_REPLICATION_FACTOR, as Kafka refuses it.
+fn manual_assignment(
+    image: &logbook_metadata::MetadataImage,
+    assignment: &[Vec<BrokerId>],
+) -> Result<Vec<Vec<BrokerId>>, QuorumError> {
+    let invalid = |m: String| Err(QuorumError::InvalidReplicaAssignment(m));
+    let factor = assignment.first().map_or(0, Vec::len);
+    let mut isrs = Vec::with_capacity(assignment.len());
+    for (partition, replicas) in assignment.iter().enumerate() {
+        if replicas.is_empty() {
+            return invalid(format!("partition {partition} has an empty replica list"));
+        }
+        if replicas.len() != factor {
+            return invalid(format!(
+                "partition {partition} has {} replicas, but the partitions before it have {factor}",
+                replicas.len()
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(dup) = replicas.iter().find(|b| !seen.insert(**b)) {
+            return invalid(format!(
+                "partition {partition} names broker {dup} more than once"
+            ));
+        }
+        if let Some(unknown) = replicas.iter().find(|b| image.broker(**b).is_none()) {
+            return invalid(format!(
+                "partition {partition} names broker {unknown}, but no such broker is registered"
+            ));
+        }
+        let isr: Vec<BrokerId> = replicas
+            .iter()
+            .copied()
+            .filter(|b| image.broker(*b).is_some_and(|r| r.is_active()))
+            .collect();
+        if isr.is_empty() {
+            // Kafka answers INVALID_REPLICATION_FACTOR here, as its placer does when no
+            // broker is usable.
+            return Err(QuorumError::InvalidReplicationFactor {
+                replication_factor: i16::try_from(factor).unwrap_or(i16::MAX),
+                usable_brokers: 0,
+            });
+        }
+        isrs.push(isr);
+    }
+    Ok(isrs)
+}
+
+/// Narrows the new partitions' ISRs to `isrs` (when given) and makes the first ISR member
+/// the leader.
+fn restrict_isrs(records: &mut [MetadataRecord], isrs: &[Vec<BrokerId>]) {
+    if isrs.is_empty() {
+        return;
+    }
+    let partitions = records.iter_mut().filter_map(|r| match r {
+        MetadataRecord::Partition(p) => Some(p),
+        _ => None,
+    });
+    for (record, isr) in partitions.zip(isrs) {
+        record.leader = isr.first().copied().unwrap_or(NO_LEADER);
+        record.isr = isr.clone();
+    }
+}
+
 fn new_topic_records(
     name: &str,
     topic_id: Uuid,

@@ -131,6 +131,7 @@ fn topic(name: &str, partitions: i32, rf: i16) -> CreatableTopic {
         replication_factor: rf,
         cap_replication_factor: false,
         configs: Vec::new(),
+        assignment: Vec::new(),
     }
 }
 

@@ -120,3 +120,132 @@ fn three_voters_form_a_cluster_and_place_replicas() {
         "{results:?}"
     );
 }
+
+/// (partition, leader, replicas in order, isr sorted) of each partition.
+type Assigned = Vec<(i32, i32, Vec<i32>, Vec<i32>)>;
+
+/// The [`Assigned`] view of `topic` as `bootstrap` answers.
+fn assigned(bootstrap: &str, topic: &str) -> Option<Assigned> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .ok()?;
+    let metadata = consumer
+        .fetch_metadata(Some(topic), Duration::from_secs(5))
+        .ok()?;
+    let t = metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic && t.error().is_none())?;
+    let mut partitions: Vec<_> = t
+        .partitions()
+        .iter()
+        .map(|p| {
+            let mut isr = p.isr().to_vec();
+            isr.sort_unstable();
+            (p.id(), p.leader(), p.replicas().to_vec(), isr)
+        })
+        .collect();
+    partitions.sort();
+    Some(partitions)
+}
+
+// `kafka-topics.sh --replica-assignment` (CreateTopics with assignments): the replicas are
+// placed exactly as given, in order, the first one leading; an assignment naming an
+// unregistered broker, a broker twice, or partitions of different sizes is refused with
+// INVALID_REPLICA_ASSIGNMENT (validate-only too) and creates nothing; with a broker down,
+// an assignment naming it starts without it in the ISR and led by the next replica, and
+// one naming only down brokers is refused with INVALID_REPLICATION_FACTOR, as Kafka does.
+#[test]
+fn create_topics_places_a_manual_assignment() {
+    use rdkafka::types::RDKafkaErrorCode;
+
+    let _serial = crate::serial();
+    let mut cluster = Cluster::start(&ClusterSpec::quorum(3));
+    let bootstrap = cluster.bootstrap();
+    let listed = wait_until(TIMEOUT, || {
+        shown(&bootstrap, None).filter(|(b, _)| b.len() == 3)
+    });
+    assert!(listed.is_some(), "{}", cluster.log_tails());
+
+    let layout: [&[i32]; 3] = [&[3, 1], &[2, 3], &[1, 2]];
+    let topic = NewTopic::new("manual", 3, TopicReplication::Variable(&layout));
+    let results = create_topics(&bootstrap, &[topic], &admin_options());
+    assert_eq!(
+        results,
+        vec![Ok("manual".to_owned())],
+        "{}",
+        cluster.log_tails()
+    );
+    for node in cluster.nodes() {
+        let seen = wait_until(TIMEOUT, || {
+            assigned(&node.bootstrap(), "manual").filter(|p| p.len() == 3)
+        });
+        assert_eq!(
+            seen,
+            Some(vec![
+                (0, 3, vec![3, 1], vec![1, 3]),
+                (1, 2, vec![2, 3], vec![2, 3]),
+                (2, 1, vec![1, 2], vec![1, 2]),
+            ]),
+            "node {}",
+            node.node_id()
+        );
+    }
+
+    let refused = |name: &'static str, layout: &[&[i32]], validate_only: bool| {
+        let count = i32::try_from(layout.len()).expect("few partitions");
+        let topic = NewTopic::new(name, count, TopicReplication::Variable(layout));
+        let options = admin_options().validate_only(validate_only);
+        create_topics(&bootstrap, &[topic], &options)
+    };
+    for (name, layout) in [
+        ("unknown-broker", &[&[1, 9][..], &[2, 3][..]][..]),
+        ("twice", &[&[2, 2][..]][..]),
+        ("uneven", &[&[1, 2][..], &[3][..]][..]),
+    ] {
+        for validate_only in [true, false] {
+            assert_eq!(
+                refused(name, layout, validate_only),
+                vec![Err((
+                    name.to_owned(),
+                    RDKafkaErrorCode::InvalidReplicaAssignment
+                ))],
+                "{name}, validate_only {validate_only}"
+            );
+        }
+        assert_eq!(assigned(&bootstrap, name), None, "{name} was not created");
+    }
+
+    // Broker 3 down (fenced): it starts outside the ISR, the next replica leads.
+    cluster.node_mut(3).kill();
+    let survivors = format!(
+        "{},{}",
+        cluster.node(1).bootstrap(),
+        cluster.node(2).bootstrap()
+    );
+    let fenced = wait_until(TIMEOUT, || {
+        shown(&survivors, None).filter(|(b, _)| b == &vec![1, 2])
+    });
+    assert!(fenced.is_some(), "broker 3 never left the broker list");
+    let layout: [&[i32]; 1] = [&[3, 1]];
+    let topic = NewTopic::new("without-3", 1, TopicReplication::Variable(&layout));
+    assert_eq!(
+        create_topics(&survivors, &[topic], &admin_options()),
+        vec![Ok("without-3".to_owned())]
+    );
+    let seen = wait_until(TIMEOUT, || {
+        assigned(&survivors, "without-3").filter(|p| p.len() == 1)
+    });
+    assert_eq!(seen, Some(vec![(0, 1, vec![3, 1], vec![1])]));
+    let layout: [&[i32]; 1] = [&[3]];
+    let topic = NewTopic::new("only-3", 1, TopicReplication::Variable(&layout));
+    assert_eq!(
+        create_topics(&survivors, &[topic], &admin_options()),
+        vec![Err((
+            "only-3".to_owned(),
+            RDKafkaErrorCode::InvalidReplicationFactor
+        ))]
+    );
+}

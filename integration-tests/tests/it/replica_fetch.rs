@@ -195,7 +195,7 @@ fn replica_fetch_v17_and_list_offsets_from_the_real_broker() {
 }
 
 #[test]
-#[ignore = "needs a replica set naming the fetcher: a lone broker leads alone (replicas = itself) and answers an unknown replica with UNKNOWN_LEADER_EPOCH; runs once the broker takes assignments from the controller (create an RF=2 topic naming replica 2)"]
+#[ignore = "needs a replica set naming the fetcher: a lone broker leads alone (replicas = itself) and answers an unknown replica with UNKNOWN_LEADER_EPOCH, and its controller refuses an assignment naming an unregistered broker 2 (as Kafka does); the fetcher copying from real brokers is covered by the cluster tests (cluster::replication)"]
 fn replica_fetcher_copies_a_partition_from_the_real_broker() {
     // Proves: a ReplicaFetcher over RemoteLeaderEndPoint copies a partition from the real
     // broker into a local log, batch for batch, and keeps up with later produces: the
