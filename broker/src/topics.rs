@@ -796,6 +796,23 @@ impl Topics {
         total: i32,
         validate_only: bool,
     ) -> Result<(), TopicError> {
+        self.add_partitions_assigned(name, total, &[], validate_only)
+    }
+
+    /// [`Topics::add_partitions`] with a manual assignment of the new partitions (one
+    /// replica list each, `kafka-topics.sh --alter --replica-assignment`), which the
+    /// controller checks as Kafka's does; empty lets it place them. A validate-only
+    /// request checks the assignment's shape here, not its brokers.
+    ///
+    /// # Errors
+    /// As [`Topics::add_partitions`]; the controller's `InvalidReplicaAssignment`.
+    pub fn add_partitions_assigned(
+        &self,
+        name: &str,
+        total: i32,
+        assignment: &[Vec<i32>],
+        validate_only: bool,
+    ) -> Result<(), TopicError> {
         let _admin = self.admin.lock();
         let topic = self
             .get(name)
@@ -808,12 +825,19 @@ impl Topics {
             return Err(TopicError::InvalidPartitions(total));
         }
         self.check_partition_budget(u64::try_from(total - current).unwrap_or(0))?;
+        let adding = usize::try_from(total - current).unwrap_or(0);
+        if !assignment.is_empty() && assignment.len() != adding {
+            return Err(TopicError::InvalidReplicaAssignment(format!(
+                "adding {adding} partition(s), but the assignment names {}",
+                assignment.len()
+            )));
+        }
         if validate_only {
             return Ok(());
         }
         if let Some(cluster) = &self.cluster {
             self.check_partition_dirs(name, current..total)?;
-            return controller::add_partitions(cluster, name, total);
+            return controller::add_partitions(cluster, name, total, assignment);
         }
         self.open_partitions(name, current..total, &topic.config)?;
         let grown = Arc::new(Topic {

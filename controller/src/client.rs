@@ -37,8 +37,8 @@ use crate::net::peer::{CallError, PeerPool};
 use crate::quorum::{
     AlterConfigOp, AlterPartitionRequest, AlterPartitionResults, BrokerHeartbeatReply,
     BrokerHeartbeatRequest, BrokerRegistrationReply, BrokerRegistrationRequest, CreatableTopic,
-    CreatedTopic, ProducerIdsBlock, QuorumController, QuorumError, ReassignmentResults,
-    ReassignmentTargets,
+    CreatedTopic, NewPartitions, ProducerIdsBlock, QuorumController, QuorumError,
+    ReassignmentResults, ReassignmentTargets,
 };
 use crate::raft::types::ControllerNode;
 
@@ -220,7 +220,7 @@ impl ControllerClient {
     /// As the QuorumController's, and `RequestTimedOut`.
     pub async fn create_partitions(
         &self,
-        topics: Vec<(String, i32)>,
+        topics: Vec<NewPartitions>,
     ) -> Result<Vec<(String, Result<(), QuorumError>)>, QuorumError> {
         match self
             .call(ControllerRequest::CreatePartitions { topics })

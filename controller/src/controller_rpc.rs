@@ -28,8 +28,8 @@ use crate::net::server::ControllerRpc;
 use crate::quorum::{
     AlterConfigOp, AlterPartitionRequest, AlterPartitionResults, BrokerHeartbeatReply,
     BrokerHeartbeatRequest, BrokerRegistrationReply, BrokerRegistrationRequest, CreatableTopic,
-    CreatedTopic, ProducerIdsBlock, QuorumController, QuorumError, ReassignmentResults,
-    ReassignmentTargets,
+    CreatedTopic, NewPartitions, ProducerIdsBlock, QuorumController, QuorumError,
+    ReassignmentResults, ReassignmentTargets,
 };
 
 /// One QuorumController operation with its arguments (the methods' names and arguments).
@@ -48,8 +48,8 @@ pub enum ControllerRequest {
     },
     /// `create_partitions` (CreatePartitions, 37).
     CreatePartitions {
-        /// Topic and its new partition count.
-        topics: Vec<(String, i32)>,
+        /// Each topic with its new partition count (and a manual assignment).
+        topics: Vec<NewPartitions>,
     },
     /// `delete_topics` (DeleteTopics, 20).
     DeleteTopics {

@@ -98,7 +98,7 @@ impl ControllerHandle {
     /// As `QuorumController::create_partitions`.
     pub async fn create_partitions(
         &self,
-        topics: Vec<(String, i32)>,
+        topics: Vec<logbook_controller::quorum::NewPartitions>,
     ) -> Result<Vec<(String, Result<(), QuorumError>)>, QuorumError> {
         self.inner.create_partitions(topics).await
     }

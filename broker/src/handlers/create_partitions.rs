@@ -1,6 +1,6 @@
 //! CreatePartitions (API key 37): grow a topic's partition count (`kafka-topics.sh --alter
-//! --partitions`). Partitions are never removed; manual assignments may only name this
-//! broker.
+//! --partitions`, with `--replica-assignment` for a manual placement of the new ones, which
+//! the controller checks). Partitions are never removed.
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
@@ -61,16 +61,19 @@ pub fn handle(
                     .with_error_code(ResponseError::InvalidRequest.code())
                     .with_error_message(Some(StrBytes::from_static_str("duplicate topic in request")));
             }
-            let bad_assignment = t.assignments.as_ref().is_some_and(|a| {
-                a.iter().any(|p| p.broker_ids.iter().any(|b| b.0 != broker.node_id()))
-            });
-            if bad_assignment {
-                return result
-                    .with_error_code(ResponseError::InvalidReplicaAssignment.code())
-                    .with_error_message(Some(StrBytes::from_static_str("unknown broker id in assignment")));
-            }
+            let assignment: Vec<Vec<i32>> = t
+                .assignments
+                .iter()
+                .flatten()
+                .map(|p| p.broker_ids.iter().map(|b| b.0).collect())
+                .collect();
             let outcome = tokio::task::block_in_place(|| {
-                broker.topics.add_partitions(t.name.as_str(), t.count, request.validate_only)
+                broker.topics.add_partitions_assigned(
+                    t.name.as_str(),
+                    t.count,
+                    &assignment,
+                    request.validate_only,
+                )
             });
             match outcome {
                 Ok(()) => result,

@@ -247,13 +247,18 @@ pub(super) fn add_partitions(
     cluster: &ClusterContext,
     name: &str,
     total: i32,
+    assignment: &[Vec<i32>],
 ) -> Result<(), TopicError> {
     let results = cluster
         .block_on(
             cluster
                 .controller()
                 .map_err(from_quorum)?
-                .create_partitions(vec![(name.to_string(), total)]),
+                .create_partitions(vec![logbook_controller::quorum::NewPartitions {
+                    name: name.to_string(),
+                    count: total,
+                    assignment: assignment.to_vec(),
+                }]),
         )
         .ok_or(TopicError::MetadataTimeout)?
         .map_err(from_quorum)?;

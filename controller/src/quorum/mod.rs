@@ -48,7 +48,7 @@ pub use error::QuorumError;
 pub use producer_id_control::{ProducerIdsBlock, PRODUCER_ID_BLOCK_SIZE};
 pub use replication_control::{
     AlterConfigOp, AlterPartitionData, AlterPartitionRequest, AlterPartitionResults,
-    CreatableTopic, CreatedTopic, ReassignmentResults, ReassignmentTargets,
+    CreatableTopic, CreatedTopic, NewPartitions, ReassignmentResults, ReassignmentTargets,
 };
 pub use sessions::{BrokerSession, BrokerSessions};
 

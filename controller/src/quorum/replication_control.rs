@@ -38,6 +38,19 @@ pub struct CreatableTopic {
     pub assignment: Vec<Vec<BrokerId>>,
 }
 
+/// Partitions to add to one topic (CreatePartitions).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NewPartitions {
+    /// The topic.
+    pub name: String,
+    /// Its partition count after the operation.
+    pub count: i32,
+    /// A manual assignment: one replica list per new partition, preferred leader first.
+    /// Empty: the controller places them.
+    #[serde(default)]
+    pub assignment: Vec<Vec<BrokerId>>,
+}
+
 /// A topic created.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CreatedTopic {
@@ -180,23 +193,24 @@ impl QuorumController {
         Ok(results)
     }
 
-    /// CreatePartitions: grows each topic to `count` partitions, placed as new ones.
+    /// CreatePartitions: grows each topic to `count` partitions, placed by the controller
+    /// or, with a manual assignment (one replica list per new partition), as given.
     ///
     /// # Errors
     /// `NotController`, `Raft`; per topic `UnknownTopicOrPartition`, `InvalidPartitions`,
-    /// `InvalidReplicationFactor`.
+    /// `InvalidReplicationFactor`, `InvalidReplicaAssignment`.
     pub async fn create_partitions(
         &self,
-        topics: Vec<(String, i32)>,
+        topics: Vec<NewPartitions>,
     ) -> Result<Vec<(String, Result<(), QuorumError>)>, QuorumError> {
         let _active = self.activate().await?;
         let (results, _) = self
             .run(|image| {
                 let mut records = Vec::new();
                 let mut results = Vec::new();
-                for (name, count) in &topics {
-                    let result = grow_topic(image, name, *count).map(|r| records.extend(r));
-                    results.push((name.clone(), result));
+                for topic in &topics {
+                    let result = grow_topic(image, topic).map(|r| records.extend(r));
+                    results.push((topic.name.clone(), result));
                 }
                 Ok((records, results))
             })
@@ -599,9 +613,9 @@ fn partition_records(
 
 fn grow_topic(
     image: &MetadataImage,
-    name: &str,
-    count: i32,
+    new: &NewPartitions,
 ) -> Result<Vec<MetadataRecord>, QuorumError> {
+    let (name, count) = (new.name.as_str(), new.count);
     let topic = image
         .topic(name)
         .ok_or_else(|| QuorumError::UnknownTopicOrPartition {
@@ -619,10 +633,31 @@ fn grow_topic(
         .partitions
         .first()
         .map_or(1, |p| i16::try_from(p.replicas.len()).unwrap_or(i16::MAX));
-    let start = PlacementStart::fixed(image.topics().count());
-    let assignment =
-        placement::assign(count - current, rf, &image.usable_brokers(), current, start)?;
-    Ok(partition_records(topic.id, current, &assignment).collect())
+    if new.assignment.is_empty() {
+        let start = PlacementStart::fixed(image.topics().count());
+        let assignment =
+            placement::assign(count - current, rf, &image.usable_brokers(), current, start)?;
+        return Ok(partition_records(topic.id, current, &assignment).collect());
+    }
+    let adding = usize::try_from(count - current).unwrap_or(0);
+    if new.assignment.len() != adding {
+        return Err(QuorumError::InvalidReplicaAssignment(format!(
+            "adding {adding} partition(s) to {name}, but the assignment names {}",
+            new.assignment.len()
+        )));
+    }
+    let wanted = usize::try_from(rf).unwrap_or(0);
+    if let Some(other) = new.assignment.iter().find(|r| r.len() != wanted) {
+        return Err(QuorumError::InvalidReplicaAssignment(format!(
+            "a new partition has {} replicas, but the partitions of {name} have {wanted}",
+            other.len()
+        )));
+    }
+    let isrs = manual_assignment(image, &new.assignment)?;
+    let mut records: Vec<MetadataRecord> =
+        partition_records(topic.id, current, &new.assignment).collect();
+    restrict_isrs(&mut records, &isrs);
+    Ok(records)
 }
 
 fn alter_configs(

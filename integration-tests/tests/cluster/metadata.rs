@@ -152,7 +152,8 @@ fn assigned(bootstrap: &str, topic: &str) -> Option<Assigned> {
 }
 
 // `kafka-topics.sh --replica-assignment` (CreateTopics with assignments): the replicas are
-// placed exactly as given, in order, the first one leading; an assignment naming an
+// placed exactly as given, in order, the first one leading, and so are partitions added
+// with an assignment (CreatePartitions); an assignment naming an
 // unregistered broker, a broker twice, or partitions of different sizes is refused with
 // INVALID_REPLICA_ASSIGNMENT (validate-only too) and creates nothing; with a broker down,
 // an assignment naming it starts without it in the ISR and led by the next replica, and
@@ -217,6 +218,41 @@ fn create_topics_places_a_manual_assignment() {
         }
         assert_eq!(assigned(&bootstrap, name), None, "{name} was not created");
     }
+
+    // CreatePartitions with an assignment (`kafka-topics.sh --alter --partitions 5
+    // --replica-assignment ...`) places the new partitions as given; one naming another
+    // count of partitions, or another replica count, is refused.
+    let grow = |layout: &[&[i32]], count: usize| {
+        let admin = crate::common::admin(&bootstrap);
+        let partitions = rdkafka::admin::NewPartitions::new("manual", count).assign(layout);
+        crate::common::block_on(admin.create_partitions([&partitions], &admin_options()))
+            .expect("CreatePartitions request")
+    };
+    assert_eq!(
+        grow(&[&[1, 2]], 5),
+        vec![Err((
+            "manual".to_owned(),
+            RDKafkaErrorCode::InvalidReplicaAssignment
+        ))]
+    );
+    assert_eq!(
+        grow(&[&[1, 2, 3], &[3, 2, 1]], 5),
+        vec![Err((
+            "manual".to_owned(),
+            RDKafkaErrorCode::InvalidReplicaAssignment
+        ))]
+    );
+    assert_eq!(grow(&[&[2, 1], &[3, 2]], 5), vec![Ok("manual".to_owned())]);
+    let grown = wait_until(TIMEOUT, || {
+        assigned(&bootstrap, "manual").filter(|p| p.len() == 5)
+    });
+    assert_eq!(
+        grown.map(|p| p[3..].to_vec()),
+        Some(vec![
+            (3, 2, vec![2, 1], vec![1, 2]),
+            (4, 3, vec![3, 2], vec![2, 3])
+        ])
+    );
 
     // Broker 3 down (fenced): it starts outside the ISR, the next replica leads.
     cluster.node_mut(3).kill();
