@@ -37,8 +37,8 @@ use crate::net::peer::{CallError, PeerPool};
 use crate::quorum::{
     AlterConfigOp, AlterPartitionRequest, AlterPartitionResults, BrokerHeartbeatReply,
     BrokerHeartbeatRequest, BrokerRegistrationReply, BrokerRegistrationRequest, CreatableTopic,
-    CreatedTopic, NewPartitions, ProducerIdsBlock, QuorumController, QuorumError,
-    ReassignmentResults, ReassignmentTargets,
+    CreatedTopic, NewPartitions, ProducerIdsBlock, QuorumController, QuorumDescription,
+    QuorumError, ReassignmentResults, ReassignmentTargets,
 };
 use crate::raft::types::ControllerNode;
 
@@ -328,6 +328,17 @@ impl ControllerClient {
         };
         match self.call(request).await? {
             ControllerReply::AllocateProducerIds(block) => Ok(block),
+            other => Err(mismatch(&other)),
+        }
+    }
+
+    /// See [`QuorumController::describe_quorum`].
+    ///
+    /// # Errors
+    /// As the QuorumController's, and `RequestTimedOut`.
+    pub async fn describe_quorum(&self) -> Result<QuorumDescription, QuorumError> {
+        match self.call(ControllerRequest::DescribeQuorum).await? {
+            ControllerReply::DescribeQuorum(description) => Ok(description),
             other => Err(mismatch(&other)),
         }
     }

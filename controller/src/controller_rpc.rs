@@ -28,8 +28,8 @@ use crate::net::server::ControllerRpc;
 use crate::quorum::{
     AlterConfigOp, AlterPartitionRequest, AlterPartitionResults, BrokerHeartbeatReply,
     BrokerHeartbeatRequest, BrokerRegistrationReply, BrokerRegistrationRequest, CreatableTopic,
-    CreatedTopic, NewPartitions, ProducerIdsBlock, QuorumController, QuorumError,
-    ReassignmentResults, ReassignmentTargets,
+    CreatedTopic, NewPartitions, ProducerIdsBlock, QuorumController, QuorumDescription,
+    QuorumError, ReassignmentResults, ReassignmentTargets,
 };
 
 /// One QuorumController operation with its arguments (the methods' names and arguments).
@@ -85,6 +85,8 @@ pub enum ControllerRequest {
     /// `fetch_metadata`: a broker-only node's pull of the metadata log (KRaft brokers
     /// Fetch `__cluster_metadata` from the active controller; `metadata_fetch`).
     FetchMetadata(MetadataFetchRequest),
+    /// `describe_quorum` (DescribeQuorum, 55).
+    DescribeQuorum,
 }
 
 /// A QuorumController operation's value, one variant per [`ControllerRequest`] variant.
@@ -112,6 +114,8 @@ pub enum ControllerReply {
     AllocateProducerIds(ProducerIdsBlock),
     /// Of `FetchMetadata`.
     FetchMetadata(MetadataFetchReply),
+    /// Of `DescribeQuorum`.
+    DescribeQuorum(QuorumDescription),
 }
 
 /// The listener's answer: the operation's result, and the answering controller's applied
@@ -176,6 +180,9 @@ pub(crate) async fn dispatch(
                 .allocate_producer_ids(broker_id, broker_epoch)
                 .await?,
         ),
+        ControllerRequest::DescribeQuorum => {
+            ControllerReply::DescribeQuorum(controller.describe_quorum().await?)
+        }
         ControllerRequest::FetchMetadata(r) => {
             ControllerReply::FetchMetadata(controller.fetch_metadata(r).await?)
         }

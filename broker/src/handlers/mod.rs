@@ -38,6 +38,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod elect_leaders;
@@ -246,6 +247,7 @@ pub static APIS: &[Api] = &[
         now
     ),
     api!(DescribeCluster, describe_cluster, now),
+    api!(DescribeQuorum, describe_quorum, now),
     api!(DescribeTopicPartitions, describe_topic_partitions, now),
     api!(AlterConfigs, alter_configs, now),
     api!(IncrementalAlterConfigs, incremental_alter_configs, now),

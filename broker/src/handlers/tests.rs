@@ -401,6 +401,15 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                 .with_include_cluster_authorized_operations(true)
                 .with_endpoint_type(1),
         ),
+        ApiKey::DescribeQuorum => RequestKind::DescribeQuorum(
+            kafka_protocol::messages::DescribeQuorumRequest::default().with_topics(vec![
+                kafka_protocol::messages::describe_quorum_request::TopicData::default()
+                    .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+                    .with_partitions(vec![
+                        kafka_protocol::messages::describe_quorum_request::PartitionData::default(),
+                    ]),
+            ]),
+        ),
         ApiKey::DescribeTopicPartitions => RequestKind::DescribeTopicPartitions(
             DescribeTopicPartitionsRequest::default()
                 .with_response_partition_limit(2000)

@@ -114,6 +114,8 @@ impl QuorumController {
                 registration_offset: offset,
                 deadline: now + timeout,
                 heartbeat_connection: None,
+                metadata_offset: -1,
+                last_heartbeat: None,
             },
         );
         tracing::info!(
@@ -155,7 +157,7 @@ impl QuorumController {
         let timeout = Duration::from_millis(self.config.session_timeout_ms);
         let session = active.sessions.touch(
             id,
-            request.broker_epoch,
+            (request.broker_epoch, request.current_metadata_offset),
             connection,
             self.clock.now(),
             timeout,

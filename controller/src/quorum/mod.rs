@@ -17,6 +17,7 @@
 
 mod clock;
 mod cluster_control;
+mod describe_quorum;
 mod error;
 mod producer_id_control;
 mod replication_control;
@@ -44,6 +45,7 @@ pub use cluster_control::{
     BrokerHeartbeatReply, BrokerHeartbeatRequest, BrokerRegistrationReply,
     BrokerRegistrationRequest,
 };
+pub use describe_quorum::{QuorumDescription, ReplicaProgress};
 pub use error::QuorumError;
 pub use producer_id_control::{ProducerIdsBlock, PRODUCER_ID_BLOCK_SIZE};
 pub use replication_control::{

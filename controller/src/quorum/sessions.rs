@@ -22,6 +22,11 @@ pub struct BrokerSession {
     /// heartbeat of a combined node, or none yet). When it closes, the session is cut to
     /// one heartbeat interval ([`BrokerSessions::connection_closed`]).
     pub heartbeat_connection: Option<u64>,
+    /// The metadata offset the last heartbeat reported (-1: none yet), and when it came:
+    /// DescribeQuorum shows brokers as observers of the metadata log with them.
+    pub metadata_offset: i64,
+    /// When the last heartbeat came.
+    pub last_heartbeat: Option<Instant>,
 }
 
 /// Sessions of the registered brokers.
@@ -42,6 +47,8 @@ impl BrokerSessions {
                     registration_offset: b.broker_epoch,
                     deadline,
                     heartbeat_connection: None,
+                    metadata_offset: -1,
+                    last_heartbeat: None,
                 };
                 (b.broker_id, session)
             })
@@ -67,13 +74,14 @@ impl BrokerSessions {
         self.sessions.insert(broker_id, session);
     }
 
-    /// A heartbeat of registration `broker_epoch`, carried by controller connection
-    /// `connection` (`None`: in-process): extends the session by `timeout` (starting one
-    /// if this controller has none for it) and remembers the connection; returns it.
+    /// A heartbeat of registration `broker_epoch` at `metadata_offset`, carried by
+    /// controller connection `connection` (`None`: in-process): extends the session by
+    /// `timeout` (starting one if this controller has none for it) and remembers the
+    /// connection and offset; returns it.
     pub fn touch(
         &mut self,
         broker_id: BrokerId,
-        broker_epoch: i64,
+        (broker_epoch, metadata_offset): (i64, i64),
         connection: Option<u64>,
         now: Instant,
         timeout: Duration,
@@ -83,6 +91,8 @@ impl BrokerSessions {
             registration_offset: broker_epoch,
             deadline: now,
             heartbeat_connection: None,
+            metadata_offset: -1,
+            last_heartbeat: None,
         };
         let session = self.sessions.entry(broker_id).or_insert(fresh);
         if session.broker_epoch != broker_epoch {
@@ -90,6 +100,8 @@ impl BrokerSessions {
         }
         session.deadline = now + timeout;
         session.heartbeat_connection = connection;
+        session.metadata_offset = metadata_offset;
+        session.last_heartbeat = Some(now);
         *session
     }
 
@@ -128,6 +140,11 @@ impl BrokerSessions {
         if let Some(session) = self.sessions.get_mut(&broker_id) {
             session.deadline = session.deadline.min(now);
         }
+    }
+
+    /// Every session, by broker id.
+    pub fn iter(&self) -> impl Iterator<Item = (BrokerId, &BrokerSession)> {
+        self.sessions.iter().map(|(id, s)| (*id, s))
     }
 
     /// Forgets `broker_id`'s session (it was fenced).

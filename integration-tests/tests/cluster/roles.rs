@@ -100,6 +100,56 @@ fn read(
         .collect()
 }
 
+/// DescribeQuorum v2 through broker `id`, as `kafka-metadata-quorum.sh describe` sends it:
+/// (leader, high watermark, voters as (id, log end), observers as (id, log end), the
+/// voters' endpoints as (id, host, port)).
+type Quorum = (
+    i32,
+    i64,
+    Vec<(i32, i64)>,
+    Vec<(i32, i64)>,
+    Vec<(i32, String, u16)>,
+);
+
+fn describe_quorum(cluster: &Cluster, id: i32) -> Quorum {
+    use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+    use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    let mut stream = crate::wire::connect(cluster.node(id).addr());
+    let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+    let response: DescribeQuorumResponse = crate::wire::round_trip(&mut stream, 2, 7, &request);
+    assert_eq!(response.error_code, 0, "top-level error: {response:?}");
+    let partition = &response.topics[0].partitions[0];
+    assert_eq!(partition.error_code, 0, "{response:?}");
+    let states = |list: &[kafka_protocol::messages::describe_quorum_response::ReplicaState]| {
+        let mut v: Vec<(i32, i64)> = list
+            .iter()
+            .map(|r| (r.replica_id.0, r.log_end_offset))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let endpoints = response
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            n.listeners
+                .iter()
+                .map(move |l| (n.node_id.0, l.host.to_string(), l.port))
+        })
+        .collect();
+    (
+        partition.leader_id.0,
+        partition.high_watermark,
+        states(&partition.current_voters),
+        states(&partition.observers),
+        endpoints,
+    )
+}
+
 /// The controller whose log says it became active last.
 fn active_controller(cluster: &Cluster) -> Option<i32> {
     cluster
@@ -149,6 +199,45 @@ fn dedicated_controllers_and_brokers_form_a_cluster() {
         let ids: Vec<i32> = view.brokers.iter().map(|b| b.0).collect();
         assert_eq!(ids, BROKERS, "broker {id} lists the brokers only");
     }
+
+    // DescribeQuorum (kafka-metadata-quorum.sh) through a broker: the three controllers
+    // vote, the active one leads, the brokers observe; every voter has the whole log once
+    // the quorum is idle, and each broker reports an offset within it.
+    let quorum = wait_until(SETTLE, || {
+        let q = describe_quorum(&cluster, 4);
+        let settled = q.2.iter().all(|(_, end)| *end == q.1)
+            && q.3.iter().all(|(_, end)| *end > 0 && *end <= q.1);
+        settled.then_some(q)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the quorum never settled: {:?}",
+            describe_quorum(&cluster, 4)
+        )
+    });
+    let (leader, high_watermark, voters, observers, endpoints) = quorum;
+    assert!((1..=3).contains(&leader), "leader {leader}");
+    assert_eq!(
+        voters,
+        vec![
+            (1, high_watermark),
+            (2, high_watermark),
+            (3, high_watermark)
+        ]
+    );
+    assert_eq!(observers.iter().map(|o| o.0).collect::<Vec<_>>(), BROKERS);
+    let mut endpoints = endpoints;
+    endpoints.sort();
+    assert_eq!(
+        endpoints,
+        (1..=3)
+            .map(|id| (
+                id,
+                "127.0.0.1".to_owned(),
+                cluster.node(id).controller_port()
+            ))
+            .collect::<Vec<_>>()
+    );
 
     create_topic(&cluster, "dedicated", 3);
     let acked = produce(&cluster.bootstrap(), "dedicated", 3, 0, 30);
