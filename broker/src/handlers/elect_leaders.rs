@@ -174,7 +174,9 @@ fn through_controller(
             all
         }
     };
-    order.dedup();
+    // A topic named twice (not necessarily in a row) is answered once, where it came first.
+    let mut seen = std::collections::HashSet::new();
+    order.retain(|t| seen.insert(t.clone()));
     let mut by_topic: std::collections::HashMap<String, Vec<PartitionResult>> =
         order.iter().map(|t| (t.clone(), Vec::new())).collect();
     for ((topic, partition), elected) in results {
