@@ -74,6 +74,10 @@ struct FailoverOpts {
     /// A trial whose failover takes longer than this fails.
     #[arg(long, default_value_t = 60.0)]
     failover_timeout_secs: f64,
+    /// Kill the active controller (and measure the failover of the partitions it leads)
+    /// instead of the leader of partition 0.
+    #[arg(long)]
+    kill_active_controller: bool,
     /// Seed of the kill times (default: from the clock); printed, so a run can be repeated.
     #[arg(long)]
     seed: Option<u64>,
@@ -348,7 +352,14 @@ fn run_trial(
         &[("min.insync.replicas", "2")],
     )?;
     let leaders = cluster.wait_settled(nodes, Some((TOPIC, 3)), Duration::from_secs(60))?;
-    let victim = *leaders.first().ok_or("the topic has no partition 0")?;
+    let victim = if opts.kill_active_controller {
+        (1..=i32::try_from(nodes)?)
+            .find(|id| cluster.is_active_controller(*id) == Some(true))
+            .filter(|id| leaders.contains(id))
+            .ok_or("the active controller is unknown or leads no partition of the topic")?
+    } else {
+        *leaders.first().ok_or("the topic has no partition 0")?
+    };
     let victim_partitions: Vec<i32> = (0..opts.partitions)
         .zip(&leaders)
         .filter(|(_, l)| **l == victim)
