@@ -74,15 +74,26 @@ fn boolean(value: &str) -> Result<bool, String> {
 
 /// A listener list of one plaintext listener: `PLAINTEXT://host:port` (or `host:port`).
 fn listener(value: &str) -> Result<String, String> {
-    let v = value.trim();
-    if v.contains(',') {
-        return Err("Logbook serves one listener".into());
-    }
+    // A KRaft config names the controller listener beside the client one
+    // (`PLAINTEXT://:9092,CONTROLLER://:9093`); the controller listener here is the node's
+    // own `controller.quorum.voters` entry, so a CONTROLLER entry is skipped.
+    let entries: Vec<&str> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty() && !e.starts_with("CONTROLLER://"))
+        .collect();
+    let [v] = entries[..] else {
+        return Err("Logbook serves one client listener (and a CONTROLLER one, taken from controller.quorum.voters)".into());
+    };
     let address = v.strip_prefix("PLAINTEXT://").unwrap_or(v);
     if address.contains("://") {
         return Err("only a PLAINTEXT listener is served".into());
     }
-    Ok(address.to_string())
+    // Kafka's empty host means every interface.
+    Ok(match address.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => address.to_string(),
+    })
 }
 
 macro_rules! numeric {
@@ -234,6 +245,51 @@ pub static SETTINGS: &[Setting] = &[
         "an integer >= 1",
         5
     ),
+    // A KRaft config names its listeners; the only ones here are PLAINTEXT for clients and
+    // CONTROLLER (the `controller.quorum.voters` entry), so these take exactly those.
+    Setting {
+        name: "controller.listener.names",
+        allowed: "CONTROLLER",
+        config_type: 2,
+        apply: |_, v| match v.trim() {
+            "CONTROLLER" => Ok(()),
+            _ => Err("the controller listener is named CONTROLLER".into()),
+        },
+        read: |_| "CONTROLLER".to_string(),
+    },
+    Setting {
+        name: "inter.broker.listener.name",
+        allowed: "PLAINTEXT",
+        config_type: 2,
+        apply: |_, v| match v.trim() {
+            "PLAINTEXT" => Ok(()),
+            _ => Err("brokers talk to each other on the PLAINTEXT listener".into()),
+        },
+        read: |_| "PLAINTEXT".to_string(),
+    },
+    Setting {
+        name: "listener.security.protocol.map",
+        allowed: "NAME:PLAINTEXT pairs for PLAINTEXT and CONTROLLER",
+        config_type: 2,
+        apply: |_, v| {
+            let plaintext_only = v
+                .split(',')
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .all(|e| {
+                    matches!(
+                        e.split_once(':'),
+                        Some(("PLAINTEXT" | "CONTROLLER", "PLAINTEXT"))
+                    )
+                });
+            if plaintext_only {
+                Ok(())
+            } else {
+                Err("only PLAINTEXT listeners (PLAINTEXT and CONTROLLER) are served".into())
+            }
+        },
+        read: |_| "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT".to_string(),
+    },
     Setting {
         name: "listeners",
         allowed: "PLAINTEXT://ip:port",
@@ -698,6 +754,53 @@ mod tests {
             e.contains("'-1'") && e.contains("max.connections.per.ip") && e.contains("allowed"),
             "{e}"
         );
+    }
+
+    // A KRaft listeners line with a CONTROLLER entry and Kafka's empty host: the client
+    // listener is taken, on every interface; two client listeners are refused.
+    #[test]
+    fn kraft_listeners_line() {
+        let mut c = Config::parse_from([
+            "logbook",
+            "--override",
+            "listeners=PLAINTEXT://:19092,CONTROLLER://:19093",
+        ]);
+        c.apply_kafka_settings([]).expect("a KRaft listeners line");
+        assert_eq!(c.listen.to_string(), "0.0.0.0:19092");
+        let mut c = Config::parse_from([
+            "logbook",
+            "--override",
+            "listeners=PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2",
+        ]);
+        let e = c
+            .apply_kafka_settings([])
+            .expect_err("two client listeners");
+        assert!(e.contains("one client listener"), "{e}");
+        // The rest of a Kafka docker image's KRaft environment is taken as it is.
+        let mut c = Config::parse_from(["logbook"]);
+        c.apply_kafka_settings([
+            (
+                "KAFKA_CONTROLLER_LISTENER_NAMES".to_string(),
+                "CONTROLLER".to_string(),
+            ),
+            (
+                "KAFKA_INTER_BROKER_LISTENER_NAME".to_string(),
+                "PLAINTEXT".to_string(),
+            ),
+            (
+                "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP".to_string(),
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT".to_string(),
+            ),
+        ])
+        .expect("a KRaft environment");
+        let mut c = Config::parse_from(["logbook"]);
+        let e = c
+            .apply_kafka_settings([(
+                "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP".to_string(),
+                "PLAINTEXT:SASL_SSL".to_string(),
+            )])
+            .expect_err("SASL");
+        assert!(e.contains("only PLAINTEXT"), "{e}");
     }
 
     // The cluster settings take Kafka's names through --override and KAFKA_*, and are
