@@ -73,7 +73,9 @@ fn boolean(value: &str) -> Result<bool, String> {
 }
 
 /// A listener list of one plaintext listener: `PLAINTEXT://host:port` (or `host:port`).
-fn listener(value: &str) -> Result<String, String> {
+/// The client listener of a `listeners` / `advertised.listeners` value; `None` when it names
+/// only a CONTROLLER listener (a controller-only node's).
+fn listener(value: &str) -> Result<Option<String>, String> {
     // A KRaft config names the controller listener beside the client one
     // (`PLAINTEXT://:9092,CONTROLLER://:9093`); the controller listener here is the node's
     // own `controller.quorum.voters` entry, so a CONTROLLER entry is skipped.
@@ -82,6 +84,9 @@ fn listener(value: &str) -> Result<String, String> {
         .map(str::trim)
         .filter(|e| !e.is_empty() && !e.starts_with("CONTROLLER://"))
         .collect();
+    if entries.is_empty() && value.contains("CONTROLLER://") {
+        return Ok(None);
+    }
     let [v] = entries[..] else {
         return Err("Logbook serves one client listener (and a CONTROLLER one, taken from controller.quorum.voters)".into());
     };
@@ -90,10 +95,10 @@ fn listener(value: &str) -> Result<String, String> {
         return Err("only a PLAINTEXT listener is served".into());
     }
     // Kafka's empty host means every interface.
-    Ok(match address.strip_prefix(':') {
+    Ok(Some(match address.strip_prefix(':') {
         Some(port) => format!("0.0.0.0:{port}"),
         None => address.to_string(),
-    })
+    }))
 }
 
 macro_rules! numeric {
@@ -118,7 +123,9 @@ pub static SETTINGS: &[Setting] = &[
         allowed: "PLAINTEXT://host:port",
         config_type: 2,
         apply: |c, v| {
-            c.advertised_listener = Some(listener(v)?);
+            if let Some(advertised) = listener(v)? {
+                c.advertised_listener = Some(advertised);
+            }
             Ok(())
         },
         read: |c| {
@@ -295,9 +302,11 @@ pub static SETTINGS: &[Setting] = &[
         allowed: "PLAINTEXT://ip:port",
         config_type: 2,
         apply: |c, v| {
-            c.listen = listener(v)?
-                .parse()
-                .map_err(|_| "expected PLAINTEXT://ip:port with a numeric IP".to_string())?;
+            if let Some(address) = listener(v)? {
+                c.listen = address
+                    .parse()
+                    .map_err(|_| "expected PLAINTEXT://ip:port with a numeric IP".to_string())?;
+            }
             Ok(())
         },
         read: |c| format!("PLAINTEXT://{}", c.listen),
@@ -767,6 +776,11 @@ mod tests {
         ]);
         c.apply_kafka_settings([]).expect("a KRaft listeners line");
         assert_eq!(c.listen.to_string(), "0.0.0.0:19092");
+        // A controller-only node's listeners name only CONTROLLER.
+        let mut c = Config::parse_from(["logbook", "--override", "listeners=CONTROLLER://:19093"]);
+        c.apply_kafka_settings([])
+            .expect("a controller's listeners line");
+        assert_eq!(c.listen.to_string(), "127.0.0.1:9092", "unchanged, unused");
         let mut c = Config::parse_from([
             "logbook",
             "--override",
