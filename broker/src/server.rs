@@ -184,6 +184,11 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
             if let Err(e) = quorum.raft().raft().trigger().elect().await {
                 tracing::warn!(error = %e, "cannot trigger the election of the sole voter");
             }
+            // Registering before the election is over would be refused (NOT_CONTROLLER)
+            // and retried only after the client's back-off (100 ms of every start).
+            if let Err(e) = quorum.raft().wait_for_leader(Duration::from_secs(2)).await {
+                tracing::warn!(error = %e, "the sole voter did not become leader");
+            }
         }
         Some(quorum)
     } else {
