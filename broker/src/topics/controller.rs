@@ -173,27 +173,34 @@ impl Topics {
             _ => new.replication_factor,
         };
         let topic = creatable(&new, replication_factor, internal, assignment);
-        let results = cluster
-            .block_on(
-                cluster
-                    .controller()
-                    .map_err(from_quorum)?
-                    .create_topics(vec![topic], false),
-            )
-            .ok_or(TopicError::MetadataTimeout)?
-            .map_err(from_quorum)?;
-        match results.into_iter().next() {
-            Some((_, Ok(created))) => {
-                if !cluster.wait_for_controller_offset() {
-                    return Err(TopicError::MetadataTimeout);
-                }
-                tracing::info!(topic = %new.name, id = %created.topic_id, partitions = created.num_partitions, replication_factor = created.replication_factor, "created topic");
-                self.get_by_id(&created.topic_id)
-                    .ok_or(TopicError::MetadataTimeout)
-            }
-            Some((_, Err(e))) => Err(from_quorum(e)),
-            None => Err(TopicError::MetadataTimeout),
+        let created = create_one(cluster, topic, false)?;
+        if !cluster.wait_for_controller_offset() {
+            return Err(TopicError::MetadataTimeout);
         }
+        tracing::info!(topic = %new.name, id = %created.topic_id, partitions = created.num_partitions, replication_factor = created.replication_factor, "created topic");
+        self.get_by_id(&created.topic_id)
+            .ok_or(TopicError::MetadataTimeout)
+    }
+}
+
+/// One topic's CreateTopics on the controller (or only its validation).
+fn create_one(
+    cluster: &ClusterContext,
+    topic: CreatableTopic,
+    validate_only: bool,
+) -> Result<logbook_controller::quorum::CreatedTopic, TopicError> {
+    let results = cluster
+        .block_on(
+            cluster
+                .controller()
+                .map_err(from_quorum)?
+                .create_topics(vec![topic], validate_only),
+        )
+        .ok_or(TopicError::MetadataTimeout)?
+        .map_err(from_quorum)?;
+    match results.into_iter().next() {
+        Some((_, result)) => result.map_err(from_quorum),
+        None => Err(TopicError::MetadataTimeout),
     }
 }
 
@@ -227,19 +234,7 @@ pub(super) fn validate_assignment(
     assignment: &[Vec<i32>],
 ) -> Result<(), TopicError> {
     let topic = creatable(new, new.replication_factor, false, assignment);
-    let results = cluster
-        .block_on(
-            cluster
-                .controller()
-                .map_err(from_quorum)?
-                .create_topics(vec![topic], true),
-        )
-        .ok_or(TopicError::MetadataTimeout)?
-        .map_err(from_quorum)?;
-    match results.into_iter().next() {
-        Some((_, result)) => result.map(drop).map_err(from_quorum),
-        None => Err(TopicError::MetadataTimeout),
-    }
+    create_one(cluster, topic, true).map(drop)
 }
 
 /// CreatePartitions through the controller.

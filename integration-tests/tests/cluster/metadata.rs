@@ -19,15 +19,18 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// and the broker ids it lists.
 type Shown = (Vec<i32>, Vec<(i32, i32, Vec<i32>, Vec<i32>)>);
 
-fn shown(bootstrap: &str, topic: Option<&str>) -> Option<Shown> {
+/// A Metadata request for `topic` (all topics: `None`) through `bootstrap`.
+fn fetch(bootstrap: &str, topic: Option<&str>) -> Option<rdkafka::metadata::Metadata> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("allow.auto.create.topics", "false")
         .create()
         .ok()?;
-    let metadata = consumer
-        .fetch_metadata(topic, Duration::from_secs(5))
-        .ok()?;
+    consumer.fetch_metadata(topic, Duration::from_secs(5)).ok()
+}
+
+fn shown(bootstrap: &str, topic: Option<&str>) -> Option<Shown> {
+    let metadata = fetch(bootstrap, topic)?;
     let mut brokers: Vec<i32> = metadata.brokers().iter().map(|b| b.id()).collect();
     brokers.sort_unstable();
     let mut partitions: Vec<(i32, i32, Vec<i32>, Vec<i32>)> = metadata
@@ -126,14 +129,7 @@ type Assigned = Vec<(i32, i32, Vec<i32>, Vec<i32>)>;
 
 /// The [`Assigned`] view of `topic` as `bootstrap` answers.
 fn assigned(bootstrap: &str, topic: &str) -> Option<Assigned> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("allow.auto.create.topics", "false")
-        .create()
-        .ok()?;
-    let metadata = consumer
-        .fetch_metadata(Some(topic), Duration::from_secs(5))
-        .ok()?;
+    let metadata = fetch(bootstrap, Some(topic))?;
     let t = metadata
         .topics()
         .iter()

@@ -69,6 +69,26 @@ fn leader_other_than(bootstrap: &str, topic: &str, partition: i32, not: i32) -> 
     })
 }
 
+/// `partition → [(offset, value)]` of `records` as their `deliveries` acknowledged them,
+/// each list by offset; panics on a record that failed.
+pub(crate) fn acked_by_partition(
+    records: &[Record],
+    deliveries: &[Delivery],
+) -> BTreeMap<i32, Vec<(i64, Vec<u8>)>> {
+    let mut acked: BTreeMap<i32, Vec<(i64, Vec<u8>)>> = BTreeMap::new();
+    for d in deliveries {
+        let (partition, offset) = d
+            .result
+            .unwrap_or_else(|e| panic!("record {}: {e:?}", d.index));
+        let value = records[d.index].value.clone().expect("value");
+        acked.entry(partition).or_default().push((offset, value));
+    }
+    for list in acked.values_mut() {
+        list.sort();
+    }
+    acked
+}
+
 /// Reads `topic`'s partitions from offset 0 up to their current end, as
 /// `partition → [(offset, value)]`.
 fn read_all(bootstrap: &str, topic: &str, partitions: i32) -> BTreeMap<i32, Vec<(i64, Vec<u8>)>> {
@@ -128,18 +148,7 @@ fn three_nodes_form_a_cluster_and_survive_a_leader_kill() {
     let producer = producer(&cluster.bootstrap(), &[("enable.idempotence", "true")]);
     send_all(&producer, "replicated", &records);
     wait_for_reports(&producer, records.len(), SETTLE);
-    let deliveries = producer.context().deliveries();
-    let mut acked: BTreeMap<i32, Vec<(i64, Vec<u8>)>> = BTreeMap::new();
-    for d in &deliveries {
-        let (partition, offset) = d
-            .result
-            .unwrap_or_else(|e| panic!("record {}: {e:?}", d.index));
-        let value = records[d.index].value.clone().expect("value");
-        acked.entry(partition).or_default().push((offset, value));
-    }
-    for list in acked.values_mut() {
-        list.sort();
-    }
+    let acked = acked_by_partition(&records, &producer.context().deliveries());
     assert_eq!(read_all(&cluster.bootstrap(), "replicated", 3), acked);
 
     let victim = view.partitions[0].leader;

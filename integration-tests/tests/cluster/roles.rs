@@ -65,18 +65,7 @@ fn produce(
     let producer = producer(bootstrap, &[("enable.idempotence", "true")]);
     send_all(&producer, topic, &records);
     wait_for_reports(&producer, records.len(), SETTLE);
-    let mut acked: BTreeMap<i32, Vec<(i64, Vec<u8>)>> = BTreeMap::new();
-    for d in producer.context().deliveries() {
-        let (partition, offset) = d
-            .result
-            .unwrap_or_else(|e| panic!("record {}: {e:?}", d.index));
-        let value = records[d.index].value.clone().expect("value");
-        acked.entry(partition).or_default().push((offset, value));
-    }
-    for list in acked.values_mut() {
-        list.sort();
-    }
-    acked
+    crate::replication::acked_by_partition(&records, &producer.context().deliveries())
 }
 
 /// Every record of `topic`'s partitions up to `expected`'s counts, read from `bootstrap`.
