@@ -72,6 +72,8 @@ fn controller_voters(
 /// Startup failures: the data directory cannot be opened, or the address cannot be bound.
 pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let started = std::time::Instant::now();
+    // Held until `run` returns; the kernel drops it if the process dies.
+    let _data_dir_lock = logbook_storage::dir_lock::DataDirLock::acquire(&config.data_dir)?;
     if let Some(count) = config.failpoint_abort_after_txn_markers {
         tracing::warn!(
             count,

@@ -15,6 +15,7 @@
 mod checkpoint; // small durable files, write-temp-fsync-rename
 pub mod cleaner; // log compaction: LogCleaner's Cleaner and its OffsetMap
 pub mod compression; // gzip/snappy/lz4/zstd decompression of a batch's records
+pub mod dir_lock; // DataDirLock: the data directory's .lock file
 pub mod end_transaction_marker; // commit/abort control batches (EndTransactionMarker)
 pub mod error;
 pub mod fault; // fault injection for writes and fsyncs (tests and the `fault-injection` feature only)
