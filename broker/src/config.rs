@@ -4,6 +4,7 @@
 //! operator can find and change it and a test can exceed it.
 
 mod cluster;
+mod file;
 mod settings;
 
 pub use cluster::{ClusterConfig, ProcessRoles, QuorumVoter, QuorumVoters};
@@ -293,6 +294,14 @@ pub struct Config {
     /// Limits on what clients may ask of the broker.
     #[command(flatten)]
     pub limits: Limits,
+    /// A config file of broker settings under Kafka's names: Kafka's `server.properties`
+    /// format, or TOML when the name ends in `.toml` (see `config/server.properties`).
+    /// `LOGBOOK_*` variables and flags take precedence over it.
+    #[arg(long, env = "LOGBOOK_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Log format on stderr: `text` (the default) or `json`, one object per line.
+    #[arg(long, env = "LOGBOOK_LOG_FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
     /// A broker setting under its Kafka name, `KEY=VALUE`, as `kafka-server-start.sh`
     /// takes it (repeatable; applied after flags and `KAFKA_*` environment variables).
     #[arg(long = "override", value_name = "KEY=VALUE")]
@@ -301,10 +310,23 @@ pub struct Config {
     /// (`log.cleanup.policy`, …), and the Kafka-named values of those with one.
     #[arg(skip)]
     pub static_broker_configs: BTreeMap<String, String>,
+    /// Kafka settings accepted but without effect here (`num.io.threads=8`, …), as given;
+    /// logged at startup.
+    #[arg(skip)]
+    pub ignored: Vec<String>,
     /// Kafka names given explicitly (`--override`, `KAFKA_*`): reported as
     /// STATIC_BROKER_CONFIG by DescribeConfigs.
     #[arg(skip)]
     pub explicit: BTreeSet<String>,
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
 }
 
 /// The flush policy as given on the command line.
@@ -450,6 +472,50 @@ impl Config {
         Ok(())
     }
 
+    /// The configuration with no flags and no environment: every default.
+    fn defaults() -> Result<Config, String> {
+        use clap::{CommandFactory, FromArgMatches};
+        let command = Config::command().mut_args(|arg| arg.env(None::<&str>));
+        command
+            .try_get_matches_from(["logbook"])
+            .map_err(|e| e.to_string())
+            .and_then(|m| Config::from_arg_matches(&m).map_err(|e| e.to_string()))
+    }
+
+    /// Puts the `--config` file between the defaults and what `given` sets: `given` is the
+    /// command line parsed without defaults (so it holds only the flags and `LOGBOOK_*`
+    /// variables that were set). The precedence is defaults < file < `LOGBOOK_*` < flags;
+    /// `KAFKA_*` variables and `--override` then come on top in
+    /// [`Config::apply_kafka_settings`]. Without `--config`, `self` is returned as it is.
+    ///
+    /// # Errors
+    /// The file cannot be read or parsed, or names an unknown key or a bad value: the
+    /// message names the file, the key, the value and what is allowed.
+    pub fn layer_config_file(self, given: &clap::ArgMatches) -> Result<Config, String> {
+        use clap::FromArgMatches;
+        let Some(path) = self.config.clone() else {
+            return Ok(self);
+        };
+        let mut layered = Self::defaults()?;
+        for (key, value) in file::read(&path)? {
+            settings::apply(&mut layered, &key, &value)
+                .map_err(|e| format!("config file {}: {e}", path.display()))?;
+        }
+        let from_file = layered.clone();
+        layered
+            .update_from_arg_matches(given)
+            .map_err(|e| e.to_string())?;
+        // A flag or variable that changed what the file set also replaces the file's text
+        // of it, which DescribeConfigs would otherwise report (`log.segment.bytes`,
+        // `log.retention.hours`, … keep the value as given).
+        for setting in settings::SETTINGS {
+            if (setting.read)(&from_file) != (setting.read)(&layered) {
+                layered.static_broker_configs.remove(setting.name);
+            }
+        }
+        Ok(layered)
+    }
+
     /// The cluster settings (`node.id`, `process.roles`, `controller.quorum.voters`),
     /// checked together.
     ///
@@ -469,13 +535,7 @@ impl Config {
     /// reports what server.properties sets. (A flag set to its default value is reported
     /// as DEFAULT_CONFIG: the two cannot be told apart here, and the value is the same.)
     fn mark_flags_explicit(&mut self) {
-        use clap::{CommandFactory, FromArgMatches};
-        let command = Config::command().mut_args(|arg| arg.env(None::<&str>));
-        let Ok(defaults) = command
-            .try_get_matches_from(["logbook"])
-            .map_err(|e| e.to_string())
-            .and_then(|m| Config::from_arg_matches(&m).map_err(|e| e.to_string()))
-        else {
+        let Ok(defaults) = Self::defaults() else {
             return;
         };
         for setting in settings::SETTINGS {

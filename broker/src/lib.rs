@@ -7,6 +7,7 @@ pub mod alloc;
 pub mod alter_partition_manager;
 pub mod broker;
 pub mod broker_config;
+pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod connection;

@@ -1,31 +1,40 @@
-//! The `logbook` binary: parse configuration, start the broker, stop cleanly on SIGTERM or
-//! Ctrl-C.
+//! The `logbook` binary: parse the command line; run the broker (stopping cleanly on SIGTERM
+//! or Ctrl-C) or one of the tools.
 
 use clap::Parser;
-use logbook_broker::config::Config;
+use logbook_broker::cli::{Cli, Command};
+use logbook_broker::config::{Config, LogFormat};
 
 #[global_allocator]
 static ALLOCATOR: logbook_broker::alloc::GuardedAllocator = logbook_broker::alloc::GuardedAllocator;
 
 fn main() -> std::process::ExitCode {
     logbook_broker::alloc::tune_malloc();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                // openraft logs every vote and membership step at info.
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    let mut config = Config::parse();
-    let checked = config
-        .apply_kafka_settings(std::env::vars())
-        .and_then(|()| config.cluster().map(drop));
-    if let Err(message) = checked {
-        tracing::error!("{message}");
-        eprintln!("logbook: {message}");
-        return std::process::ExitCode::FAILURE;
+    let config = match Cli::parse().into_command() {
+        Command::Serve(config) => *config,
+        Command::Healthcheck(args) => {
+            return match logbook_broker::cli::healthcheck(&args) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("logbook healthcheck: {message}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+    };
+    let config = match serve_config(config) {
+        Ok(config) => config,
+        Err(message) => {
+            eprintln!("logbook: {message}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    init_logging(config.log_format);
+    for setting in &config.ignored {
+        tracing::warn!(
+            setting,
+            "ignored: a JVM broker's thread or socket buffer tuning, which Logbook does not have"
+        );
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -47,5 +56,31 @@ fn main() -> std::process::ExitCode {
             tracing::error!(error = %e, "broker stopped with an error");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// The broker's configuration, every source layered: defaults < `--config` file <
+/// `LOGBOOK_*` < flags < `KAFKA_*` < `--override`; then checked as a whole.
+fn serve_config(config: Config) -> Result<Config, String> {
+    let given = Cli::given_args(std::env::args_os()).map_err(|e| e.to_string())?;
+    let mut config = config.layer_config_file(&given)?;
+    config.apply_kafka_settings(std::env::vars())?;
+    config.cluster()?;
+    Ok(config)
+}
+
+/// Logs to stderr, as text (coloured on a terminal) or as JSON lines; `RUST_LOG` filters.
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        // openraft logs every vote and membership step at info.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => builder.json().init(),
     }
 }

@@ -37,6 +37,7 @@ pub struct Broker {
     data_dir: PathBuf,
     log_path: PathBuf,
     extra_args: Vec<String>,
+    extra_env: Vec<(String, String)>,
     /// Holds the data directory (and the log) alive for the broker's lifetime.
     _work_dir: TempDir,
 }
@@ -50,6 +51,12 @@ impl Broker {
     /// Starts a broker with extra command-line flags (e.g.
     /// `["--message-max-bytes", "1000"]`) on a fresh data directory.
     pub fn start_with(extra_args: &[&str]) -> Broker {
+        Broker::start_with_env(extra_args, &[])
+    }
+
+    /// Starts a broker with extra flags and extra environment variables (e.g.
+    /// `[("LOGBOOK_NUM_PARTITIONS", "3")]`) on a fresh data directory.
+    pub fn start_with_env(extra_args: &[&str], env: &[(&str, &str)]) -> Broker {
         let work_dir = tempfile::Builder::new()
             .prefix("logbook-it-")
             .tempdir()
@@ -63,6 +70,10 @@ impl Broker {
             data_dir,
             log_path,
             extra_args: extra_args.iter().map(|s| (*s).to_owned()).collect(),
+            extra_env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
             _work_dir: work_dir,
         };
         broker.spawn();
@@ -85,6 +96,7 @@ impl Broker {
             data_dir: data_dir.to_path_buf(),
             log_path,
             extra_args: extra_args.iter().map(|s| (*s).to_owned()).collect(),
+            extra_env: Vec::new(),
             _work_dir: work_dir,
         };
         broker.spawn();
@@ -191,6 +203,7 @@ impl Broker {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(&self.extra_args)
+            .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
@@ -271,7 +284,7 @@ pub(crate) fn startup_timeout() -> Duration {
 }
 
 /// A port that was free a moment ago: bind port 0, read it, drop the listener.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local address").port()
 }

@@ -608,6 +608,10 @@ pub fn apply(config: &mut Config, key: &str, value: &str) -> Result<(), String> 
         config
             .static_broker_configs
             .insert(key.to_string(), value.trim().to_string());
+    } else if JVM_TUNING.contains(&key) {
+        // Accepted so a Kafka server.properties works as it is, and said at startup.
+        config.ignored.push(format!("{key}={value}"));
+        return Ok(());
     } else {
         return Err(format!(
             "unknown broker config '{key}' (value '{value}'); known: {}",
@@ -618,6 +622,22 @@ pub fn apply(config: &mut Config, key: &str, value: &str) -> Result<(), String> 
     Ok(())
 }
 
+/// Kafka settings that tune the JVM broker's own thread pools and socket buffers, which
+/// Logbook does not have (one async runtime, the kernel's socket buffer sizing). Kafka's
+/// stock `server.properties` sets them, so they are accepted, logged as ignored, and not
+/// reported by DescribeConfigs.
+const JVM_TUNING: &[&str] = &[
+    "background.threads",
+    "num.io.threads",
+    "num.network.threads",
+    "num.recovery.threads.per.data.dir",
+    "num.replica.alter.log.dirs.threads",
+    "num.replica.fetchers",
+    "queued.max.requests",
+    "socket.receive.buffer.bytes",
+    "socket.send.buffer.bytes",
+];
+
 /// Every name `--override` accepts, sorted.
 fn known_names() -> Vec<&'static str> {
     let mut names: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
@@ -626,6 +646,7 @@ fn known_names() -> Vec<&'static str> {
             .iter()
             .map(|d| d.name),
     );
+    names.extend(JVM_TUNING);
     names.sort_unstable();
     names.dedup();
     names

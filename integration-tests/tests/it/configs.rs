@@ -24,8 +24,8 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Timestamp;
 
 use crate::common::{
-    admin, admin_options, block_on, consume, create_topic, create_topics, produce_all, producer,
-    Record,
+    admin, admin_options, assert_round_trip, block_on, consume, create_topic, create_topics,
+    produce_all, producer, Record,
 };
 
 const TOPIC: i8 = 2;
@@ -641,5 +641,132 @@ fn overrides_under_kafka_names() {
     assert!(
         stderr.contains("invalid value 'shred' for broker config log.cleanup.policy"),
         "{stderr}"
+    );
+}
+
+// `--config FILE` (Kafka's server.properties format, or TOML by extension) sits under the
+// LOGBOOK_* variables and the flags: the file's num.partitions loses to the flag, its
+// log.segment.bytes to the variable, its message.max.bytes holds. Its keys are reported as
+// STATIC_BROKER_CONFIG; Kafka's thread-pool keys are accepted and logged as ignored; a bad
+// key or value stops the start naming the file, the key and the value.
+#[test]
+fn config_file_under_environment_and_flags() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let properties = dir.path().join("server.properties");
+    std::fs::write(
+        &properties,
+        "# as Kafka writes it\nnum.partitions=5\nlog.segment.bytes = 2048\n\
+         message.max.bytes: 5000\nlog.retention.hours=2\nnum.io.threads=8\n",
+    )
+    .expect("write the config file");
+    let path = properties.to_str().expect("utf-8");
+    let broker = Broker::start_with_env(
+        &["--config", path, "--num-partitions", "3"],
+        &[("LOGBOOK_LOG_SEGMENT_BYTES", "4096")],
+    );
+    let node = describe(&broker, BROKER, "1");
+    assert_eq!(entry(&node, "num.partitions"), (Some("3".into()), 4));
+    assert_eq!(entry(&node, "log.segment.bytes"), (Some("4096".into()), 4));
+    assert_eq!(entry(&node, "message.max.bytes"), (Some("5000".into()), 4));
+    assert_eq!(
+        entry(&node, "log.retention.ms"),
+        (Some("7200000".into()), 4)
+    );
+    let log = broker.log();
+    assert!(
+        log.contains("num.io.threads=8") && log.contains("ignored"),
+        "no word of the ignored key in the log:\n{log}"
+    );
+    drop(broker);
+
+    let toml = dir.path().join("logbook.toml");
+    std::fs::write(
+        &toml,
+        "\"num.partitions\" = 6\n[log]\n\"segment.bytes\" = 8192\n",
+    )
+    .expect("write the TOML file");
+    let broker = Broker::start_with(&["--config", toml.to_str().expect("utf-8")]);
+    let node = describe(&broker, BROKER, "1");
+    assert_eq!(entry(&node, "num.partitions"), (Some("6".into()), 4));
+    assert_eq!(entry(&node, "log.segment.bytes"), (Some("8192".into()), 4));
+    drop(broker);
+
+    let refused = |text: &str, name: &str| {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).expect("write the bad file");
+        let out = std::process::Command::new(integration_tests::broker_binary())
+            .args([
+                "--data-dir",
+                dir.path().join("data").to_str().expect("utf-8"),
+            ])
+            .args(["--listen", "127.0.0.1:0", "--config"])
+            .arg(&file)
+            .output()
+            .expect("run the broker");
+        assert_eq!(out.status.code(), Some(1), "started with {text:?}");
+        (file, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (file, stderr) = refused("no.such.key=1\n", "unknown.properties");
+    assert!(
+        stderr.contains(&format!(
+            "config file {}: unknown broker config 'no.such.key' (value '1')",
+            file.display()
+        )),
+        "{stderr}"
+    );
+    let (_, stderr) = refused("num.partitions=many\n", "bad.properties");
+    assert!(
+        stderr.contains("invalid value 'many' for broker config num.partitions")
+            && stderr.contains("allowed: an integer >= 1"),
+        "{stderr}"
+    );
+    let (_, stderr) = refused("[log\n", "broken.toml");
+    assert!(stderr.contains("broken.toml"), "{stderr}");
+}
+
+// A second broker on a data directory a running broker holds is refused, naming the
+// holder; once the first is gone (even by SIGKILL) the directory is free again.
+#[test]
+fn a_held_data_dir_is_refused() {
+    let mut broker = Broker::start();
+    let second = std::process::Command::new(integration_tests::broker_binary())
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(broker.data_dir())
+        .output()
+        .expect("run a second broker");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "data directory {} is in use by another process (pid {})",
+            broker.data_dir().display(),
+            broker.pid()
+        )),
+        "{stderr}"
+    );
+    broker.kill();
+    broker.restart();
+    assert_round_trip(&broker.bootstrap(), "after-the-lock");
+}
+
+// `logbook healthcheck` (the Docker image's HEALTHCHECK) answers 0 for a serving broker
+// and 1, with the reason, for a port nobody listens on.
+#[test]
+fn healthcheck_exit_codes() {
+    let broker = Broker::start();
+    let check = |listen: &str| {
+        std::process::Command::new(integration_tests::broker_binary())
+            .args(["healthcheck", "--listen", listen, "--timeout-ms", "2000"])
+            .output()
+            .expect("run the healthcheck")
+    };
+    let healthy = check(&broker.bootstrap());
+    assert_eq!(healthy.status.code(), Some(0), "{healthy:?}");
+    drop(broker);
+    let closed = check(&format!("127.0.0.1:{}", integration_tests::free_port()));
+    assert_eq!(closed.status.code(), Some(1), "{closed:?}");
+    assert!(
+        String::from_utf8_lossy(&closed.stderr).contains("logbook healthcheck: 127.0.0.1:"),
+        "{closed:?}"
     );
 }
