@@ -299,6 +299,18 @@ pub struct Config {
     /// `LOGBOOK_*` variables and flags take precedence over it.
     #[arg(long, env = "LOGBOOK_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Serve Prometheus metrics on HOST:PORT (`/metrics`, plus `/healthz` and `/readyz`
+    /// for orchestrators). Off unless given.
+    #[arg(long, env = "LOGBOOK_METRICS_LISTEN", value_name = "HOST:PORT")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Most consumer-lag series (group × partition) one scrape reports; the rest are left
+    /// out (logged at debug).
+    #[arg(
+        long,
+        env = "LOGBOOK_METRICS_LAG_PARTITIONS_MAX",
+        default_value_t = 10_000
+    )]
+    pub metrics_lag_partitions_max: usize,
     /// Log format on stderr: `text` (the default) or `json`, one object per line.
     #[arg(long, env = "LOGBOOK_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,

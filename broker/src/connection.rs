@@ -43,6 +43,8 @@ enum Pending {
         api_version: i16,
         correlation_id: i32,
         response: ResponseFuture,
+        /// When its frame was read: the start of its queue time.
+        received: Instant,
     },
     /// ApiVersions asked at a version we do not know: answer in the v0 layout.
     ApiVersionsFallback {
@@ -165,8 +167,10 @@ pub async fn serve_with<R, T>(
         let mut closing = false;
         let transaction_version = broker.config.transaction_version;
         let supported = |key| handlers::supported_at(key, transaction_version);
+        let frame_bytes = frame.len();
         let pending = match decode_request(frame, &supported) {
             Ok(request) => {
+                crate::metrics::RequestMetrics::global().received(request.api_key, frame_bytes);
                 let ctx = RequestContext::new(
                     Arc::clone(&broker),
                     peer,
@@ -182,6 +186,7 @@ pub async fn serve_with<R, T>(
                     api_version: ctx.api_version,
                     correlation_id: ctx.correlation_id,
                     response,
+                    received: last_request,
                 }
             }
             Err(DecodeError::UnsupportedVersion {
@@ -225,21 +230,36 @@ async fn write_loop<T: Transport>(
                 api_version,
                 correlation_id,
                 mut response,
-            } => match ready_or_flush(&mut response, &mut buf, &mut transport).await {
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "write failed; closing connection");
-                    return;
+                received,
+            } => {
+                // Handler futures run when polled here, in request order: until then the
+                // request waits behind the earlier ones of its connection.
+                let started = Instant::now();
+                let ready = ready_or_flush(&mut response, &mut buf, &mut transport).await;
+                if let Ok(answer) = &ready {
+                    crate::metrics::RequestMetrics::global().answered(
+                        api_key,
+                        started.saturating_duration_since(received),
+                        started.elapsed(),
+                        answer.as_ref().map(|r| &r.body),
+                    );
                 }
-                Ok(None) => Ok(()),
-                Ok(Some(response)) => encode_response_with_records(
-                    &mut buf,
-                    api_key,
-                    api_version,
-                    correlation_id,
-                    &response.body,
-                    response.records,
-                ),
-            },
+                match ready {
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "write failed; closing connection");
+                        return;
+                    }
+                    Ok(None) => Ok(()),
+                    Ok(Some(response)) => encode_response_with_records(
+                        &mut buf,
+                        api_key,
+                        api_version,
+                        correlation_id,
+                        &response.body,
+                        response.records,
+                    ),
+                }
+            }
             Pending::ApiVersionsFallback {
                 correlation_id,
                 transaction_version,

@@ -16,6 +16,7 @@ pub mod coordinator;
 pub mod errors;
 pub mod handlers;
 pub mod inter_broker;
+pub mod metrics;
 pub mod partition_budget;
 pub mod records;
 pub mod server;

@@ -74,6 +74,8 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let started = std::time::Instant::now();
     // Held until `run` returns; the kernel drops it if the process dies.
     let _data_dir_lock = logbook_storage::dir_lock::DataDirLock::acquire(&config.data_dir)?;
+    // First, so every metric handle resolved from here on records.
+    let metrics = start_metrics(&config).await?;
     if let Some(count) = config.failpoint_abort_after_txn_markers {
         tracing::warn!(
             count,
@@ -87,7 +89,12 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     };
     let cluster_config = config.cluster()?;
     if !cluster_config.roles.broker {
-        return run_controller_only(&config, &cluster_config).await;
+        if let Some(metrics) = &metrics {
+            metrics.endpoint.set_ready(true);
+        }
+        let result = run_controller_only(&config, &cluster_config).await;
+        stop_metrics(metrics).await;
+        return result;
     }
     let node_id = config.node_id;
     let metadata = MetadataCache::new();
@@ -322,6 +329,10 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         startup_ms = started.elapsed().as_millis(),
         "accepting connections"
     );
+    if let Some(metrics) = &metrics {
+        metrics.endpoint.set_broker(&broker);
+        metrics.endpoint.set_ready(true);
+    }
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     tracker.spawn(retention_loop(Arc::clone(&broker), shutdown.clone()));
@@ -343,16 +354,20 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         };
         match accepted {
             Ok((stream, peer)) => {
+                let connection_metrics = crate::metrics::ConnectionMetrics::global();
                 let Some(slot) = quotas.try_open(peer.ip()) else {
                     // Kafka's TooManyConnectionsException: close the new connection at once.
                     tracing::info!(%peer, limit = broker.config.limits.max_connections_per_ip, "closing connection: max.connections.per.ip reached");
+                    connection_metrics.rejected_per_ip();
                     drop(stream);
                     continue;
                 };
+                connection_metrics.opened();
                 let broker = Arc::clone(&broker);
                 let shutdown = shutdown.clone();
                 tracker.spawn(async move {
                     crate::connection::serve(broker, stream, peer, shutdown).await;
+                    connection_metrics.closed();
                     drop(slot);
                     drop(permit);
                 });
@@ -365,6 +380,9 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         }
     }
     tracing::info!("shutting down");
+    if let Some(metrics) = &metrics {
+        metrics.endpoint.set_ready(false);
+    }
     lifecycle
         .controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT)
         .await;
@@ -390,8 +408,46 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     }
     publisher_task.abort();
     tokio::task::block_in_place(|| replicas.shutdown());
+    stop_metrics(metrics).await;
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// The metrics endpoint while it runs.
+struct RunningMetrics {
+    endpoint: Arc<crate::metrics::endpoint::MetricsEndpoint>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Installs the Prometheus recorder and serves it on `--metrics-listen`, if given.
+async fn start_metrics(
+    config: &Config,
+) -> Result<Option<RunningMetrics>, Box<dyn std::error::Error + Send + Sync>> {
+    let Some(addr) = config.metrics_listen else {
+        return Ok(None);
+    };
+    let handle = crate::metrics::install()?;
+    let endpoint =
+        crate::metrics::endpoint::MetricsEndpoint::new(handle, config.metrics_lag_partitions_max);
+    let stop = CancellationToken::new();
+    let serve = endpoint
+        .bind(addr, stop.clone())
+        .await
+        .map_err(|e| format!("cannot listen for metrics on {addr}: {e}"))?;
+    Ok(Some(RunningMetrics {
+        endpoint,
+        stop,
+        task: tokio::spawn(serve),
+    }))
+}
+
+/// Stops the metrics endpoint: last, so a scrape sees the whole shutdown.
+async fn stop_metrics(metrics: Option<RunningMetrics>) {
+    if let Some(metrics) = metrics {
+        metrics.stop.cancel();
+        let _ = metrics.task.await;
+    }
 }
 
 /// The QuorumController's settings from the broker's flags.

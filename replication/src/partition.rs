@@ -467,17 +467,24 @@ impl Partition {
         let _syncing = self.sync_lock.lock();
         // Clear first: an append that races with this flush queues another one.
         self.flush_queued.store(false, Ordering::Release);
-        let handle = {
+        let (handle, durable_before) = {
             let mut guard = self.log.lock();
             let Some(state) = guard.as_mut() else { return };
             match state.log.sync_handle() {
-                Ok(handle) => handle,
+                Ok(handle) => (handle, state.log.recovery_point()),
                 // Failed earlier: nothing more becomes durable.
                 Err(_) => return,
             }
         };
+        let started = std::time::Instant::now();
         match handle.sync() {
             Ok(synced) => {
+                // One sync makes durable every write since the last: the group commit's
+                // batch, in offsets.
+                metrics::histogram!("logbook_fsync_seconds")
+                    .record(started.elapsed().as_secs_f64());
+                metrics::histogram!("logbook_fsync_batch_records")
+                    .record((synced.durable_offset.get() - durable_before.get()).max(0) as f64);
                 let durable = self.log.lock().as_mut().map(|state| {
                     state.log.mark_durable(synced);
                     state.log.recovery_point()

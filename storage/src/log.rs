@@ -141,6 +141,10 @@ pub struct SliceRead {
     pub log_start_offset: Offset,
     /// Log end offset at the time of the read.
     pub log_end_offset: Offset,
+    /// One past the last offset of the batches in `slices` (a fetch that takes them all
+    /// continues from here), when the read could tell without reading more headers: the
+    /// span of offsets a consumer was sent, for metrics.
+    pub next_offset: Option<Offset>,
 }
 
 /// `len` bytes of a segment file from `position`: whole batches, immutable once written.
@@ -1243,6 +1247,7 @@ impl Log {
             bytes: 0,
             log_start_offset: Offset(self.log_start_offset),
             log_end_offset: Offset(log_end),
+            next_offset: None,
         };
         if offset == log_end || offset >= max_offset {
             return Ok(result);
@@ -1261,22 +1266,31 @@ impl Log {
                         .slices
                         .push(segment.slice(first_position, first.total_bytes()));
                     result.bytes = first.total_bytes();
+                    result.next_offset = Some(Offset(first.last_offset() + 1));
                 }
             }
             return Ok(result);
         }
         let mut position = first_position;
+        let mut stopped_early = false;
         for segment in segments {
-            let end = segment.readable_end(position, max_bytes - result.bytes, max_offset)?;
+            let (end, last_offset) =
+                segment.readable_end(position, max_bytes - result.bytes, max_offset)?;
             if end > position {
                 let len = (end - position) as usize;
                 result.slices.push(segment.slice(position, len));
                 result.bytes += len;
+                result.next_offset = last_offset.map(|last| Offset(last + 1));
             }
             if end < segment.size() {
+                stopped_early = true;
                 break;
             }
             position = 0;
+        }
+        if !stopped_early && result.bytes > 0 {
+            // Every segment read to its end: the batches reach the log end.
+            result.next_offset = Some(Offset(log_end));
         }
         Ok(result)
     }

@@ -141,7 +141,10 @@ pub(crate) fn drop_cached(slice: &FileSlice) {
         rustix::fs::Advice::DontNeed,
     ) {
         tracing::debug!(error = %e, "fadvise(DONTNEED) failed");
+        return;
     }
+    metrics::counter!("logbook_page_cache_drops_total").increment(1);
+    metrics::counter!("logbook_page_cache_dropped_bytes_total").increment(len.get());
 }
 
 /// Least disk space reserved at a time ahead of the active segment's end.
@@ -654,12 +657,16 @@ impl LogSegment {
     /// offset is `>= max_offset`. The offset index gives a boundary close to the end and a
     /// header scan from there finds the exact one, so finding the end of a 1 MiB read costs
     /// a pread or two of headers, not a read of the data.
+    ///
+    /// Also returns the last offset of the region when the scan saw it: the last batch it
+    /// took, or one before the first batch it left out (`None` when the region ends where
+    /// the scan started, at the segment's end).
     pub(crate) fn readable_end(
         &self,
         start: u32,
         max_bytes: usize,
         max_offset: i64,
-    ) -> Result<u32, Error> {
+    ) -> Result<(u32, Option<i64>), Error> {
         let limit = u64::from(start)
             .saturating_add(max_bytes as u64)
             .min(u64::from(self.size));
@@ -668,15 +675,20 @@ impl LogSegment {
             .last_position_within(limit, max_offset)
             .map_or(start, |position| position.max(start));
         let mut end = from;
+        let mut last_offset = None;
         self.scan_headers(from, |position, header| {
             let batch_end = u64::from(position) + header.total_bytes() as u64;
             if batch_end > limit || header.last_offset() >= max_offset {
+                if end > start && last_offset.is_none() {
+                    last_offset = Some(header.base_offset - 1);
+                }
                 return ControlFlow::Break(());
             }
             end = u32::try_from(batch_end).expect("batch end within the segment size");
+            last_offset = Some(header.last_offset());
             ControlFlow::Continue(())
         })?;
-        Ok(end)
+        Ok((end, last_offset))
     }
 
     /// The bytes `[position, position + len)` of the `.log`, as a shareable file range.

@@ -149,6 +149,9 @@ struct Pass {
     records: FileRecords,
     bytes: usize,
     error: bool,
+    /// What a consumer is sent, per partition with data: topic, bytes, offsets spanned
+    /// (collected only when metrics are on).
+    delivered: Vec<(String, usize, u64)>,
 }
 
 fn error_partition(index: i32, error: ResponseError) -> PartitionData {
@@ -173,6 +176,7 @@ fn read_pass(
     let mut bytes = 0;
     let mut error = false;
     let mut records = FileRecords::default();
+    let mut delivered = Vec::new();
     let response = topics
         .iter()
         .map(|t| {
@@ -246,6 +250,12 @@ fn read_pass(
                             let n = read.bytes;
                             if n > 0 {
                                 min_one_batch = false;
+                                if crate::metrics::enabled() {
+                                    let offsets = read.next_offset.map_or(0, |next| {
+                                        u64::try_from(next.get() - offset.get()).unwrap_or(0)
+                                    });
+                                    delivered.push((t.name.to_string(), n, offsets));
+                                }
                             }
                             bytes += n;
                             budget = budget.saturating_sub(n);
@@ -285,6 +295,7 @@ fn read_pass(
         records,
         bytes,
         error,
+        delivered,
     }
 }
 
@@ -348,6 +359,9 @@ async fn fetch(
     let topics = resolve(broker, request, version);
     let deadline = tokio::time::Instant::now() + max_wait;
     let respond = |mut pass: Pass| {
+        for (topic, bytes, offsets) in &pass.delivered {
+            crate::metrics::BrokerTopicStats::fetched(topic, *bytes, *offsets);
+        }
         if version >= CURRENT_LEADER_VERSION && pass.error {
             fill_current_leaders(broker, &mut pass.response);
         }

@@ -288,6 +288,11 @@ fn append_partition(
             )
         }
         Ok(AppendOutcome::Appended(info)) => {
+            crate::metrics::BrokerTopicStats::appended(
+                &topic.name,
+                validated.bytes().len(),
+                u64::try_from(validated.record_count()).unwrap_or(0),
+            );
             let log_start_offset = partition.offsets().map_or(-1, |o| o.log_start_offset.get());
             let response = PartitionProduceResponse::default()
                 .with_index(index)

@@ -26,6 +26,7 @@ mod kafka_tools;
 mod large_messages;
 mod list_offsets;
 mod metadata;
+mod metrics;
 mod migration;
 mod offset_for_leader_epoch;
 mod poison_batches;

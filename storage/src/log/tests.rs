@@ -193,6 +193,52 @@ fn index_lookups_across_many_batches_and_segments() {
         .all(|w| w[0].last_offset() + 1 == w[1].base_offset));
 }
 
+// read_slices tells the offset after the batches it selected (what a consumer's next
+// fetch starts from) for reads of every size, within a segment and across segments, with
+// and without a high watermark.
+#[test]
+fn slice_reads_know_their_next_offset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open(
+        dir.path(),
+        LogConfig {
+            segment_bytes: 16 * 1024,
+            index_interval_bytes: 512,
+            ..LogConfig::default()
+        },
+    );
+    let mut last = Vec::new();
+    for i in 0..300 {
+        let (info, _) = append(&mut log, 1 + i % 3, 30 + i % 40, i as i64);
+        last.push(info.last_offset.get());
+    }
+    assert!(log.segment_count() > 2, "expected several segments");
+    let end = log.end();
+    for &start in &[0, 1, 57, 200, last[250]] {
+        for &max_bytes in &[1, 100, 700, 5000, 20_000, 100_000] {
+            for &hw in &[Offset::MAX, Offset(end - 10)] {
+                let read = log
+                    .read_slices(Offset(start), max_bytes, hw, true)
+                    .expect("read");
+                if read.bytes == 0 {
+                    assert_eq!(read.next_offset, None);
+                    continue;
+                }
+                let bytes = log
+                    .read(Offset(start), max_bytes, hw, true)
+                    .expect("read")
+                    .records;
+                let expected = headers(&bytes).last().expect("a batch").last_offset() + 1;
+                assert_eq!(
+                    read.next_offset,
+                    Some(Offset(expected)),
+                    "start {start} max_bytes {max_bytes} hw {hw:?}"
+                );
+            }
+        }
+    }
+}
+
 // A segment rolls when the next append would exceed segment_bytes.
 #[test]
 fn rolls_by_bytes() {
