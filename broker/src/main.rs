@@ -21,6 +21,7 @@ fn main() -> std::process::ExitCode {
                 }
             }
         }
+        tool => return std::process::ExitCode::from(logbook_broker::cli::run_tool(tool)),
     };
     let config = match serve_config(config) {
         Ok(config) => config,

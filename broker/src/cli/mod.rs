@@ -1,12 +1,27 @@
 //! The `logbook` command line: `serve` runs the broker (and is what runs with no
 //! subcommand, so `cargo run --release` starts a broker); the other subcommands are tools
-//! that talk to a running broker over the Kafka protocol.
+//! that talk to a running broker over the Kafka protocol, any Kafka-compatible one (as
+//! Redpanda's `rpk` does).
+//!
+//! Tools print human tables by default and JSON with `--json`; they exit 0 on success,
+//! 1 when the broker refused or the operation failed (a missing topic or group, a Kafka
+//! error code), 2 on bad usage, 3 when no broker could be reached.
 
+pub mod client;
+mod cluster;
+mod consume;
+mod group;
 mod healthcheck;
+mod output;
+mod produce;
+mod topic;
+
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
 use crate::config::Config;
+use client::{CliError, KafkaClient};
 
 pub use healthcheck::{run as healthcheck, HealthcheckArgs};
 
@@ -35,9 +50,58 @@ pub enum Command {
     /// Exit 0 if the broker listening here answers ApiVersions, 1 otherwise: Docker's
     /// HEALTHCHECK, which must not need tools the image does not carry.
     Healthcheck(HealthcheckArgs),
+    /// Create, list, describe, delete and change topics.
+    Topic(topic::TopicArgs),
+    /// List, describe and delete consumer groups, and reset their offsets.
+    Group(group::GroupArgs),
+    /// Write records from standard input or a file, one per line.
+    Produce(produce::ProduceArgs),
+    /// Read records and print them, as text or JSON lines.
+    Consume(consume::ConsumeArgs),
+    /// The cluster: its id, controller and brokers.
+    Cluster(cluster::ClusterArgs),
+}
+
+/// How the tools reach the cluster and print; every tool subcommand takes these.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Connection {
+    /// Brokers to bootstrap from, `HOST:PORT[,HOST:PORT…]`.
+    #[arg(
+        short = 'b',
+        long = "bootstrap-server",
+        env = "LOGBOOK_BOOTSTRAP_SERVER",
+        default_value = "127.0.0.1:9092",
+        global = true
+    )]
+    pub bootstrap_server: String,
+    /// Print JSON instead of tables (one object, or one per line for streams).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Longest wait for any one answer from a broker, in milliseconds.
+    #[arg(long, default_value_t = 10_000, global = true)]
+    pub request_timeout_ms: u64,
+}
+
+impl Connection {
+    /// A client for these brokers.
+    ///
+    /// # Errors
+    /// A bootstrap address is malformed.
+    pub fn client(&self) -> Result<KafkaClient, CliError> {
+        KafkaClient::new(
+            &self.bootstrap_server,
+            Duration::from_millis(self.request_timeout_ms),
+        )
+    }
 }
 
 impl Cli {
+    /// The subcommand to run: `serve` with the top-level flags when none was named.
+    pub fn into_command(self) -> Command {
+        self.command
+            .unwrap_or_else(|| Command::Serve(Box::new(self.serve)))
+    }
+
     /// `argv` parsed with every default removed: the matches hold exactly the flags and
     /// `LOGBOOK_*` variables that were given, which is what a `--config` file must not
     /// override ([`Config::layer_config_file`]). The matches are the `serve` subcommand's
@@ -59,10 +123,37 @@ impl Cli {
             None => matches,
         })
     }
+}
 
-    /// The broker configuration to serve with, or `None` for a tool subcommand.
-    pub fn into_command(self) -> Command {
-        self.command
-            .unwrap_or_else(|| Command::Serve(Box::new(self.serve)))
+/// Runs a tool subcommand to its end; returns the process exit status. (`serve` and
+/// `healthcheck` are run by `main`.)
+#[must_use]
+pub fn run_tool(command: Command) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("logbook: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    let result = runtime.block_on(async {
+        match command {
+            Command::Topic(args) => topic::run(args).await,
+            Command::Group(args) => group::run(args).await,
+            Command::Produce(args) => produce::run(args).await,
+            Command::Consume(args) => consume::run(args).await,
+            Command::Cluster(args) => cluster::run(args).await,
+            Command::Serve(_) | Command::Healthcheck(_) => Ok(()),
+        }
+    });
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("logbook: {e}");
+            e.exit_code()
+        }
     }
 }

@@ -8,6 +8,8 @@ mod wire;
 mod admin_apis;
 mod admin_topics;
 mod bad_input;
+mod cli_admin;
+mod cli_records;
 mod clients;
 mod cluster_harness;
 mod compaction;
