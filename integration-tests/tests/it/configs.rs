@@ -770,3 +770,24 @@ fn healthcheck_exit_codes() {
         "{closed:?}"
     );
 }
+
+// `--log-format json`: every log line is one JSON object with Kafka-collector-friendly
+// fields (timestamp, level, message), the startup line among them.
+#[test]
+fn json_logs_are_one_object_per_line() {
+    let broker = Broker::start_with(&["--log-format", "json"]);
+    assert_round_trip(&broker.bootstrap(), "json-logs");
+    let log = broker.log();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["fields"]["message"] == "accepting connections"
+                && l["level"] == "INFO"
+                && l["timestamp"].is_string()),
+        "no startup line in:\n{log}"
+    );
+}
