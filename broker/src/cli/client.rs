@@ -100,24 +100,7 @@ fn description(code: i16) -> Option<&'static str> {
     })
 }
 
-/// Kafka's name of an error code, e.g. `UNKNOWN_TOPIC_OR_PARTITION`.
-#[must_use]
-pub fn error_name(code: i16) -> String {
-    match kafka_protocol::ResponseError::try_from_code(code) {
-        None | Some(kafka_protocol::ResponseError::Unknown(_)) => format!("error code {code}"),
-        Some(error) => {
-            let camel = format!("{error:?}");
-            let mut out = String::new();
-            for (i, c) in camel.chars().enumerate() {
-                if c.is_ascii_uppercase() && i > 0 {
-                    out.push('_');
-                }
-                out.push(c.to_ascii_uppercase());
-            }
-            out
-        }
-    }
-}
+pub use crate::errors::error_name;
 
 /// ListOffsets' special timestamps: the log start and the end (the high watermark).
 pub const EARLIEST_TIMESTAMP: i64 = -2;

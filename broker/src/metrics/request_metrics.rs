@@ -73,7 +73,7 @@ impl RequestMetrics {
                     counter!(
                         "logbook_request_errors_total",
                         "api" => api.name,
-                        "error" => error_name(code)
+                        "error" => crate::errors::error_name(code)
                     )
                     .increment(1);
                 }
@@ -113,26 +113,6 @@ fn api_name(key: ApiKey) -> &'static str {
         .iter()
         .find(|(k, _)| *k == key as i16)
         .map_or("Unknown", |(_, name)| name)
-}
-
-/// Kafka's name of an error code (`NOT_LEADER_OR_FOLLOWER`), or the number when unknown.
-fn error_name(code: i16) -> String {
-    match kafka_protocol::ResponseError::try_from_code(code) {
-        None | Some(kafka_protocol::ResponseError::Unknown(_)) => code.to_string(),
-        Some(error) => screaming_snake(&format!("{error:?}")),
-    }
-}
-
-/// `NotLeaderOrFollower` → `NOT_LEADER_OR_FOLLOWER`.
-fn screaming_snake(camel: &str) -> String {
-    let mut out = String::with_capacity(camel.len() + 8);
-    for (i, c) in camel.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(c.to_ascii_uppercase());
-    }
-    out
 }
 
 /// Client connections: accepted and rejected counters, and the open count read at scrape
@@ -187,9 +167,9 @@ mod tests {
     fn kafka_names() {
         assert_eq!(api_name(ApiKey::Produce), "Produce");
         assert_eq!(api_name(ApiKey::ApiVersions), "ApiVersions");
-        assert_eq!(error_name(6), "NOT_LEADER_OR_FOLLOWER");
-        assert_eq!(error_name(19), "NOT_ENOUGH_REPLICAS");
-        assert_eq!(error_name(-1), "UNKNOWN_SERVER_ERROR");
-        assert_eq!(error_name(9999), "9999");
+        assert_eq!(crate::errors::error_name(6), "NOT_LEADER_OR_FOLLOWER");
+        assert_eq!(crate::errors::error_name(19), "NOT_ENOUGH_REPLICAS");
+        assert_eq!(crate::errors::error_name(-1), "UNKNOWN_SERVER_ERROR");
+        assert_eq!(crate::errors::error_name(9999), "9999");
     }
 }
