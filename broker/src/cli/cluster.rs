@@ -96,9 +96,9 @@ async fn info(client: &KafkaClient, as_json: bool) -> Result<(), CliError> {
         }));
         return Ok(());
     }
-    println!("CLUSTER     {cluster_id}");
-    println!("CONTROLLER  {controller}");
-    println!();
+    outln!("CLUSTER     {cluster_id}");
+    outln!("CONTROLLER  {controller}");
+    outln!();
     let rows: Vec<Vec<String>> = brokers
         .iter()
         .map(|(id, host, port, rack)| {
@@ -110,6 +110,6 @@ async fn info(client: &KafkaClient, as_json: bool) -> Result<(), CliError> {
             ]
         })
         .collect();
-    println!("{}", table(&["ID", "HOST", "PORT", "RACK"], &rows));
+    outln!("{}", table(&["ID", "HOST", "PORT", "RACK"], &rows));
     Ok(())
 }

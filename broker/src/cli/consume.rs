@@ -1,5 +1,6 @@
-//! `logbook consume TOPIC`: prints a topic's records, as Kafka's `kafka-console-consumer`
-//! does, as tab-separated text or JSON lines.
+//! `logbook consume TOPIC`: prints a topic's records, as tab-separated text (partition,
+//! offset, timestamp, key, value; `--value-only` prints just the value, which is what
+//! Kafka's `kafka-console-consumer` prints by default) or JSON lines.
 //!
 //! Where it starts, per partition: `--offset`, else the first record at or after
 //! `--from-timestamp`, else the `--group`'s committed offset, else the earliest record

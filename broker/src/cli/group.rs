@@ -130,7 +130,7 @@ async fn list(client: &KafkaClient, as_json: bool) -> Result<(), CliError> {
             .iter()
             .map(|(id, (state, protocol))| vec![id.clone(), state.clone(), protocol.clone()])
             .collect();
-        println!("{}", table(&["GROUP", "STATE", "PROTOCOL-TYPE"], &rows));
+        outln!("{}", table(&["GROUP", "STATE", "PROTOCOL-TYPE"], &rows));
     }
     Ok(())
 }
@@ -192,6 +192,31 @@ async fn describe_group(
         owners,
         members: described.members.len(),
     })
+}
+
+/// The end offsets of `partitions`, leaving out those that cannot be had (a deleted
+/// topic, a partition without a leader): `describe` prints `-` for them, as Kafka's tool.
+async fn end_offsets(
+    client: &KafkaClient,
+    partitions: &[(String, i32)],
+) -> HashMap<(String, i32), i64> {
+    if partitions.is_empty() {
+        return HashMap::new();
+    }
+    if let Ok(all) = client.list_offsets(partitions, LATEST_TIMESTAMP).await {
+        return all;
+    }
+    // One at a time, so one partition's failure leaves the others.
+    let mut ends = HashMap::new();
+    for partition in partitions {
+        if let Ok(found) = client
+            .list_offsets(std::slice::from_ref(partition), LATEST_TIMESTAMP)
+            .await
+        {
+            ends.extend(found);
+        }
+    }
+    ends
 }
 
 /// One line of `group describe`: a partition's committed offset, end and lag, and the
@@ -265,11 +290,7 @@ async fn describe(client: &KafkaClient, group: &str, as_json: bool) -> Result<()
     partitions.extend(view.owners.keys().cloned());
     partitions.sort();
     partitions.dedup();
-    let ends = if partitions.is_empty() {
-        HashMap::new()
-    } else {
-        client.list_offsets(&partitions, LATEST_TIMESTAMP).await?
-    };
+    let ends = end_offsets(client, &partitions).await;
     let rows: Vec<PartitionLag<'_>> = partitions
         .iter()
         .map(|(topic, partition)| {
@@ -304,10 +325,10 @@ async fn describe(client: &KafkaClient, group: &str, as_json: bool) -> Result<()
         }));
         return Ok(());
     }
-    println!("GROUP    {group}");
-    println!("STATE    {}", view.state);
-    println!("MEMBERS  {}", view.members);
-    println!();
+    outln!("GROUP    {group}");
+    outln!("STATE    {}", view.state);
+    outln!("MEMBERS  {}", view.members);
+    outln!();
     let dash = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     let table_rows: Vec<Vec<String>> = rows
         .iter()
@@ -328,7 +349,7 @@ async fn describe(client: &KafkaClient, group: &str, as_json: bool) -> Result<()
             ]
         })
         .collect();
-    println!(
+    outln!(
         "{}",
         table(
             &[
@@ -373,7 +394,7 @@ async fn delete(client: &KafkaClient, groups: &[String], as_json: bool) -> Resul
         json(&json!({ "deleted": deleted }));
     } else {
         for group in &deleted {
-            println!("Deleted group {group}.");
+            outln!("Deleted group {group}.");
         }
     }
     failure.map_or(Ok(()), Err)
@@ -520,7 +541,7 @@ async fn reset_offsets(
                 ]
             })
             .collect();
-        println!(
+        outln!(
             "{}",
             table(&["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], &rows)
         );

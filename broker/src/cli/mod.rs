@@ -7,6 +7,17 @@
 //! 1 when the broker refused or the operation failed (a missing topic or group, a Kafka
 //! error code), 2 on bad usage, 3 when no broker could be reached.
 
+/// `println!` for the tools' output: a closed stdout (`logbook group list | head`) ends the
+/// tool quietly with status 0, as Unix tools end, where `println!` would panic.
+macro_rules! outln {
+    () => {
+        $crate::cli::output::write_line("")
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::output::write_line(&format!($($arg)*))
+    };
+}
+
 pub mod client;
 mod cluster;
 mod consume;

@@ -29,5 +29,14 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 
 /// Prints `value` as one line of JSON.
 pub fn json(value: &serde_json::Value) {
-    println!("{value}");
+    write_line(&value.to_string());
+}
+
+/// Writes `text` and a newline to stdout; exits with status 0 if stdout is closed.
+pub fn write_line(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{text}").and_then(|()| out.flush()).is_err() {
+        std::process::exit(0);
+    }
 }

@@ -397,6 +397,15 @@ pub(super) async fn topic_layout(
     })
 }
 
+/// A random index below `len` (0 for an empty list), from the process's hash seed.
+fn random_index(len: usize) -> usize {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    usize::try_from(random % u64::try_from(len.max(1)).unwrap_or(1)).unwrap_or(0)
+}
+
 /// Kafka's murmur2 hash (`org.apache.kafka.common.utils.Utils.murmur2`), which its default
 /// partitioner applies to keys: the same key lands on the same partition whichever client
 /// wrote it.
@@ -476,13 +485,17 @@ struct Producer<'a> {
 
 impl<'a> Producer<'a> {
     fn new(client: &'a KafkaClient, args: &'a ProduceArgs, layout: TopicLayout) -> Producer<'a> {
+        let sticky = random_index(layout.partitions().len());
         Producer {
             client,
             topic: &args.topic,
             partitions: layout.partitions(),
             layout,
             acks: args.acks.wire(),
-            timeout_ms: i32::try_from(args.connection.request_timeout_ms).unwrap_or(i32::MAX),
+            // The broker's wait for acks=all ends before the client's own timeout, so a slow
+            // ISR is REQUEST_TIMED_OUT (exit 1), not a lost connection (exit 3).
+            timeout_ms: i32::try_from(args.connection.request_timeout_ms.saturating_mul(4) / 5)
+                .unwrap_or(i32::MAX),
             compression: args.compression.into(),
             headers: args
                 .headers
@@ -495,7 +508,9 @@ impl<'a> Producer<'a> {
                 })
                 .collect(),
             fixed_partition: args.partition,
-            sticky: 0,
+            // A random first partition, as Kafka's partitioner starts: short runs of
+            // keyless records do not all land on partition 0.
+            sticky,
             pending: BTreeMap::new(),
             offsets: BTreeMap::new(),
         }

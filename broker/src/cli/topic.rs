@@ -199,9 +199,9 @@ async fn create(
             "created": !dry_run,
         }));
     } else if dry_run {
-        println!("Topic {name} can be created.");
+        outln!("Topic {name} can be created.");
     } else {
-        println!("Created topic {name}.");
+        outln!("Created topic {name}.");
     }
     Ok(())
 }
@@ -236,7 +236,7 @@ async fn list(client: &KafkaClient, exclude_internal: bool, as_json: bool) -> Re
                 vec![name.clone(), partitions.to_string(), replicas.to_string()]
             })
             .collect();
-        println!("{}", table(&["NAME", "PARTITIONS", "REPLICAS"], &rows));
+        outln!("{}", table(&["NAME", "PARTITIONS", "REPLICAS"], &rows));
     }
     Ok(())
 }
@@ -288,11 +288,11 @@ async fn describe(client: &KafkaClient, name: &str, as_json: bool) -> Result<(),
             .collect::<Vec<_>>()
             .join(",")
     };
-    println!("NAME        {name}");
-    println!("TOPIC ID    {}", topic.topic_id);
-    println!("INTERNAL    {}", topic.is_internal);
-    println!("PARTITIONS  {}", partitions.len());
-    println!();
+    outln!("NAME        {name}");
+    outln!("TOPIC ID    {}", topic.topic_id);
+    outln!("INTERNAL    {}", topic.is_internal);
+    outln!("PARTITIONS  {}", partitions.len());
+    outln!();
     let rows: Vec<Vec<String>> = partitions
         .iter()
         .map(|p| {
@@ -306,7 +306,7 @@ async fn describe(client: &KafkaClient, name: &str, as_json: bool) -> Result<(),
             ]
         })
         .collect();
-    println!(
+    outln!(
         "{}",
         table(
             &["PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "OFFLINE"],
@@ -319,8 +319,8 @@ async fn describe(client: &KafkaClient, name: &str, as_json: bool) -> Result<(),
         .map(|(k, (v, _))| vec![k.clone(), v.clone().unwrap_or_default()])
         .collect();
     if !overrides.is_empty() {
-        println!();
-        println!("{}", table(&["CONFIG", "VALUE"], &overrides));
+        outln!();
+        outln!("{}", table(&["CONFIG", "VALUE"], &overrides));
     }
     Ok(())
 }
@@ -390,7 +390,7 @@ async fn delete(client: &KafkaClient, name: &str, as_json: bool) -> Result<(), C
     if as_json {
         json(&json!({ "topic": name, "deleted": true }));
     } else {
-        println!("Deleted topic {name}.");
+        outln!("Deleted topic {name}.");
     }
     Ok(())
 }
@@ -446,7 +446,7 @@ async fn alter_config(
             "deleted": delete,
         }));
     } else {
-        println!("Altered the configs of topic {name}.");
+        outln!("Altered the configs of topic {name}.");
     }
     Ok(())
 }
@@ -476,7 +476,7 @@ async fn add_partitions(
     if as_json {
         json(&json!({ "topic": name, "partitions": total }));
     } else {
-        println!("Topic {name} now has {total} partitions.");
+        outln!("Topic {name} now has {total} partitions.");
     }
     Ok(())
 }

@@ -383,21 +383,21 @@ pub static SETTINGS: &[Setting] = &[
         name: "log.retention.hours",
         allowed: "an integer >= -1",
         config_type: 3,
-        apply: |c, v| retention(c, "log.retention.hours", v, 3_600_000),
+        apply: |c, v| retention(c, "log.retention.hours", v),
         read: |c| c.log_retention_ms.to_string(),
     },
     Setting {
         name: "log.retention.minutes",
         allowed: "an integer >= -1",
         config_type: 3,
-        apply: |c, v| retention(c, "log.retention.minutes", v, 60_000),
+        apply: |c, v| retention(c, "log.retention.minutes", v),
         read: |c| c.log_retention_ms.to_string(),
     },
     Setting {
         name: "log.retention.ms",
         allowed: "an integer >= -1",
         config_type: 5,
-        apply: |c, v| retention(c, "log.retention.ms", v, 1),
+        apply: |c, v| retention(c, "log.retention.ms", v),
         read: |c| c.log_retention_ms.to_string(),
     },
     Setting {
@@ -575,11 +575,27 @@ pub static SETTINGS: &[Setting] = &[
 
 /// `log.retention.{ms,minutes,hours}`: sets the flag in milliseconds and records the
 /// static config under the name given, so DescribeConfigs shows Kafka's synonyms.
-fn retention(c: &mut Config, name: &str, value: &str, factor: i64) -> Result<(), String> {
-    let n = number::<i64>(value, -1)?;
-    c.log_retention_ms = if n < 0 { -1 } else { n.saturating_mul(factor) };
+///
+/// Whatever order they come in (a config file may list `log.retention.ms` above the stock
+/// `log.retention.hours=168`), the one in force is Kafka's pick: `ms`, else `minutes`, else
+/// `hours`.
+fn retention(c: &mut Config, name: &str, value: &str) -> Result<(), String> {
+    number::<i64>(value, -1)?;
     c.static_broker_configs
         .insert(name.into(), value.trim().into());
+    let in_force = [
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", 60_000),
+        ("log.retention.hours", 3_600_000),
+    ]
+    .into_iter()
+    .find_map(|(key, factor)| {
+        let n = c.static_broker_configs.get(key)?.parse::<i64>().ok()?;
+        Some(if n < 0 { -1 } else { n.saturating_mul(factor) })
+    });
+    if let Some(ms) = in_force {
+        c.log_retention_ms = ms;
+    }
     Ok(())
 }
 
@@ -784,6 +800,20 @@ mod tests {
             e.contains("'-1'") && e.contains("max.connections.per.ip") && e.contains("allowed"),
             "{e}"
         );
+    }
+
+    // log.retention.ms wins over .minutes and .hours whatever the order they come in.
+    #[test]
+    fn retention_keys_in_kafka_precedence() {
+        let mut c = Config::parse_from(["logbook"]);
+        apply(&mut c, "log.retention.ms", "5000").expect("ms");
+        apply(&mut c, "log.retention.hours", "168").expect("hours");
+        assert_eq!(c.log_retention_ms, 5000);
+        let mut c = Config::parse_from(["logbook"]);
+        apply(&mut c, "log.retention.hours", "2").expect("hours");
+        apply(&mut c, "log.retention.minutes", "3").expect("minutes");
+        assert_eq!(c.log_retention_ms, 180_000);
+        assert!(apply(&mut c, "log.retention.hours", "x").is_err());
     }
 
     // A KRaft listeners line with a CONTROLLER entry and Kafka's empty host: the client
