@@ -371,6 +371,7 @@ impl Partition {
                 return Err(Error::NotLeaderOrFollower(self.topic_partition.clone()));
             }
             if let Some(min_isr) = acks_all_min_isr {
+                let min_isr = leadership.effective_min_isr(min_isr);
                 let isr = leadership.isr.committed().len();
                 if isr < min_isr {
                     return Err(Error::NotEnoughReplicas {

@@ -110,7 +110,8 @@ fn partitions(broker: &Broker) {
             if isr.len() < replicas {
                 under_replicated += 1;
             }
-            if isr.len() < min_isr {
+            // Kafka's `effectiveMinIsr`: never more than the replicas.
+            if isr.len() < min_isr.min(replicas) {
                 under_min_isr += 1;
             }
         }

@@ -30,6 +30,7 @@ mod list_offsets;
 mod metadata;
 mod metrics;
 mod migration;
+mod min_insync_replicas;
 mod offset_for_leader_epoch;
 mod poison_batches;
 mod produce_consume;

@@ -57,7 +57,8 @@ impl Partition {
 
     /// Waits for acks=all (Kafka's `DelayedProduce` with `checkEnoughReplicasReachOffset`):
     /// once the high watermark reaches `offset`, succeeds if the maximal ISR still has at
-    /// least `min_insync_replicas` members, else NOT_ENOUGH_REPLICAS_AFTER_APPEND (the
+    /// least `min_insync_replicas` members (capped at the replica count, as Kafka's
+    /// `effectiveMinIsr`), else NOT_ENOUGH_REPLICAS_AFTER_APPEND (the
     /// records are committed, but by fewer replicas than the producer asked for).
     ///
     /// # Errors
@@ -78,7 +79,11 @@ impl Partition {
                     return Err(Error::NotLeaderOrFollower(self.topic_partition.clone()));
                 }
                 if *high_watermark.borrow_and_update() >= offset {
-                    let isr = self.leadership.read().isr.maximal().len();
+                    let (isr, min_insync_replicas) = {
+                        let leadership = self.leadership.read();
+                        let min_isr = leadership.effective_min_isr(min_insync_replicas);
+                        (leadership.isr.maximal().len(), min_isr)
+                    };
                     if isr < min_insync_replicas {
                         return Err(Error::NotEnoughReplicasAfterAppend {
                             topic_partition: self.topic_partition.clone(),

@@ -266,12 +266,22 @@ impl Leadership {
         self.role == Role::Leader
     }
 
+    /// `min.insync.replicas` as it applies to this partition, as Kafka's
+    /// `Partition.effectiveMinIsr`: never more than the partition has replicas. A topic
+    /// with one replica and `min.insync.replicas=2` (a broker default copied from a
+    /// production cluster) still commits its records and accepts acks=all; without the cap
+    /// its high watermark would never move and every record would stay invisible.
+    #[must_use]
+    pub fn effective_min_isr(&self, min_insync_replicas: usize) -> usize {
+        min_insync_replicas.min(self.replicas.len()).max(1)
+    }
+
     /// The high watermark the leader may publish given its own counted offset
     /// (`leader_offset`: its durable offset, or its log end when the OS flushes), as Kafka's
     /// `maybeIncrementLeaderHW`: the least counted offset over the maximal ISR, and over
     /// followers outside it that are caught up (so one about to join is not left below the
     /// high watermark it must reach). `None` when this broker does not lead or the committed
-    /// ISR is smaller than `min_insync_replicas` (Kafka 3.7+: the high watermark waits
+    /// ISR is smaller than the effective `min_insync_replicas` (Kafka 3.7+: the high watermark waits
     /// rather than commit records fewer replicas than promised have). A member whose
     /// position is unknown holds the high watermark where it is. A follower outside the
     /// ISR counts only while `eligibility` accepts its broker (a fenced one never does).
@@ -285,7 +295,9 @@ impl Leadership {
         lag_time_max_ms: i64,
         eligibility: &dyn IsrEligibility,
     ) -> Option<Offset> {
-        if !self.is_leader() || self.isr.committed().len() < min_insync_replicas {
+        if !self.is_leader()
+            || self.isr.committed().len() < self.effective_min_isr(min_insync_replicas)
+        {
             return None;
         }
         let maximal = self.isr.maximal();

@@ -218,8 +218,10 @@ async fn follower_fetch_reads_to_log_end_and_moves_the_high_watermark() {
     assert_eq!(data.error_code, ResponseError::NotLeaderOrFollower.code());
 }
 
-// acks=all on a topic with min.insync.replicas=2 and an ISR of one: NOT_ENOUGH_REPLICAS and
-// nothing appended; as a follower, NOT_LEADER_OR_FOLLOWER naming the leader (v10+).
+// min.insync.replicas is capped at the replica count (Kafka's `effectiveMinIsr`): with one
+// replica and min.insync.replicas=2, acks=all and acks=1 both succeed and the records are
+// committed. With two replicas and an ISR of one, acks=all is NOT_ENOUGH_REPLICAS and
+// nothing is appended; as a follower, NOT_LEADER_OR_FOLLOWER naming the leader (v10+).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produce_refusals_name_the_reason_and_the_leader() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -235,10 +237,24 @@ async fn produce_refusals_name_the_reason_and_the_leader() {
             config: crate::topic_config::TopicConfig::from_map(&configs).expect("config"),
         })
         .expect("topic");
+    let partition = broker.replicas.partition("t", 0).expect("partition");
+    assert_eq!(produce(&broker, -1, 9).await.0, 0, "one replica: acks=all");
+    assert_eq!(produce(&broker, 1, 9).await.0, 0, "one replica: acks=1");
+    partition
+        .wait_durable(
+            logbook_replication::Offset(2),
+            std::time::Duration::from_secs(10),
+        )
+        .await
+        .expect("both committed");
+    assert_eq!(partition.high_watermark().get(), 2);
+
+    partition
+        .become_leader(&state(&[0, 2], &[0], 0, 3))
+        .expect("lead");
     let (error, _, _) = produce(&broker, -1, 9).await;
     assert_eq!(error, ResponseError::NotEnoughReplicas.code());
-    let partition = broker.replicas.partition("t", 0).expect("partition");
-    assert_eq!(partition.log_end_offset().get(), 0, "nothing appended");
+    assert_eq!(partition.log_end_offset().get(), 2, "nothing appended");
     assert_eq!(produce(&broker, 1, 9).await.0, 0, "acks=1 is not refused");
 
     assert!(partition.become_follower(&state(&[0, 2], &[0, 2], 2, 4)));

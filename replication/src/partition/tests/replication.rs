@@ -792,3 +792,39 @@ fn min_insync_replicas_is_known_at_open() {
     p.set_config(LogConfig::default()).expect("config");
     assert_eq!(p.high_watermark(), Offset(1));
 }
+
+// min.insync.replicas above the replica count is capped at it (Kafka's `effectiveMinIsr`):
+// a partition with one replica and min.insync.replicas 3 accepts acks=all, its high
+// watermark follows the durable offset, and the acks=all wait succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_insync_replicas_is_capped_at_the_replica_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    let p = replica(dir.path(), &controller, None);
+    p.become_leader(&state(&[1], &[1], LEADER, 1, 0))
+        .expect("lead");
+    p.append_as_leader(&validated(), -1, 3)
+        .expect("acks=all appends");
+    p.append_as_leader(&validated(), 1, 3)
+        .expect("acks=1 appends");
+    p.flush();
+    assert_eq!(p.high_watermark(), Offset(2));
+    p.wait_for_acks_all(Offset(2), Duration::from_secs(5), 3)
+        .await
+        .expect("acknowledged");
+    // Two replicas, one in sync: the cap is 2, so acks=all is refused again.
+    p.become_leader(&state(&[1, 2], &[1], LEADER, 2, 1))
+        .expect("lead");
+    let refused = p.append_as_leader(&validated(), -1, 3);
+    assert!(
+        matches!(
+            refused,
+            Err(Error::NotEnoughReplicas {
+                isr: 1,
+                min_insync_replicas: 2,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+}
