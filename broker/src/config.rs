@@ -326,6 +326,12 @@ pub struct Config {
     /// logged at startup.
     #[arg(skip)]
     pub ignored: Vec<String>,
+    /// `KAFKA_*` environment variables that name no broker setting (`KAFKA_BOOTSTRAP`,
+    /// `KAFKA_BROKERS`, … as application shells and compose files carry them): skipped and
+    /// logged once at startup by name (never by value: it may be a secret), as Kafka's
+    /// docker image passes them on and Kafka only warns "isn't a known config".
+    #[arg(skip)]
+    pub ignored_env: Vec<String>,
     /// Kafka names given explicitly (`--override`, `KAFKA_*`): reported as
     /// STATIC_BROKER_CONFIG by DescribeConfigs.
     #[arg(skip)]
@@ -457,7 +463,10 @@ impl Limits {
 impl Config {
     /// Applies broker settings given under Kafka's names: first `KAFKA_*` variables of
     /// `env` (sorted by name), then each `--override KEY=VALUE` in order, so the last
-    /// word wins as with `kafka-server-start.sh`.
+    /// word wins as with `kafka-server-start.sh`. A `KAFKA_*` variable naming no setting
+    /// is not this broker's (the environment is shared with applications): it goes to
+    /// [`Config::ignored_env`]. A mistyped `--override` key is still an error: it was
+    /// written for this broker.
     ///
     /// # Errors
     /// A message naming the key, the value and what is allowed; the broker must not start.
@@ -465,13 +474,17 @@ impl Config {
         &mut self,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<(), String> {
-        let mut from_env: Vec<(String, String)> = env
+        let mut from_env: Vec<(String, String, String)> = env
             .into_iter()
-            .filter_map(|(var, value)| env_key(&var).map(|key| (key, value)))
+            .filter_map(|(var, value)| env_key(&var).map(|key| (key, var, value)))
             .collect();
         from_env.sort();
-        for (key, value) in from_env {
-            settings::apply(self, &key, &value)?;
+        for (key, var, value) in from_env {
+            if settings::is_known(&key) {
+                settings::apply(self, &key, &value)?;
+            } else {
+                self.ignored_env.push(var);
+            }
         }
         for pair in self.overrides.clone() {
             let (key, value) = pair.split_once('=').ok_or_else(|| {

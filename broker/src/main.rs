@@ -37,6 +37,12 @@ fn main() -> std::process::ExitCode {
             "ignored: a JVM broker's thread or socket buffer tuning, which Logbook does not have"
         );
     }
+    for variable in &config.ignored_env {
+        tracing::warn!(
+            variable,
+            "ignored: a KAFKA_* environment variable that names no broker config"
+        );
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -605,6 +605,13 @@ pub fn setting(name: &str) -> Option<&'static Setting> {
     SETTINGS.iter().find(|s| s.name == name)
 }
 
+/// Whether `key` names a broker setting [`apply`] takes (one with an effect, a topic
+/// default, or a JVM tuning key accepted and ignored).
+#[must_use]
+pub fn is_known(key: &str) -> bool {
+    setting(key).is_some() || broker_definition(key).is_some() || JVM_TUNING.contains(&key)
+}
+
 /// Applies one `KEY=VALUE` under Kafka's name to `config`.
 ///
 /// # Errors
@@ -768,6 +775,24 @@ mod tests {
         assert_eq!(env_key("KAFKA_A__B___C").as_deref(), Some("a_b-c"));
         assert_eq!(env_key("KAFKA_HEAP_OPTS"), None);
         assert_eq!(env_key("LOGBOOK_DATA_DIR"), None);
+    }
+
+    // A KAFKA_* variable naming no setting is set aside (logged at start), not an error;
+    // the same key through --override still is, and a known variable still applies.
+    #[test]
+    fn unknown_kafka_variables_are_set_aside() {
+        let mut c = Config::parse_from(["logbook"]);
+        c.apply_kafka_settings([
+            ("KAFKA_BOOTSTRAP".to_string(), "127.0.0.1:9092".to_string()),
+            ("KAFKA_BROKERS".to_string(), "a:9092".to_string()),
+            ("KAFKA_NUM_PARTITIONS".to_string(), "4".to_string()),
+        ])
+        .expect("unknown variables do not stop the start");
+        assert_eq!(c.ignored_env, vec!["KAFKA_BOOTSTRAP", "KAFKA_BROKERS"]);
+        assert_eq!(c.num_partitions, 4);
+        let mut c = Config::parse_from(["logbook", "--override", "bootstrap=x"]);
+        let e = c.apply_kafka_settings([]).expect_err("a mistyped override");
+        assert!(e.contains("unknown broker config 'bootstrap'"), "{e}");
     }
 
     // --override beats KAFKA_*, which beats flags; hours become milliseconds; a bad value

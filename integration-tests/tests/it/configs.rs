@@ -644,6 +644,37 @@ fn overrides_under_kafka_names() {
     );
 }
 
+// KAFKA_* variables that name no broker config (the client settings an application's
+// shell or compose file carries next to the broker) do not stop the start, as on Kafka's
+// docker image: the broker serves clients and logs each variable once by name, never its
+// value; a known one beside them still takes effect.
+#[test]
+fn unknown_kafka_variables_in_the_environment_are_ignored() {
+    let broker = Broker::start_with_env(
+        &[],
+        &[
+            ("KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
+            ("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
+            ("KAFKA_BROKERS", "kafka-1:9092,kafka-2:9092"),
+            ("KAFKA_NUM_PARTITIONS", "3"),
+        ],
+    );
+    let node = describe(&broker, BROKER, "1");
+    assert_eq!(entry(&node, "num.partitions"), (Some("3".into()), 4));
+    crate::common::assert_round_trip(&broker.bootstrap(), "env-ignored");
+    let log = broker.log();
+    for variable in [
+        "KAFKA_BOOTSTRAP",
+        "KAFKA_BOOTSTRAP_SERVERS",
+        "KAFKA_BROKERS",
+    ] {
+        let needle = format!("variable=\"{variable}\"");
+        let lines = log.lines().filter(|l| l.contains(&needle)).count();
+        assert_eq!(lines, 1, "{variable} logged once:\n{log}");
+    }
+    assert!(!log.contains("kafka-1:9092"), "a value was logged:\n{log}");
+}
+
 // `--config FILE` (Kafka's server.properties format, or TOML by extension) sits under the
 // LOGBOOK_* variables and the flags: the file's num.partitions loses to the flag, its
 // log.segment.bytes to the variable, its message.max.bytes holds. Its keys are reported as
