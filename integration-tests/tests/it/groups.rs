@@ -805,20 +805,23 @@ fn kafka_python_group_commit_and_resume() {
 #[test]
 fn kafka_python_3_members_settle_after_a_leave() {
     // Proves: three kafka-python 3.0 consumers split a six-partition topic; after one closes
-    // (LeaveGroup) the two left settle within 45 s into one generation, unchanged for 6 s,
-    // whose assignments are disjoint and cover all six partitions (3 + 3 with the range
-    // assignor). Guards the rebalance storm of issue 8 (a known member's JoinGroup in
-    // Stable or CompletingRebalance forcing a new rebalance). It did not reproduce against
-    // the code at 018f222 (8 runs), which already answered an unchanged follower with the
-    // current generation; it stays as a real-client guard of that rule.
+    // (LeaveGroup) the two left own all six partitions (3 + 3 with the range assignor)
+    // within 20 s, in one generation held for 3 s — ten times in a row, each on a fresh
+    // topic and group (issue 23, item 3). Guards the rebalance storm of issue 8 (a known
+    // member's JoinGroup in Stable or CompletingRebalance forcing a new rebalance).
+    // Against Apache Kafka 4.4 the same script converges 10 of 10 with no rejoin; the
+    // rare rejoin seen on either broker is kafka-python's (a join result that completes
+    // between two polls is dropped and the member joins again; when that member is the
+    // leader, Kafka's rule — a leader's JoinGroup in Stable rebalances — applies).
     let pythonpath = kafka_python_3();
     let broker = Broker::start_with(FAST_GROUPS);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/rebalance_storm.py");
     let output = Command::new("timeout")
-        .arg("180")
+        .arg("600")
         .arg("python3")
         .arg(&script)
         .arg(broker.bootstrap())
+        .arg("10")
         .env("PYTHONPATH", &pythonpath)
         .env("PYTHONUNBUFFERED", "1")
         .output()
@@ -832,7 +835,7 @@ fn kafka_python_3_members_settle_after_a_leave() {
     );
     assert_eq!(
         stdout.trim(),
-        "kafka-python 3 rebalance ok: members=2 assignments=[[0, 1, 2], [3, 4, 5]]"
+        "kafka-python 3 rebalance ok: runs=10 members=2 assignments=[[0, 1, 2], [3, 4, 5]]"
     );
 }
 

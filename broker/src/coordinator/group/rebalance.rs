@@ -266,6 +266,14 @@ impl GroupCoordinator {
         req: &JoinRequest,
         tx: oneshot::Sender<JoinResult>,
     ) {
+        // Said apart because they mean different things when a group churns: a leader
+        // rejoins when its client saw topic metadata change (or lost its own join result),
+        // a member with new metadata changed its subscription or owned partitions.
+        let reason = match g.members.get(&req.member_id) {
+            Some(m) if !m.matches(&req.protocols) => "member rejoined with new metadata",
+            _ if g.is_leader(&req.member_id) => "leader rejoined",
+            _ => "member rejoined",
+        };
         update_member(g, req);
         if let Some(member) = g.members.get_mut(&req.member_id) {
             if let Some(old) = member.awaiting_join.replace(tx) {
@@ -278,7 +286,7 @@ impl GroupCoordinator {
         if g.state == GroupState::PreparingRebalance {
             self.check_join_complete(g);
         } else {
-            self.prepare_rebalance(g, "member rejoined with new metadata");
+            self.prepare_rebalance(g, reason);
         }
     }
 
