@@ -101,7 +101,7 @@ impl AlterPartitionSender for AlterPartitionManager {
                 mpsc::error::TrySendError::Closed(item) => ("AlterPartition manager stopped", item),
             };
             tracing::warn!(partition = %item.request.topic_partition, "{reason}");
-            (item.done)(Err(AlterPartitionError::Other(reason.to_string())));
+            (item.done)(Err(AlterPartitionError::NotAttempted(reason.to_string())));
         }
     }
 }
@@ -142,7 +142,12 @@ impl SendTask {
             match sent {
                 Ok(results) => {
                     failing = false;
-                    self.complete(results);
+                    if self.complete(results) {
+                        tokio::select! {
+                            () = shutdown.cancelled() => break,
+                            () = tokio::time::sleep(backoff) => {}
+                        }
+                    }
                 }
                 Err(e) => {
                     if failing {
@@ -163,7 +168,7 @@ impl SendTask {
             self.enqueue(item);
         }
         for (_, item) in std::mem::take(&mut self.unsent) {
-            (item.done)(Err(AlterPartitionError::Other(
+            (item.done)(Err(AlterPartitionError::NotAttempted(
                 "broker shutting down".to_string(),
             )));
         }
@@ -177,7 +182,7 @@ impl SendTask {
         );
         if self.unsent.contains_key(&key) {
             tracing::warn!(partition = %item.request.topic_partition, "an ISR change for this partition is in flight already");
-            (item.done)(Err(AlterPartitionError::Other(
+            (item.done)(Err(AlterPartitionError::NotAttempted(
                 "an ISR change for this partition is in flight already".to_string(),
             )));
             return;
@@ -216,21 +221,35 @@ impl SendTask {
     }
 
     /// Hands each answered partition its result; a partition missing from the answer stays
-    /// queued and is sent again (Kafka does the same).
-    fn complete(&mut self, results: Vec<(Uuid, i32, Result<PartitionRegistration, QuorumError>)>) {
+    /// queued and is sent again (Kafka does the same), and so does one refused with an
+    /// error that does not say whether the change was applied (Kafka's leader retries
+    /// those): returns whether any such stays, so the caller backs off before resending.
+    fn complete(
+        &mut self,
+        results: Vec<(Uuid, i32, Result<PartitionRegistration, QuorumError>)>,
+    ) -> bool {
+        let mut retry = false;
         for (topic_id, partition, result) in results {
             let Some(item) = self.unsent.remove(&(topic_id, partition)) else {
                 tracing::warn!(%topic_id, partition, "AlterPartition answer for a partition not asked about");
                 continue;
             };
-            (item.done)(result.map(committed).map_err(partition_error));
+            match result.map(committed).map_err(partition_error) {
+                Err(AlterPartitionError::Other(e)) => {
+                    tracing::warn!(partition = %item.request.topic_partition, error = %e, "AlterPartition failed for a partition; retrying");
+                    self.unsent.insert((topic_id, partition), item);
+                    retry = true;
+                }
+                result => (item.done)(result),
+            }
         }
-        if !self.unsent.is_empty() {
+        if !retry && !self.unsent.is_empty() {
             tracing::warn!(
                 changes = self.unsent.len(),
                 "AlterPartition answer left partitions out; sending them again"
             );
         }
+        retry
     }
 }
 

@@ -212,11 +212,12 @@ impl Partition {
     /// Sends an ISR change with no lock held (the sender may answer at once).
     fn submit_alter_partition(&self, request: AlterPartitionRequest, proposed: IsrState) {
         let weak = self.self_weak();
+        let sent = request.clone();
         self.alter_partition.submit(
             request,
             Box::new(move |result| {
                 if let Some(partition) = weak.upgrade() {
-                    partition.handle_alter_partition_result(&proposed, result);
+                    partition.handle_alter_partition_result(sent, &proposed, result);
                 }
             }),
         );
@@ -225,9 +226,11 @@ impl Partition {
     /// Applies the controller's answer to an ISR change (Kafka's
     /// `handleAlterPartitionUpdate`): ignored if the partition's state moved on meanwhile
     /// (a metadata change was applied); a commit becomes the committed ISR with the new
-    /// partition epoch; a refusal returns to the committed ISR.
+    /// partition epoch; a refusal returns to the committed ISR only when the controller
+    /// cannot have applied the change (Kafka's `handleAlterPartitionError`).
     fn handle_alter_partition_result(
         &self,
+        sent: AlterPartitionRequest,
         proposed: &IsrState,
         result: Result<AlterPartitionCommitted, AlterPartitionError>,
     ) {
@@ -251,10 +254,37 @@ impl Partition {
                         isr: committed.isr.into_iter().collect(),
                     };
                 }
-                Err(e) => {
+                Err(
+                    e @ (AlterPartitionError::NotAttempted(_)
+                    | AlterPartitionError::IneligibleReplica),
+                ) => {
+                    // The controller did not apply the change: back to the committed ISR,
+                    // from where the next fetch or shrink check may propose again.
                     tracing::warn!(partition = %self.topic_partition, error = %e, "ISR change refused");
                     let isr = leadership.isr.committed().clone();
                     leadership.isr = IsrState::Committed { isr };
+                }
+                Err(
+                    e @ (AlterPartitionError::NewLeaderElected
+                    | AlterPartitionError::InvalidUpdateVersion
+                    | AlterPartitionError::UnknownTopicOrPartition),
+                ) => {
+                    // The controller's state moved on (another leader, another partition
+                    // epoch): the change may even have been applied before this answer.
+                    // Keep the pending (maximal) ISR until the metadata arrives, as
+                    // Kafka's `handleAlterPartitionError` does: dropping back to the old
+                    // committed ISR could let the high watermark pass a new member that
+                    // is now the leader, and acknowledge acks=all records it never had.
+                    tracing::info!(partition = %self.topic_partition, error = %e, "ISR change refused; keeping the pending ISR until new metadata arrives");
+                    return;
+                }
+                Err(e @ AlterPartitionError::Other(_)) => {
+                    // Unknown whether it was applied: send the same change again (Kafka
+                    // retries on any other error), keeping the pending ISR meanwhile.
+                    tracing::warn!(partition = %self.topic_partition, error = %e, "ISR change failed; sending it again");
+                    drop(leadership);
+                    self.submit_alter_partition(sent, proposed.clone());
+                    return;
                 }
             }
         }

@@ -149,7 +149,12 @@ pub enum AlterPartitionError {
     /// The controller does not know the partition (UNKNOWN_TOPIC_OR_PARTITION).
     #[error("unknown partition")]
     UnknownTopicOrPartition,
-    /// The request could not be delivered or failed otherwise.
+    /// The change was never sent (Kafka's OPERATION_NOT_ATTEMPTED): a change for the
+    /// partition is in flight already, the queue is full, the broker is stopping or has no
+    /// controller. The controller cannot have applied it.
+    #[error("not attempted: {0}")]
+    NotAttempted(String),
+    /// The controller failed otherwise; whether it applied the change is unknown.
     #[error("{0}")]
     Other(String),
 }
@@ -198,7 +203,9 @@ pub struct NoController;
 impl AlterPartitionSender for NoController {
     fn submit(&self, request: AlterPartitionRequest, done: AlterPartitionCallback) {
         tracing::warn!(partition = %request.topic_partition, "AlterPartition without a controller");
-        done(Err(AlterPartitionError::Other("no controller".to_string())));
+        done(Err(AlterPartitionError::NotAttempted(
+            "no controller".to_string(),
+        )));
     }
 }
 

@@ -323,7 +323,8 @@ async fn become_follower_fails_waiters_and_refuses_appends() {
 
 // A follower that stops catching up leaves the ISR after replica.lag.time.max.ms (still
 // counted until the controller commits); it comes back once it reaches the HW; one change
-// in flight at a time; a refusal returns to the committed ISR.
+// in flight at a time; a refusal the controller cannot have applied returns to the
+// committed ISR.
 #[test]
 fn isr_shrinks_after_lag_and_expands_on_catch_up() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -364,7 +365,7 @@ fn isr_shrinks_after_lag_and_expands_on_catch_up() {
     fetch_records(&p, 3, 1, base + 2 * LAG_MS);
     assert_eq!(controller.proposals(), vec![vec![1, 2, 3]]);
     assert_eq!(p.isr(), (vec![1, 2], vec![1, 2, 3]));
-    controller.reject(AlterPartitionError::InvalidUpdateVersion);
+    controller.reject(AlterPartitionError::IneligibleReplica);
     assert_eq!(p.isr(), (vec![1, 2], vec![1, 2]));
     // Proposed again on its next fetch, and committed.
     fetch_records(&p, 3, 1, base + 2 * LAG_MS);
@@ -637,6 +638,64 @@ fn pending_isr_addition_counts_toward_the_high_watermark() {
     controller.accept(1);
     fetch_records(&p, 3, 2, now);
     assert_eq!(p.high_watermark(), Offset(2));
+}
+
+// Kafka's `handleAlterPartitionError`: only a change the controller cannot have applied
+// (OPERATION_NOT_ATTEMPTED, INELIGIBLE_REPLICA) returns to the committed ISR. After
+// NEW_LEADER_ELECTED, INVALID_UPDATE_VERSION or UNKNOWN_TOPIC_OR_PARTITION the controller
+// may have committed the addition and elected the new member (a reassignment [1,2] ->
+// [3,2] does exactly that), so the pending member keeps holding the high watermark until
+// new metadata arrives; an unknown failure is sent again.
+#[test]
+fn a_refused_isr_addition_keeps_holding_the_high_watermark_until_new_metadata() {
+    for refusal in [
+        AlterPartitionError::NewLeaderElected,
+        AlterPartitionError::InvalidUpdateVersion,
+        AlterPartitionError::UnknownTopicOrPartition,
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let controller = Arc::new(FakeController::default());
+        let p = replica(dir.path(), &controller, None);
+        p.become_leader(&state(&[1, 2, 3], &[1, 2], LEADER, 1, 0))
+            .expect("lead");
+        let now = now_ms();
+        p.append(&batch()).expect("append");
+        p.flush();
+        fetch_records(&p, 2, 1, now);
+        fetch_records(&p, 3, 1, now);
+        assert_eq!(controller.proposals(), vec![vec![1, 2, 3]]);
+        p.append(&batch()).expect("append");
+        p.flush();
+        controller.reject(refusal.clone());
+        assert_eq!(p.isr(), (vec![1, 2], vec![1, 2, 3]), "{refusal:?}");
+        fetch_records(&p, 2, 2, now);
+        assert_eq!(
+            p.high_watermark(),
+            Offset(1),
+            "{refusal:?}: member 3 (at 1) may be the new leader"
+        );
+        assert!(controller.proposals().is_empty(), "{refusal:?}: no retry");
+        // The metadata that follows decides: here the controller committed [1, 2, 3].
+        p.become_leader(&state(&[1, 2, 3], &[1, 2, 3], LEADER, 1, 1))
+            .expect("lead");
+        assert_eq!(p.isr(), (vec![1, 2, 3], vec![1, 2, 3]));
+    }
+
+    // An unknown failure: the same change is sent again, still pending meanwhile.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    let p = replica(dir.path(), &controller, None);
+    p.become_leader(&state(&[1, 2, 3], &[1, 2], LEADER, 1, 0))
+        .expect("lead");
+    p.append(&batch()).expect("append");
+    p.flush();
+    fetch_records(&p, 3, 0, now_ms());
+    assert_eq!(controller.proposals(), vec![vec![1, 2, 3]]);
+    controller.reject(AlterPartitionError::Other("request timed out".into()));
+    assert_eq!(p.isr(), (vec![1, 2], vec![1, 2, 3]));
+    assert_eq!(controller.proposals(), vec![vec![1, 2, 3]], "sent again");
+    controller.accept(1);
+    assert_eq!(p.isr(), (vec![1, 2, 3], vec![1, 2, 3]));
 }
 
 /// Brokers the test has fenced are ineligible; the others are, whatever their epoch.
