@@ -228,6 +228,14 @@ pub struct Config {
         default_value_t = 104_857_600
     )]
     pub transaction_state_log_segment_bytes: i32,
+    /// `min.insync.replicas` of `__transaction_state` when it is created
+    /// (`transaction.state.log.min.isr`; capped at its replica count, as every minimum).
+    #[arg(
+        long,
+        env = "LOGBOOK_TRANSACTION_STATE_LOG_MIN_ISR",
+        default_value_t = 2
+    )]
+    pub transaction_state_log_min_isr: i32,
     /// Largest `transaction.timeout.ms` a producer may ask for (`transaction.max.timeout.ms`).
     #[arg(
         long,

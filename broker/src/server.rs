@@ -572,6 +572,7 @@ fn transaction_config(config: &Config) -> crate::coordinator::transaction::Trans
     crate::coordinator::transaction::TransactionConfig {
         state_log_num_partitions: config.transaction_state_log_num_partitions.max(1),
         state_log_segment_bytes: config.transaction_state_log_segment_bytes.max(14),
+        state_log_min_isr: config.transaction_state_log_min_isr.max(1),
         max_timeout_ms: config.transaction_max_timeout_ms.max(1),
         id_expiration_ms: config.transactional_id_expiration_ms.max(1),
         abort_timed_out_interval_ms: config

@@ -556,6 +556,14 @@ pub static SETTINGS: &[Setting] = &[
         3
     ),
     numeric!(
+        "transaction.state.log.min.isr",
+        transaction_state_log_min_isr,
+        i32,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
         "transactional.id.expiration.ms",
         transactional_id_expiration_ms,
         i64,

@@ -182,6 +182,52 @@ fn find_coordinator_creates_offsets_topic_by_coordinator_rules() {
 }
 
 #[test]
+fn transaction_state_topic_has_the_configs_kafka_forces() {
+    // Proves: __transaction_state is created (by a transactional producer's first
+    // InitProducerId) with the configs Kafka's TransactionStateManager forces on it —
+    // min.insync.replicas from transaction.state.log.min.isr (2 by default, capped at the
+    // one replica here, so a transaction still commits) and no unclean election — and a
+    // transaction commits through it.
+    let broker = Broker::start();
+    let topic = "txn-state-configs";
+    crate::common::create_topic(&broker.bootstrap(), topic, 1, &[]);
+    let producer: rdkafka::producer::BaseProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("transactional.id", "txn-state-configs")
+        .create()
+        .expect("producer");
+    use rdkafka::producer::Producer;
+    producer
+        .init_transactions(crate::common::CLIENT_TIMEOUT)
+        .expect("init_transactions");
+    producer.begin_transaction().expect("begin");
+    producer
+        .send(rdkafka::producer::BaseRecord::<(), str>::to(topic).payload("one"))
+        .expect("send");
+    producer
+        .commit_transaction(crate::common::CLIENT_TIMEOUT)
+        .expect("commit");
+
+    let admin = admin(&broker.bootstrap());
+    let configs = block_on(admin.describe_configs(
+        &[ResourceSpecifier::Topic("__transaction_state")],
+        &admin_options(),
+    ))
+    .expect("describe configs");
+    let resource = configs[0].as_ref().expect("describe __transaction_state");
+    let value = |name: &str| {
+        resource
+            .get(name)
+            .and_then(|e| e.value.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(value("min.insync.replicas"), "2");
+    assert_eq!(value("unclean.leader.election.enable"), "false");
+    assert_eq!(value("cleanup.policy"), "compact");
+    assert_eq!(value("compression.type"), "uncompressed");
+}
+
+#[test]
 fn metadata_auto_create_of_offsets_topic_uses_coordinator_rules() {
     // Proves: a Metadata request naming __consumer_offsets with auto-creation
     // allowed creates it with --offsets-topic-num-partitions partitions (not

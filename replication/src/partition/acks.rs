@@ -33,6 +33,18 @@ impl Partition {
         self.append_with(check, |log, epoch| log.append_validated(batches, epoch))
     }
 
+    /// Appends a coordinator's records (group, offset and transaction log writes) as Kafka's
+    /// coordinators write them, with acks=all: refused (NOT_ENOUGH_REPLICAS) when the
+    /// committed ISR is under the partition's `min.insync.replicas`, so a group or
+    /// transaction state is never acknowledged on fewer replicas than the topic demands.
+    ///
+    /// # Errors
+    /// `NotEnoughReplicas`; otherwise as [`Partition::append`].
+    pub fn append_for_coordinator(&self, batches: &[u8]) -> Result<AppendOutcome, Error> {
+        let min_isr = self.min_insync_replicas.load(Ordering::Acquire);
+        self.append_with(Some(min_isr), |log, epoch| log.append(batches, epoch))
+    }
+
     /// Sets the topic's `min.insync.replicas` (a config change; produce requests pass it
     /// too): below it the high watermark does not advance and acks=all is refused.
     pub fn set_min_insync_replicas(&self, min_insync_replicas: usize) {
@@ -49,10 +61,14 @@ impl Partition {
     /// durable on every member of the ISR).
     ///
     /// # Errors
-    /// `Timeout` after `timeout`; `NotLeaderOrFollower` if the partition stops leading
-    /// meanwhile; `Closed` if it is deleted meanwhile.
+    /// `Timeout` after `timeout`; `NotEnoughReplicasAfterAppend` when the ISR that committed
+    /// it is under `min.insync.replicas`; `NotLeaderOrFollower` if the partition stops
+    /// leading meanwhile; `Closed` if it is deleted meanwhile.
     pub async fn wait_durable(&self, offset: Offset, timeout: Duration) -> Result<(), Error> {
-        self.wait_for_acks_all(offset, timeout, 0).await
+        // Every caller is an acks=all write of Kafka's (coordinator records, markers,
+        // offset commits): the ISR that committed it must still meet the minimum.
+        let min_isr = self.min_insync_replicas.load(Ordering::Acquire);
+        self.wait_for_acks_all(offset, timeout, min_isr).await
     }
 
     /// Waits for acks=all (Kafka's `DelayedProduce` with `checkEnoughReplicasReachOffset`):

@@ -671,7 +671,7 @@ impl GroupCoordinator {
             tracing::error!(group = group_id, error = %e, "cannot encode a __consumer_offsets batch");
             GroupError::Storage
         })?;
-        match partition.append(&batch) {
+        match partition.append_for_coordinator(&batch) {
             Ok(logbook_replication::AppendOutcome::Appended(info)) => {
                 Ok((Arc::clone(&partition), info.log_end_offset))
             }

@@ -106,6 +106,8 @@ pub struct TransactionConfig {
     pub state_log_num_partitions: i32,
     /// `transaction.state.log.segment.bytes`: its `segment.bytes`.
     pub state_log_segment_bytes: i32,
+    /// `transaction.state.log.min.isr`: its `min.insync.replicas`.
+    pub state_log_min_isr: i32,
     /// `transaction.max.timeout.ms`.
     pub max_timeout_ms: i32,
     /// `transactional.id.expiration.ms`.
@@ -127,6 +129,7 @@ impl Default for TransactionConfig {
         TransactionConfig {
             state_log_num_partitions: 50,
             state_log_segment_bytes: 104_857_600,
+            state_log_min_isr: 2,
             max_timeout_ms: 900_000,
             id_expiration_ms: 604_800_000,
             abort_timed_out_interval_ms: 10_000,
@@ -472,8 +475,10 @@ impl TransactionCoordinator {
     }
 
     /// `__transaction_state`, created on first use with `state_partitions` partitions and
-    /// the configs Kafka's `TransactionLog` sets (compacted, uncompressed, `segment.bytes`
-    /// = `transaction.state.log.segment.bytes`); its partitions are loaded before it is
+    /// the configs Kafka's `TransactionStateManager` forces (compacted, uncompressed,
+    /// `segment.bytes` = `transaction.state.log.segment.bytes`, `min.insync.replicas` =
+    /// `transaction.state.log.min.isr`, no unclean election: a transaction's outcome must
+    /// never be lost to an out-of-sync leader); its partitions are loaded before it is
     /// published to requests.
     ///
     /// # Errors
@@ -494,10 +499,13 @@ impl TransactionCoordinator {
             return Ok(self.state_topic.get_or_init(|| topic));
         }
         let segment_bytes = self.config.state_log_segment_bytes.to_string();
+        let min_isr = self.config.state_log_min_isr.to_string();
         let created = TopicConfig::from_pairs([
             ("cleanup.policy", Some("compact")),
             ("compression.type", Some("uncompressed")),
             ("segment.bytes", Some(segment_bytes.as_str())),
+            ("min.insync.replicas", Some(min_isr.as_str())),
+            ("unclean.leader.election.enable", Some("false")),
         ])
         .map_err(|e| e.to_string())
         .and_then(|config| {
@@ -582,7 +590,7 @@ impl TransactionCoordinator {
             tracing::error!(transactional_id = id, error = %e, "cannot encode a transaction log batch");
             TxnError::Storage
         })?;
-        match partition.append(&batch) {
+        match partition.append_for_coordinator(&batch) {
             Ok(logbook_replication::AppendOutcome::Appended(info)) => {
                 entry.meta = next;
                 entry.pending = true;

@@ -640,6 +640,39 @@ fn pending_isr_addition_counts_toward_the_high_watermark() {
     assert_eq!(p.high_watermark(), Offset(2));
 }
 
+// Coordinator records (group, offset and transaction log writes) are acks=all writes in
+// Kafka: refused before they are appended when the committed ISR is under the partition's
+// min.insync.replicas, and not acknowledged when the ISR that committed them is.
+#[tokio::test]
+async fn coordinator_appends_check_min_insync_replicas() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    let p = replica(dir.path(), &controller, None);
+    p.become_leader(&state(&[1, 2], &[1], LEADER, 1, 0))
+        .expect("lead");
+    p.set_min_insync_replicas(2);
+    let refused = p.append_for_coordinator(&batch());
+    assert!(
+        matches!(
+            refused,
+            Err(Error::NotEnoughReplicas {
+                isr: 1,
+                min_insync_replicas: 2,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(p.log_end_offset(), Offset(0), "nothing appended");
+    // With min.insync.replicas 1 it is appended and committed by the ISR {1}.
+    p.set_min_insync_replicas(1);
+    p.append_for_coordinator(&batch()).expect("appended");
+    p.flush();
+    p.wait_durable(Offset(1), std::time::Duration::from_secs(5))
+        .await
+        .expect("committed");
+}
+
 // Kafka's `handleAlterPartitionError`: only a change the controller cannot have applied
 // (OPERATION_NOT_ATTEMPTED, INELIGIBLE_REPLICA) returns to the committed ISR. After
 // NEW_LEADER_ELECTED, INVALID_UPDATE_VERSION or UNKNOWN_TOPIC_OR_PARTITION the controller
