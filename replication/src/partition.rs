@@ -695,6 +695,15 @@ impl Partition {
         self.with_log(|log| log.batch_for_timestamp(timestamp_ms, high_watermark))
     }
 
+    /// The leader epoch `offset` was written in, from the leader-epoch cache (ListOffsets
+    /// EARLIEST answers it, KIP-320); `None` when the cache does not cover it.
+    ///
+    /// # Errors
+    /// The partition being closed.
+    pub fn epoch_for_offset(&self, offset: Offset) -> Result<Option<LeaderEpoch>, Error> {
+        self.with_log(|log| Ok(log.leader_epochs().epoch_for_offset(offset.get())))
+    }
+
     /// The batch below the high watermark holding the largest timestamp (ListOffsets
     /// MAX_TIMESTAMP).
     ///

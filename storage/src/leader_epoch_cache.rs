@@ -85,6 +85,17 @@ impl LeaderEpochFileCache {
         &self.entries
     }
 
+    /// The epoch `offset` was written in (Kafka's `epochForOffset`): the newest epoch
+    /// starting at or before it; `None` before the first entry.
+    #[must_use]
+    pub fn epoch_for_offset(&self, offset: i64) -> Option<LeaderEpoch> {
+        self.entries
+            .iter()
+            .take_while(|e| e.start_offset <= offset)
+            .last()
+            .map(|e| e.epoch)
+    }
+
     /// The newest epoch, if any.
     pub fn latest_epoch(&self) -> Option<LeaderEpoch> {
         self.entries.last().map(|e| e.epoch)

@@ -43,6 +43,12 @@ fn summarize(
     })
 }
 
+/// The leader epoch a stored batch was appended in (its header's partition leader epoch,
+/// as Kafka's timestamp lookups answer it); -1 for a batch too short to say.
+fn batch_epoch(batch: &bytes::Bytes) -> i32 {
+    logbook_storage::RecordBatchHeader::parse(batch).map_or(-1, |h| h.partition_leader_epoch)
+}
+
 /// `isolation_level` of a read_committed consumer.
 const READ_COMMITTED: i8 = 1;
 
@@ -61,7 +67,11 @@ enum Asker {
     Replica,
 }
 
-/// (offset, timestamp) answered for one partition. A read_committed client sees only
+/// (offset, timestamp, leader epoch) answered for one partition, the epoch as Kafka's
+/// `fetchOffsetForTimestamp` answers it (KIP-320 clients validate their position with it):
+/// the leader's current epoch for LATEST, the epoch the log start was written in for
+/// EARLIEST, and the epoch of the batch holding the record found by a timestamp lookup;
+/// -1 when unknown. A read_committed client sees only
 /// what is below the last stable offset (Kafka's `lastFetchableOffset`): LATEST is the
 /// LSO, and timestamp lookups ignore records at or above it; a replica sees the log end.
 fn lookup(
@@ -69,7 +79,7 @@ fn lookup(
     timestamp: i64,
     asker: Asker,
     client: bool,
-) -> Result<(i64, i64), ResponseError> {
+) -> Result<(i64, i64, i32), ResponseError> {
     let offsets = partition
         .offsets()
         .map_err(|e| errors::replication_error(&e))?;
@@ -91,19 +101,25 @@ fn lookup(
     match timestamp {
         LATEST => {
             not_available()?;
-            Ok((last_fetchable, -1))
+            Ok((last_fetchable, -1, partition.leader_epoch().0))
         }
-        EARLIEST | EARLIEST_LOCAL => Ok((log_start_offset, -1)),
+        EARLIEST | EARLIEST_LOCAL => {
+            let epoch = partition
+                .epoch_for_offset(offsets.log_start_offset)
+                .map_err(|e| errors::replication_error(&e))?;
+            Ok((log_start_offset, -1, epoch.map_or(-1, |e| e.0)))
+        }
         // No tiered storage: nothing has been uploaded.
-        LATEST_TIERED => Ok((-1, -1)),
+        LATEST_TIERED => Ok((-1, -1, -1)),
         MAX_TIMESTAMP => {
             let batch = partition
                 .batch_with_max_timestamp()
                 .map_err(|e| errors::replication_error(&e))?;
             let Some(batch) = batch else {
                 not_available()?;
-                return Ok((-1, -1));
+                return Ok((-1, -1, -1));
             };
+            let epoch = batch_epoch(&batch);
             let records = summarize(partition, &batch)?;
             // The earliest record holding the largest timestamp, as Kafka answers.
             let best = records.iter().filter(|r| r.offset < last_fetchable).fold(
@@ -114,8 +130,8 @@ fn lookup(
                 },
             );
             match best {
-                Some(best) => Ok(best),
-                None => not_available().map(|()| (-1, -1)),
+                Some((offset, timestamp)) => Ok((offset, timestamp, epoch)),
+                None => not_available().map(|()| (-1, -1, -1)),
             }
         }
         target if target >= 0 => {
@@ -124,15 +140,16 @@ fn lookup(
                 .map_err(|e| errors::replication_error(&e))?;
             let Some(batch) = batch else {
                 not_available()?;
-                return Ok((-1, -1));
+                return Ok((-1, -1, -1));
             };
+            let epoch = batch_epoch(&batch);
             let records = summarize(partition, &batch)?;
             let found = records.iter().find(|r| {
                 r.timestamp >= target && r.offset >= log_start_offset && r.offset < last_fetchable
             });
             match found {
-                Some(r) => Ok((r.offset, r.timestamp)),
-                None => not_available().map(|()| (-1, -1)),
+                Some(r) => Ok((r.offset, r.timestamp, epoch)),
+                None => not_available().map(|()| (-1, -1, -1)),
             }
         }
         _ => Err(ResponseError::InvalidRequest),
@@ -191,15 +208,11 @@ pub fn handle(ctx: &super::RequestContext, request: ListOffsetsRequest) -> ListO
                             version >= ISOLATION_LEVEL_VERSION && !replica,
                         )
                     }) {
-                        Ok((offset, timestamp)) => response
+                        Ok((offset, timestamp, epoch)) => response
                             .with_offset(offset)
                             .with_timestamp(timestamp)
                             // The field exists from v4; earlier versions cannot carry it.
-                            .with_leader_epoch(if version >= 4 {
-                                partition.leader_epoch().0
-                            } else {
-                                -1
-                            }),
+                            .with_leader_epoch(if version >= 4 { epoch } else { -1 }),
                         Err(e) => response
                             .with_error_code(e.code())
                             .with_offset(-1)

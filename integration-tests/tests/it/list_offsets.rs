@@ -170,3 +170,67 @@ fn list_offsets_unknown_topic() {
     let (error, _, _) = raw_list_offsets(&broker, "no-such-topic", -1);
     assert_eq!(error, 3, "UNKNOWN_TOPIC_OR_PARTITION");
 }
+
+/// ListOffsets v7 for `topic`/0 at `timestamp`: (offset, leader epoch).
+fn offset_and_epoch(broker: &Broker, topic: &str, timestamp: i64) -> (i64, i32) {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(timestamp)])]);
+    let mut stream = wire::connect(broker.addr());
+    let response = wire::round_trip(&mut stream, 7, 12, &request);
+    let p = &response.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0, "ListOffsets {timestamp}");
+    (p.offset, p.leader_epoch)
+}
+
+#[test]
+fn list_offsets_answers_the_epoch_of_the_record_found() {
+    // Proves (KIP-320, Kafka's fetchOffsetForTimestamp): the leader epoch answered with an
+    // offset is the epoch that offset was written in — for EARLIEST the log start's, for a
+    // timestamp or MAX_TIMESTAMP lookup the batch's — and the current leader epoch only
+    // for LATEST. Records 0..3 are written in epoch 0; a restart elects the single node
+    // anew (a higher epoch); records 3..5 are written in that epoch.
+    let mut broker = Broker::start();
+    let topic = "epoch-of-offset";
+    create_topic(&broker.bootstrap(), topic, 1, &[]);
+    let stamped = |range: std::ops::Range<i64>| -> Vec<Record> {
+        range
+            .map(|i| {
+                let mut record = Record::new(0, format!("k{i}"), format!("v{i}"));
+                record.timestamp = Some((i + 1) * 1000);
+                record
+            })
+            .collect()
+    };
+    let acked = produce_ok(&broker.bootstrap(), topic, &stamped(0..3), &[]);
+    assert_eq!(acked, (0..3).map(|o| (0, o)).collect::<Vec<_>>());
+    assert_eq!(
+        offset_and_epoch(&broker, topic, -1),
+        (3, 0),
+        "LATEST before"
+    );
+
+    broker.restart();
+    let acked = produce_ok(&broker.bootstrap(), topic, &stamped(3..5), &[]);
+    assert_eq!(acked, (3..5).map(|o| (0, o)).collect::<Vec<_>>());
+    let (latest, current) = offset_and_epoch(&broker, topic, -1);
+    assert_eq!(latest, 5, "LATEST");
+    assert!(current > 0, "a restart moved the epoch on: {current}");
+    assert_eq!(offset_and_epoch(&broker, topic, -2), (0, 0), "EARLIEST");
+    assert_eq!(offset_and_epoch(&broker, topic, 2000), (1, 0), "ts 2000");
+    assert_eq!(
+        offset_and_epoch(&broker, topic, 4000),
+        (3, current),
+        "ts 4000"
+    );
+    assert_eq!(
+        offset_and_epoch(&broker, topic, -3),
+        (4, current),
+        "MAX_TIMESTAMP"
+    );
+}
