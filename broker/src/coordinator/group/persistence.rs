@@ -449,6 +449,22 @@ fn control_is_commit(key: Option<&Bytes>) -> Option<bool> {
     }
 }
 
+/// The last offset of the last whole batch in `buf` by the batch headers (a batch's last
+/// offset survives compaction even when none of its records do); `None` if no header
+/// parses.
+fn last_offset_of_batches(buf: &Bytes) -> Option<i64> {
+    let mut rest: &[u8] = buf;
+    let mut last = None;
+    while let Ok(header) = logbook_storage::RecordBatchHeader::parse(rest) {
+        let Some(after) = rest.get(header.total_bytes()..) else {
+            break;
+        };
+        last = Some(header.last_offset());
+        rest = after;
+    }
+    last
+}
+
 /// Reads the records of an internal topic's `partition` from its log start to its log
 /// end (a new leader's log holds what the old leader committed even while its high
 /// watermark lags; Kafka's loaders read to the log end too) and decodes each with `decode` (`Ok(None)`: nothing to keep), in log order;
@@ -507,14 +523,12 @@ pub fn replay_with<T>(
             }
         }
         if next <= before {
-            // A batch with no records past `before`: step over it by its header.
-            let infos = RecordBatchDecoder::decode_batch_info(&mut read.records.clone())
-                .map_err(|e| e.to_string())?;
-            let end = infos
-                .iter()
-                .map(|i| i.min_offset + i64::from(i.record_count))
-                .max()
-                .unwrap_or(before);
+            // No record past `before`: the read holds only batches that compaction emptied
+            // (kept for their producer state, as Kafka's cleaner keeps them) — and the next
+            // batch did not fit. Step past them by their headers' last offsets: their
+            // record counts are 0, so counting records would stop the replay here and
+            // leave everything after out.
+            let end = last_offset_of_batches(&read.records).map_or(before, |last| last + 1);
             if end <= before {
                 break;
             }
@@ -522,4 +536,33 @@ pub fn replay_with<T>(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Replay steps past batches compaction emptied by their headers' last offsets (their
+    // record count is 0): an empty batch of offsets 0..=2 followed by only the start of a
+    // batch too large for the read must step to 3, not stop at 0 and leave the rest of
+    // the partition unreplayed.
+    #[test]
+    fn empty_batches_are_stepped_over_by_their_last_offset() {
+        let records: Vec<(Bytes, Option<Bytes>)> = (0..3)
+            .map(|i| (group_key(&format!("g{i}")), None))
+            .collect();
+        let full = encode_batch(&records, 0).expect("encode");
+        // The cleaner's empty batch: the header alone, its count 0, its last offset kept.
+        let mut empty = full.get(..61).expect("header").to_vec();
+        empty[8..12].copy_from_slice(&49_i32.to_be_bytes());
+        empty[57..61].copy_from_slice(&0_i32.to_be_bytes());
+        let header = logbook_storage::RecordBatchHeader::parse(&empty).expect("parse");
+        assert_eq!((header.base_offset, header.last_offset()), (0, 2));
+
+        let mut read = empty.clone();
+        read.extend_from_slice(full.get(..100).expect("a partial batch"));
+        assert_eq!(last_offset_of_batches(&Bytes::from(read)), Some(2));
+        assert_eq!(last_offset_of_batches(&full.clone().freeze()), Some(2));
+        assert_eq!(last_offset_of_batches(&Bytes::from_static(b"short")), None);
+    }
 }
