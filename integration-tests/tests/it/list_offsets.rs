@@ -88,8 +88,12 @@ fn offsets_for_times_and_watermarks() {
     );
 }
 
-/// One raw ListOffsets v7 query for `topic`/0: returns (error, timestamp, offset).
-fn raw_list_offsets(broker: &Broker, topic: &str, timestamp: i64) -> (i16, i64, i64) {
+/// One raw ListOffsets v7 query for `topic`/0: its partition's answer.
+fn list_offsets_partition(
+    broker: &Broker,
+    topic: &str,
+    timestamp: i64,
+) -> kafka_protocol::messages::list_offsets_response::ListOffsetsPartitionResponse {
     let request = ListOffsetsRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_isolation_level(0)
@@ -106,11 +110,13 @@ fn raw_list_offsets(broker: &Broker, topic: &str, timestamp: i64) -> (i16, i64, 
     let partitions = &response.topics[0].partitions;
     assert_eq!(partitions.len(), 1, "one partition in the answer");
     assert_eq!(partitions[0].partition_index, 0);
-    (
-        partitions[0].error_code,
-        partitions[0].timestamp,
-        partitions[0].offset,
-    )
+    partitions[0].clone()
+}
+
+/// [`list_offsets_partition`] as (error, timestamp, offset).
+fn raw_list_offsets(broker: &Broker, topic: &str, timestamp: i64) -> (i16, i64, i64) {
+    let p = list_offsets_partition(broker, topic, timestamp);
+    (p.error_code, p.timestamp, p.offset)
 }
 
 #[test]
@@ -173,17 +179,7 @@ fn list_offsets_unknown_topic() {
 
 /// ListOffsets v7 for `topic`/0 at `timestamp`: (offset, leader epoch).
 fn offset_and_epoch(broker: &Broker, topic: &str, timestamp: i64) -> (i64, i32) {
-    let request = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
-            .with_partitions(vec![ListOffsetsPartition::default()
-                .with_partition_index(0)
-                .with_current_leader_epoch(-1)
-                .with_timestamp(timestamp)])]);
-    let mut stream = wire::connect(broker.addr());
-    let response = wire::round_trip(&mut stream, 7, 12, &request);
-    let p = &response.topics[0].partitions[0];
+    let p = list_offsets_partition(broker, topic, timestamp);
     assert_eq!(p.error_code, 0, "ListOffsets {timestamp}");
     (p.offset, p.leader_epoch)
 }
