@@ -64,7 +64,7 @@ async fn write_one(
     if topic == GROUP_METADATA_TOPIC_NAME {
         broker
             .groups
-            .complete_txn_offsets(index, marker.producer_id.0, commit);
+            .complete_txn_offsets(index, marker.producer_id.0, commit, offset.get());
     }
     partition
         .wait_durable(Offset(offset.get() + 1), DURABLE_TIMEOUT)

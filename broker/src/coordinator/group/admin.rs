@@ -134,12 +134,12 @@ impl GroupCoordinator {
         }
         let mut records: Vec<_> = g
             .offsets
+            .latest()
             .keys()
             .map(|(topic, partition)| (persistence::offset_key(group_id, topic, *partition), None))
             .collect();
         records.push((persistence::group_key(group_id), None));
         self.append(group_id, &records)?;
-        g.offsets.clear();
         g.transition_to(GroupState::Dead, now_ms());
         drop(g);
         self.remove_group(group_id, &group);
@@ -181,15 +181,15 @@ impl GroupCoordinator {
             }
             results.push(None);
             let key = (topic.clone(), *partition);
-            if g.offsets.contains_key(&key) {
+            if g.offsets.latest().contains_key(&key) {
                 records.push((persistence::offset_key(group_id, topic, *partition), None));
                 removed.push(key);
             }
         }
         if !records.is_empty() {
-            self.append(group_id, &records)?;
+            let (_, end) = self.append(group_id, &records)?;
             for key in removed {
-                g.offsets.remove(&key);
+                g.offsets.apply(key, None, Some(end.get()));
             }
         }
         Ok(results)

@@ -12,7 +12,7 @@ use std::fmt;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::offsets::OffsetAndMetadata;
+use super::offsets::{GroupOffsets, OffsetAndMetadata};
 use super::GroupError;
 
 /// Kafka's `ClassicGroupState`.
@@ -198,8 +198,8 @@ pub struct ClassicGroup {
     pub rebalance_token: u64,
     /// True while the initial rebalance delay runs: the join phase does not end early.
     pub in_initial_delay: bool,
-    /// Committed offsets by (topic, partition).
-    pub offsets: BTreeMap<(String, i32), OffsetAndMetadata>,
+    /// Committed offsets by (topic, partition), latest and as of the high watermark.
+    pub offsets: GroupOffsets,
     /// Transactional offset commits (TxnOffsetCommit) not yet committed or aborted, by
     /// producer id: applied to `offsets` by the commit marker, dropped by the abort marker.
     pub pending_txn_offsets: HashMap<i64, BTreeMap<(String, i32), OffsetAndMetadata>>,
@@ -225,7 +225,7 @@ impl ClassicGroup {
             new_member_added: false,
             rebalance_token: 0,
             in_initial_delay: false,
-            offsets: BTreeMap::new(),
+            offsets: GroupOffsets::default(),
             pending_txn_offsets: HashMap::new(),
         }
     }

@@ -3,7 +3,11 @@
 //!
 //! A commit is appended to the group's `__consumer_offsets` partition and applied to the
 //! group under its lock (so the log order is the apply order); the caller answers only once
-//! the append is durable, so an acknowledged commit survives a crash.
+//! the append is durable, so an acknowledged commit survives a crash, and OffsetFetch reads
+//! the offsets as of the partition's high watermark ([`GroupOffsets`]), so it never answers
+//! one that is not durable.
+//!
+//! [`GroupOffsets`]: super::offsets::GroupOffsets
 
 use std::sync::Arc;
 
@@ -118,7 +122,9 @@ impl GroupCoordinator {
         }
         match self.append(group_id, &records) {
             Ok(durable) => {
-                g.offsets.extend(values);
+                for (key, value) in values {
+                    g.offsets.apply(key, Some(value), Some(durable.1.get()));
+                }
                 CommitResult {
                     errors,
                     durable: Some(durable),
@@ -132,7 +138,9 @@ impl GroupCoordinator {
     }
 
     /// OffsetFetch: the committed offsets of `topics` (every committed partition when
-    /// `None`). A group that does not exist has no offsets.
+    /// `None`) as of the high watermark of the group's `__consumer_offsets` partition: a
+    /// commit is visible once it is durable, never before (Kafka reads its coordinator's
+    /// timeline at the last committed offset). A group that does not exist has no offsets.
     ///
     /// # Errors
     /// NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS for a group whose shard is not loaded.
@@ -142,34 +150,41 @@ impl GroupCoordinator {
         topics: Option<&[(String, Vec<i32>)]>,
     ) -> Result<Vec<FetchedTopic>, GroupError> {
         let group = self.lookup(group_id)?;
-        let g = group.as_ref().map(|g| g.lock());
-        let committed = |topic: &str, partition: i32| {
-            g.as_ref()
-                .and_then(|g| g.offsets.get(&(topic.to_string(), partition)).cloned())
-        };
-        Ok(match topics {
-            Some(topics) => topics
+        let Some(group) = group else {
+            return Ok(topics
+                .unwrap_or_default()
                 .iter()
                 .map(|(topic, partitions)| {
                     (
                         topic.clone(),
-                        partitions
-                            .iter()
-                            .map(|p| (*p, committed(topic, *p)))
-                            .collect(),
+                        partitions.iter().map(|p| (*p, None)).collect(),
+                    )
+                })
+                .collect());
+        };
+        let high_watermark = self.offsets_partition(group_id)?.high_watermark().get();
+        let mut g = group.lock();
+        g.offsets.prune(high_watermark);
+        Ok(match topics {
+            Some(topics) => topics
+                .iter()
+                .map(|(topic, partitions)| {
+                    let committed =
+                        |p: i32| g.offsets.committed(&(topic.clone(), p), high_watermark);
+                    (
+                        topic.clone(),
+                        partitions.iter().map(|p| (*p, committed(*p))).collect(),
                     )
                 })
                 .collect(),
             None => {
                 let mut out: Vec<FetchedTopic> = Vec::new();
-                if let Some(g) = &g {
-                    for ((topic, partition), value) in &g.offsets {
-                        if out.last().is_none_or(|(t, _)| t != topic) {
-                            out.push((topic.clone(), Vec::new()));
-                        }
-                        if let Some((_, list)) = out.last_mut() {
-                            list.push((*partition, Some(value.clone())));
-                        }
+                for ((topic, partition), value) in g.offsets.all_committed(high_watermark) {
+                    if out.last().is_none_or(|(t, _)| *t != topic) {
+                        out.push((topic.clone(), Vec::new()));
+                    }
+                    if let Some((_, list)) = out.last_mut() {
+                        list.push((partition, Some(value)));
                     }
                 }
                 out
@@ -198,6 +213,7 @@ impl GroupCoordinator {
                 GroupState::Empty => {
                     let base_state = g.protocol_type.is_some().then_some(g.state_timestamp_ms);
                     g.offsets
+                        .latest()
                         .iter()
                         .filter(|(_, v)| {
                             base_state
@@ -214,6 +230,7 @@ impl GroupCoordinator {
                 | GroupState::PreparingRebalance => match g.subscribed_topics() {
                     Some(subscribed) => g
                         .offsets
+                        .latest()
                         .iter()
                         .filter(|((topic, _), v)| {
                             !subscribed.contains(topic)
@@ -239,6 +256,7 @@ impl GroupCoordinator {
             let removed: Vec<(String, i32)> = group
                 .lock()
                 .offsets
+                .latest()
                 .keys()
                 .filter(|(topic, _)| topics.contains(topic))
                 .cloned()
@@ -251,8 +269,9 @@ impl GroupCoordinator {
 
     /// Kafka's `cleanupGroupMetadata`: drops `keys` from the group's offsets with their
     /// tombstones, and the group itself (Dead, with a group tombstone) if it is Empty and
-    /// holds no offsets any more. The tombstones' durability is not awaited: losing them in
-    /// a crash leaves offsets that the next cleanup removes again.
+    /// holds no offsets any more. The tombstones' durability is not awaited (losing them in
+    /// a crash leaves offsets that the next cleanup removes again), but nothing is removed
+    /// unless they were appended.
     fn remove_offsets(
         &self,
         group: &Arc<parking_lot::Mutex<super::ClassicGroup>>,
@@ -265,24 +284,37 @@ impl GroupCoordinator {
             return;
         }
         let group_id = g.group_id.clone();
-        let mut records: Vec<_> = keys
+        let present: Vec<&(String, i32)> = keys
             .iter()
-            .filter(|key| g.offsets.remove(*key).is_some())
+            .filter(|key| g.offsets.latest().contains_key(*key))
+            .collect();
+        let mut records: Vec<_> = present
+            .iter()
             .map(|(topic, partition)| (persistence::offset_key(&group_id, topic, *partition), None))
             .collect();
         let removed = records.len();
-        let dead = g.state == GroupState::Empty && g.offsets.is_empty();
+        let dead = g.state == GroupState::Empty && g.offsets.latest().len() == removed;
+        if dead {
+            records.push((persistence::group_key(&group_id), None));
+        }
+        if records.is_empty() {
+            return;
+        }
+        // Removed only once the tombstones are in the log: were they not, a restart would
+        // bring the offsets back while this broker had forgotten them.
+        let end = match self.append(&group_id, &records) {
+            Ok((_, end)) => end.get(),
+            Err(e) => {
+                tracing::warn!(group = %group_id, error = %e, "cannot write offset tombstones; will retry");
+                return;
+            }
+        };
+        for key in present {
+            g.offsets.apply(key.clone(), None, Some(end));
+        }
+        tracing::info!(group = %group_id, offsets = removed, removed_group = dead, reason);
         if dead {
             g.transition_to(GroupState::Dead, now_ms);
-            records.push((persistence::group_key(&g.group_id), None));
-        }
-        if !records.is_empty() {
-            tracing::info!(group = %g.group_id, offsets = removed, removed_group = dead, reason);
-            if let Err(e) = self.append(&g.group_id, &records) {
-                tracing::warn!(group = %g.group_id, error = %e, "cannot write offset tombstones");
-            }
-        }
-        if dead {
             drop(g);
             self.remove_group(&group_id, group);
         }

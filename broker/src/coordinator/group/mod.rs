@@ -242,14 +242,17 @@ impl GroupShard {
         self.groups.read().values().cloned().collect()
     }
 
-    /// A transaction marker of `producer_id` on this shard's partition: its pending
-    /// transactional offsets become committed offsets (commit) or are dropped (abort).
-    fn complete_txn_offsets(&self, producer_id: i64, commit: bool) {
+    /// A transaction marker of `producer_id` on this shard's partition, ending before
+    /// `marker_end` (`None` when replayed): its pending transactional offsets become
+    /// committed offsets (commit) or are dropped (abort).
+    fn complete_txn_offsets(&self, producer_id: i64, commit: bool, marker_end: Option<i64>) {
         for group in self.all() {
             let mut g = group.lock();
             if let Some(pending) = g.pending_txn_offsets.remove(&producer_id) {
                 if commit {
-                    g.offsets.extend(pending);
+                    for (key, value) in pending {
+                        g.offsets.apply(key, Some(value), marker_end);
+                    }
                 }
             }
         }
@@ -266,14 +269,7 @@ impl GroupShard {
                 } => {
                     let group = self.get_or_create(&group_id);
                     let mut g = group.lock();
-                    match value {
-                        Some(v) => {
-                            g.offsets.insert((topic, partition), v);
-                        }
-                        None => {
-                            g.offsets.remove(&(topic, partition));
-                        }
-                    }
+                    g.offsets.apply((topic, partition), value, None);
                 }
                 Persisted::TxnOffset {
                     producer_id,
@@ -296,7 +292,7 @@ impl GroupShard {
                 Persisted::TxnMarker {
                     producer_id,
                     commit,
-                } => self.complete_txn_offsets(producer_id, commit),
+                } => self.complete_txn_offsets(producer_id, commit, None),
                 Persisted::Group { group_id, value } => match value {
                     Some(v) => {
                         let group = self.get_or_create(&group_id);

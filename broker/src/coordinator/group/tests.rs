@@ -616,3 +616,35 @@ fn runtime_errors_are_kafkas_codes() {
         16
     );
 }
+
+// The committed view undoes every change above the high watermark, whatever mixes of
+// commits and removals of the same key sit there, and pruning keeps the answer.
+#[test]
+fn group_offsets_answer_the_state_at_the_high_watermark() {
+    use super::offsets::{GroupOffsets, OffsetAndMetadata};
+    let at = |offset: i64| OffsetAndMetadata {
+        offset,
+        leader_epoch: -1,
+        metadata: String::new(),
+        commit_timestamp_ms: 0,
+    };
+    let key = ("t".to_string(), 0);
+    let mut offsets = GroupOffsets::default();
+    offsets.apply(key.clone(), Some(at(1)), None); // replayed: committed
+    offsets.apply(key.clone(), Some(at(2)), Some(10));
+    offsets.apply(key.clone(), Some(at(3)), Some(12));
+    offsets.apply(key.clone(), None, Some(14));
+    offsets.apply(("u".to_string(), 0), Some(at(7)), Some(16));
+    let committed = |o: &GroupOffsets, hw| o.committed(&key, hw).map(|v| v.offset);
+    assert_eq!(committed(&offsets, 9), Some(1));
+    assert_eq!(committed(&offsets, 10), Some(2));
+    assert_eq!(committed(&offsets, 13), Some(3));
+    assert_eq!(committed(&offsets, 14), None);
+    assert_eq!(offsets.latest().get(&key), None);
+    assert_eq!(offsets.all_committed(12).len(), 1);
+    assert_eq!(offsets.all_committed(16).len(), 1);
+    assert_eq!(offsets.all_committed(16)[0].0 .0, "u");
+    offsets.prune(12);
+    assert_eq!(committed(&offsets, 12), Some(3));
+    assert_eq!(committed(&offsets, 20), None);
+}

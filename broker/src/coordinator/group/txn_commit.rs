@@ -119,10 +119,17 @@ impl GroupCoordinator {
     }
 
     /// The transaction coordinator wrote `producer_id`'s marker to partition
-    /// `partition_index` of `__consumer_offsets`: apply (commit) or drop its pending offsets.
-    pub fn complete_txn_offsets(&self, partition_index: i32, producer_id: i64, commit: bool) {
+    /// `partition_index` of `__consumer_offsets` at `marker_offset`: apply (commit) or drop
+    /// its pending offsets. Applied ones reach OffsetFetch once the marker is committed.
+    pub fn complete_txn_offsets(
+        &self,
+        partition_index: i32,
+        producer_id: i64,
+        commit: bool,
+        marker_offset: i64,
+    ) {
         match self.runtime.shard(partition_index) {
-            Ok(shard) => shard.complete_txn_offsets(producer_id, commit),
+            Ok(shard) => shard.complete_txn_offsets(producer_id, commit, Some(marker_offset + 1)),
             Err(e) => {
                 tracing::warn!(partition = partition_index, error = %e, "transaction marker for a shard not loaded here");
             }

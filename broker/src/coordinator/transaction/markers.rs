@@ -161,7 +161,12 @@ async fn write_round(
                 match written {
                     Ok(offset) => {
                         if topic == crate::coordinator::GROUP_METADATA_TOPIC_NAME {
-                            groups.complete_txn_offsets(index, meta.producer_id, commit);
+                            groups.complete_txn_offsets(
+                                index,
+                                meta.producer_id,
+                                commit,
+                                offset.get(),
+                            );
                         }
                         round.written.push((partition, Offset(offset.get() + 1)));
                     }

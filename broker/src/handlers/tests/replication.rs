@@ -6,6 +6,8 @@
 
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::ResponseError;
+use std::time::Duration;
+
 use logbook_replication::{LeaderEpoch, PartitionState, TopicPartition};
 
 use super::*;
@@ -77,6 +79,19 @@ async fn follower_fetch(
     offset: i64,
     last_epoch: i32,
 ) -> PartitionData {
+    follower_fetch_of(broker, "t", 0, replica_id, offset, last_epoch).await
+}
+
+/// A follower's Fetch v15 of `topic`-`partition` from `replica_id` at `offset` after
+/// `last_epoch`.
+async fn follower_fetch_of(
+    broker: &Arc<Broker>,
+    topic: &str,
+    partition: i32,
+    replica_id: i32,
+    offset: i64,
+    last_epoch: i32,
+) -> PartitionData {
     let body = RequestKind::Fetch(
         FetchRequest::default()
             .with_replica_state(
@@ -87,9 +102,9 @@ async fn follower_fetch(
             .with_max_bytes(1 << 20)
             .with_max_wait_ms(0)
             .with_topics(vec![FetchTopic::default()
-                .with_topic_id(broker.topics.get("t").expect("topic").id)
+                .with_topic_id(broker.topics.get(topic).expect("topic").id)
                 .with_partitions(vec![FetchPartition::default()
-                    .with_partition(0)
+                    .with_partition(partition)
                     .with_fetch_offset(offset)
                     .with_last_fetched_epoch(last_epoch)
                     .with_current_leader_epoch(-1)
@@ -315,4 +330,99 @@ async fn list_offsets_from_a_replica_answers_the_log_end() {
         "a replica: the log end"
     );
     assert_eq!(epoch_end(&broker, 0, -1, -1).await, (0, -1, -1));
+}
+
+/// A standalone OffsetCommit v8 of "t"-0 at `offset` for group "g": its error code.
+async fn commit_offset(broker: &Arc<Broker>, offset: i64) -> i16 {
+    let body = RequestKind::OffsetCommit(
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("g")))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(offset),
+                    ]),
+            ]),
+    );
+    let ResponseKind::OffsetCommit(r) = call(broker, ApiKey::OffsetCommit, 8, body).await else {
+        panic!("not an OffsetCommit response")
+    };
+    r.topics[0].partitions[0].error_code
+}
+
+/// Group "g"'s committed offset of "t"-0 by OffsetFetch v7 (-1: none).
+async fn fetched_offset(broker: &Arc<Broker>) -> i64 {
+    let body = RequestKind::OffsetFetch(
+        OffsetFetchRequest::default()
+            .with_group_id(GroupId(StrBytes::from_static_str("g")))
+            .with_topics(Some(vec![
+                offset_fetch_request::OffsetFetchRequestTopic::default()
+                    .with_name(name("t"))
+                    .with_partition_indexes(vec![0]),
+            ])),
+    );
+    let ResponseKind::OffsetFetch(r) = call(broker, ApiKey::OffsetFetch, 7, body).await else {
+        panic!("not an OffsetFetch response")
+    };
+    assert_eq!(r.error_code, 0);
+    r.topics[0].partitions[0].committed_offset
+}
+
+// OffsetFetch answers only durable commits, as Kafka reads its coordinator state at the
+// last committed offset of __consumer_offsets: while a follower in the ISR has not fetched a
+// commit's batch, the commit waits, and OffsetFetch still answers the previous offset; once
+// the follower has it, both answer the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offset_fetch_answers_only_commits_under_the_high_watermark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = broker(dir.path());
+    broker.topics.get_or_create("t", true, 1).expect("topic");
+    assert_eq!(commit_offset(&broker, 5).await, 0);
+    assert_eq!(fetched_offset(&broker).await, 5);
+
+    let index = broker.groups.partition_for("g");
+    let topic = crate::coordinator::GROUP_METADATA_TOPIC_NAME;
+    let partition = broker.replicas.partition(topic, index).expect("partition");
+    let mut lead = state(&[0, 2], &[0, 2], 0, 1);
+    lead.topic_partition = TopicPartition {
+        topic: topic.into(),
+        partition: index,
+    };
+    partition.become_leader(&lead).expect("lead");
+    let end = partition.offsets().expect("offsets").log_end_offset.get();
+    assert_eq!(
+        follower_fetch_of(&broker, topic, index, 2, end, 0)
+            .await
+            .error_code,
+        0
+    );
+
+    let committing = tokio::spawn({
+        let broker = Arc::clone(&broker);
+        async move { commit_offset(&broker, 9).await }
+    });
+    // The commit's batch is appended but follower 2 has not fetched it.
+    for _ in 0..100 {
+        if partition.offsets().expect("offsets").log_end_offset.get() > end {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let new_end = partition.offsets().expect("offsets").log_end_offset.get();
+    assert!(new_end > end, "the commit was appended");
+    assert_eq!(fetched_offset(&broker).await, 5, "not durable yet");
+    assert!(!committing.is_finished());
+
+    assert_eq!(
+        follower_fetch_of(&broker, topic, index, 2, new_end, 1)
+            .await
+            .error_code,
+        0
+    );
+    assert_eq!(committing.await.expect("commit"), 0);
+    assert_eq!(fetched_offset(&broker).await, 9);
 }
