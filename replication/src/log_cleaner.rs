@@ -208,9 +208,13 @@ fn grab_filthiest(shared: &Shared) -> Option<(Arc<Partition>, PathBuf, CleaningJ
         };
         let force = progress.tombstone_due_ms.is_some_and(|due| due <= now);
         let high_watermark = partition.high_watermark();
-        let Ok(Some(job)) =
-            partition.with_log(|log| Ok(log.cleaning_job(now, high_watermark, cleaned_to, force)))
-        else {
+        let Ok(Some(job)) = partition.with_log(|log| {
+            // Settles the transactions the high watermark passed first: on a replica
+            // nobody reads from, nothing else would, and the first unstable offset that
+            // bounds cleaning would stay at the first transaction forever.
+            log.first_unstable_offset(high_watermark);
+            Ok(log.cleaning_job(now, high_watermark, cleaned_to, force))
+        }) else {
             continue;
         };
         if best

@@ -1487,7 +1487,7 @@ impl Log {
 
     /// The first unstable offset as [`Log::first_unstable_offset`] last left it (no
     /// high watermark update).
-    pub(crate) fn first_unstable(&self) -> Option<i64> {
+    pub fn first_unstable(&self) -> Option<i64> {
         self.producer_state
             .first_unstable_offset()
             .map(|first| first.max(self.log_start_offset))

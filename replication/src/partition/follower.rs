@@ -187,9 +187,15 @@ impl FollowerLog for Partition {
             if leadership.role != Role::Follower {
                 return Err(Error::NotLeaderOrFollower(self.topic_partition.clone()));
             }
-            let (start, end) =
-                self.with_log(|log| Ok((log.log_start_offset(), log.log_end_offset())))?;
-            let high_watermark = leader_high_watermark.min(end).max(start);
+            let (start, end, high_watermark) = self.with_log(|log| {
+                let (start, end) = (log.log_start_offset(), log.log_end_offset());
+                let high_watermark = leader_high_watermark.min(end).max(start);
+                // Kafka's follower `updateHighWatermark`: transactions whose markers are
+                // now committed are forgotten, so a follower's memory stays bounded and its
+                // first unstable offset (which bounds its cleaner) moves on.
+                log.first_unstable_offset(high_watermark);
+                Ok((start, end, high_watermark))
+            })?;
             self.high_watermark.send_if_modified(|hw| {
                 let changed = *hw != high_watermark;
                 *hw = high_watermark;

@@ -920,3 +920,43 @@ async fn min_insync_replicas_is_capped_at_the_replica_count() {
         "{refused:?}"
     );
 }
+
+// A follower forgets a transaction once the leader's high watermark passes its marker, as
+// Kafka's follower does on each high-watermark update: without it the follower's first
+// unstable offset (which bounds its cleaner) stays at its first transaction and every
+// completed transaction stays in memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_settles_transactions_the_high_watermark_passed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let flusher = Flusher::start(FlushPolicy::EveryWrite, 1);
+    let leader = super::open(dir.path(), "lead", &flusher);
+    leader
+        .append(&super::transactions::txn_batch(9, 1, 0))
+        .expect("append");
+    leader
+        .write_txn_marker(9, 1, 0, TxnResult::Commit)
+        .expect("marker");
+    leader
+        .wait_durable(Offset(2), Duration::from_secs(5))
+        .await
+        .expect("durable");
+    let bytes = std::fs::read(dir.path().join("lead-0").join("00000000000000000000.log"))
+        .expect("the leader's segment");
+
+    let controller = Arc::new(FakeController::default());
+    let follower = replica(dir.path(), &controller, None);
+    assert!(follower.become_follower(&state(&[2, 1], &[2, 1], 2, 1, 0)));
+    use crate::fetcher::FollowerLog;
+    let info = FollowerLog::append_as_follower(&*follower, &bytes).expect("append");
+    assert_eq!(info.log_end_offset, Offset(2));
+    let unstable = || {
+        follower
+            .with_log(|log| Ok(log.first_unstable()))
+            .expect("log")
+    };
+    assert_eq!(unstable(), Some(0), "the marker is not committed yet");
+    FollowerLog::update_from_leader(&*follower, Offset(1), Offset(0)).expect("update");
+    assert_eq!(unstable(), Some(0), "the marker at 1 is not under 1");
+    FollowerLog::update_from_leader(&*follower, Offset(2), Offset(0)).expect("update");
+    assert_eq!(unstable(), None);
+}

@@ -5,7 +5,7 @@ use super::*;
 use logbook_storage::AbortedTxn;
 
 /// [`batch`] as part of `producer_id`'s transaction at `epoch`, first sequence `sequence`.
-fn txn_batch(producer_id: i64, epoch: i16, sequence: i32) -> Vec<u8> {
+pub(super) fn txn_batch(producer_id: i64, epoch: i16, sequence: i32) -> Vec<u8> {
     let mut out = batch();
     out[21..23].copy_from_slice(&0x10i16.to_be_bytes());
     out[43..51].copy_from_slice(&producer_id.to_be_bytes());
