@@ -164,6 +164,11 @@ impl LocalCluster {
         self.nodes.iter().filter_map(Node::pid).collect()
     }
 
+    /// Pid of node `id` while it runs (the chaos nemesis signals it directly).
+    pub fn node_pid(&self, id: i32) -> Option<u32> {
+        self.nodes.iter().find(|n| n.id == id).and_then(Node::pid)
+    }
+
     fn node_mut(&mut self, id: i32) -> Res<&mut Node> {
         self.nodes
             .iter_mut()

@@ -68,6 +68,7 @@
 
 mod broker;
 mod ceilings;
+mod chaos;
 mod cluster;
 mod connections;
 mod failover;
@@ -285,6 +286,7 @@ fn run() -> Res<bool> {
     match args.get(1).map(String::as_str) {
         Some("failover") => return failover::main(args.get(1..).unwrap_or_default()),
         Some("cluster") => return cluster::main(args.get(1..).unwrap_or_default()),
+        Some("chaos") => return chaos::main(args.get(1..).unwrap_or_default()),
         _ => {}
     }
     let opts = Opts::parse();
