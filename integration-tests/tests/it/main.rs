@@ -40,3 +40,4 @@ mod retention;
 mod streams;
 mod topic_limits;
 mod transactions;
+mod wire_fuzz;
