@@ -146,6 +146,11 @@ pub struct TxnEntry {
     pub meta: TransactionMetadata,
     /// A transition is being written: requests get CONCURRENT_TRANSACTIONS.
     pending: bool,
+    /// The metadata before the transition being written, put back if the write fails: Kafka
+    /// clears its `pendingState` without transitioning, so the client's retry starts again
+    /// from the state it knew (left in Prepare*, the transaction would answer
+    /// CONCURRENT_TRANSACTIONS forever, with no completion to end it).
+    previous: Option<TransactionMetadata>,
     /// The load of the shard this entry belongs to.
     lease: Arc<Lease>,
 }
@@ -216,6 +221,7 @@ impl CoordinatorShard for TransactionShard {
                             Arc::new(Mutex::new(TxnEntry {
                                 meta,
                                 pending: false,
+                                previous: None,
                                 lease: Arc::clone(&shard.lease),
                             })),
                         );
@@ -257,6 +263,12 @@ pub struct TransactionListing {
     /// The metadata.
     pub meta: TransactionMetadata,
 }
+
+/// First wait before a background completion tries again (Kafka's marker channel retries
+/// every `retry.backoff.ms`); it doubles up to [`COMPLETION_RETRY_BACKOFF_MAX`].
+const COMPLETION_RETRY_BACKOFF: Duration = Duration::from_millis(100);
+/// Longest wait between two attempts of a background completion.
+const COMPLETION_RETRY_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -592,7 +604,7 @@ impl TransactionCoordinator {
         })?;
         match partition.append_for_coordinator(&batch) {
             Ok(logbook_replication::AppendOutcome::Appended(info)) => {
-                entry.meta = next;
+                entry.previous = Some(std::mem::replace(&mut entry.meta, next));
                 entry.pending = true;
                 Ok(Durable {
                     partition,
@@ -614,7 +626,9 @@ impl TransactionCoordinator {
     }
 
     /// Waits for an append, then clears the entry's pending mark; NOT_COORDINATOR if the
-    /// shard is unloaded meanwhile.
+    /// shard is unloaded meanwhile. A write that does not become durable is undone in memory
+    /// (Kafka's append callback on an error): the record may still be in the log, but the
+    /// client, told it failed, retries from the previous state.
     async fn durable(&self, entry: &Shared, durable: Durable) -> Result<(), TxnError> {
         let timeout = Duration::from_millis(self.config.write_timeout_ms);
         let resigned = entry.lock().lease.resigned.clone();
@@ -622,10 +636,15 @@ impl TransactionCoordinator {
             () = resigned.cancelled() => return Err(TxnError::NotCoordinator),
             r = durable.partition.wait_durable(durable.end_offset, timeout) => r,
         };
-        entry.lock().pending = false;
-        result.map_err(|e| {
-            tracing::warn!(error = %e, "transaction log write not durable");
-            append_error(&e)
+        let mut e = entry.lock();
+        e.pending = false;
+        let previous = e.previous.take();
+        result.map_err(|err| {
+            tracing::warn!(transactional_id = e.meta.transactional_id, error = %err, "transaction log write not durable; its transition is undone");
+            if let Some(previous) = previous {
+                e.meta = previous;
+            }
+            append_error(&err)
         })
     }
 
@@ -666,6 +685,7 @@ impl TransactionCoordinator {
                             Arc::new(Mutex::new(TxnEntry {
                                 meta,
                                 pending: false,
+                                previous: None,
                                 lease: Arc::clone(&shard.lease),
                             }))
                         }),
@@ -725,7 +745,7 @@ impl TransactionCoordinator {
                 transactional_id,
                 "fencing the previous producer: aborting its ongoing transaction"
             );
-            self.complete(&entry).await?;
+            self.complete_or_retry(&entry).await?;
             return Err(TxnError::ConcurrentTransactions);
         }
         let e = entry.lock();
@@ -1051,7 +1071,7 @@ impl TransactionCoordinator {
             }
         };
         self.durable(&entry, durable).await?;
-        self.complete(&entry).await?;
+        self.complete_or_retry(&entry).await?;
         if !v2 {
             return Ok(NONE);
         }
@@ -1092,24 +1112,61 @@ impl TransactionCoordinator {
         self.durable(entry, durable).await
     }
 
-    /// Completes a Prepare transaction in the background (after a load, or a timeout).
+    /// [`Self::complete`] for a client that waits: once the Prepare record is durable the
+    /// outcome is decided, so a completion that cannot finish within the write timeout
+    /// (a partition without a leader, a
+    /// follower not fetching) goes on in the background until it does, and the client is
+    /// answered as Kafka answers it (Kafka answers EndTxn once the Prepare record is
+    /// durable, and its marker channel retries until the markers are written).
+    ///
+    /// # Errors
+    /// NOT_COORDINATOR when this broker resigned: the next coordinator completes it.
+    async fn complete_or_retry(&self, entry: &Shared) -> Result<(), TxnError> {
+        match self.complete(entry).await {
+            Ok(()) => Ok(()),
+            Err(TxnError::NotCoordinator) => Err(TxnError::NotCoordinator),
+            Err(e) => {
+                let id = entry.lock().meta.transactional_id.clone();
+                tracing::warn!(transactional_id = id, error = %e, "transaction not completed yet; retrying in the background");
+                self.spawn_completion(Arc::clone(entry));
+                Ok(())
+            }
+        }
+    }
+
+    /// Completes a Prepare transaction in the background (after a load, a timeout, or a
+    /// completion that failed), retrying with a growing backoff until it is complete, this
+    /// broker resigns, or it shuts down — never leaving a decided transaction in Prepare*,
+    /// where its partitions' last stable offset would stay stuck.
     fn spawn_completion(&self, entry: Shared) {
         let Some(coordinator) = self.self_weak.upgrade() else {
             return;
         };
         let shutdown = self.shutdown.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                () = shutdown.cancelled() => {}
-                r = coordinator.complete(&entry) => {
-                    if r == Err(TxnError::NotCoordinator) {
+            let mut backoff = COMPLETION_RETRY_BACKOFF;
+            loop {
+                let r = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    r = coordinator.complete(&entry) => r,
+                };
+                match r {
+                    Ok(()) => return,
+                    Err(TxnError::NotCoordinator) => {
                         // Resigned: the next owner completes it from the log.
                         tracing::debug!("completion left to the next coordinator");
-                    } else if let Err(e) = r {
+                        return;
+                    }
+                    Err(e) => {
                         let id = entry.lock().meta.transactional_id.clone();
-                        tracing::warn!(transactional_id = id, error = %e, "cannot complete a transaction");
+                        tracing::warn!(transactional_id = id, error = %e, retry_in = ?backoff, "cannot complete a transaction yet");
                     }
                 }
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(COMPLETION_RETRY_BACKOFF_MAX);
             }
         });
     }
@@ -1211,6 +1268,7 @@ impl TransactionCoordinator {
                     continue;
                 }
                 e.pending = false;
+                e.previous = None;
                 e.meta.transactional_id.clone()
             };
             tracing::info!(transactional_id = id, "expired transactional id removed");

@@ -622,3 +622,120 @@ async fn end_txn_markers_carry_coordinator_epoch_of_load() {
     assert_eq!(marker_coordinator_epoch(&s, "a", 0, pid), 3);
     assert_eq!(marker_coordinator_epoch(&s, "a", 1, pid), 3);
 }
+
+/// Makes this broker the leader of `topic`-`index` with `replicas` all in the ISR at
+/// `epoch`: with a second replica that never fetches, nothing written there commits.
+fn lead(s: &Setup, topic: &str, index: i32, replicas: &[i32], epoch: i32) {
+    let state = logbook_replication::PartitionState {
+        topic_partition: logbook_replication::TopicPartition {
+            topic: topic.into(),
+            partition: index,
+        },
+        topic_id: uuid::Uuid::nil(),
+        replicas: replicas.to_vec(),
+        isr: replicas.to_vec(),
+        leader: 0,
+        leader_epoch: logbook_replication::LeaderEpoch(epoch),
+        partition_epoch: epoch,
+    };
+    s.topics
+        .replicas()
+        .partition(topic, index)
+        .expect("partition")
+        .become_leader(&state)
+        .expect("lead");
+}
+
+// Markers that cannot become durable in time do not leave the transaction stuck in
+// PrepareCommit: EndTxn is answered (the outcome is decided once PrepareCommit is durable,
+// as Kafka answers), a retry gets CONCURRENT_TRANSACTIONS while the completion retries in
+// the background, and once the partition commits again the transaction completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markers_that_time_out_are_retried_until_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open_config(dir.path(), |c| c.write_timeout_ms = 300);
+    create_topic(&s, "a");
+    lead(&s, "a", 0, &[0, 2], 1);
+    let (pid, epoch) = s
+        .txn
+        .init_producer_id("t", 10_000, None)
+        .await
+        .expect("init");
+    s.txn
+        .add_partitions("t", pid, epoch, &[("a".into(), 0), ("a".into(), 1)], 0)
+        .await
+        .expect("add");
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, epoch, TransactionResult::Commit, 0)
+            .await,
+        Ok((-1, -1))
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert_eq!(
+        s.txn.describe("t").expect("describe").state,
+        TransactionState::PrepareCommit,
+        "broker 2 never fetched the marker"
+    );
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, epoch, TransactionResult::Commit, 0)
+            .await,
+        Err(TxnError::ConcurrentTransactions)
+    );
+    lead(&s, "a", 0, &[0], 2);
+    settle(&s, "t", TransactionState::CompleteCommit).await;
+    assert_eq!(
+        s.txn.describe("t").expect("describe").state,
+        TransactionState::CompleteCommit
+    );
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, epoch, TransactionResult::Commit, 0)
+            .await,
+        Ok((-1, -1))
+    );
+}
+
+// A PrepareCommit that does not become durable is undone in memory, as Kafka clears its
+// pending state without transitioning: EndTxn answers COORDINATOR_NOT_AVAILABLE and the
+// client's retry writes PrepareCommit again, instead of CONCURRENT_TRANSACTIONS forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepare_that_is_not_durable_is_undone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open_config(dir.path(), |c| c.write_timeout_ms = 300);
+    create_topic(&s, "a");
+    let (pid, epoch) = s
+        .txn
+        .init_producer_id("t", 10_000, None)
+        .await
+        .expect("init");
+    s.txn
+        .add_partitions("t", pid, epoch, &[("a".into(), 0)], 0)
+        .await
+        .expect("add");
+    let state_topic = s.txn.state_topic().expect("state topic").name.clone();
+    let index = s.txn.partition_for("t");
+    lead(&s, &state_topic, index, &[0, 2], 1);
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, epoch, TransactionResult::Commit, 0)
+            .await,
+        Err(TxnError::CoordinatorNotAvailable)
+    );
+    assert_eq!(
+        s.txn.describe("t").expect("describe").state,
+        TransactionState::Ongoing
+    );
+    lead(&s, &state_topic, index, &[0], 2);
+    assert_eq!(
+        s.txn
+            .end_transaction("t", pid, epoch, TransactionResult::Commit, 0)
+            .await,
+        Ok((-1, -1))
+    );
+    assert_eq!(
+        s.txn.describe("t").expect("describe").state,
+        TransactionState::CompleteCommit
+    );
+}
