@@ -121,6 +121,9 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let mut quorum_config = quorum_config(&config);
     // The only voter is this node: a single node (a broker-only node never is).
     let sole_voter = voters.len() == 1 && cluster_config.roles.controller;
+    if !sole_voter {
+        tokio::spawn(halt_on_log_dir_failure(replicas.log_dir_failures()));
+    }
     let legacy = if migration::has_legacy_metadata(&config.data_dir) {
         if !sole_voter {
             return Err(format!(
@@ -648,4 +651,20 @@ fn log_cleaner_config(config: &Config) -> logbook_replication::LogCleanerConfig 
         )]
         io_max_bytes_per_second: (rate > 0.0 && rate < 1e18).then_some(rate as u64),
     }
+}
+
+/// In a cluster, a broker whose data directory failed (a write or fsync error: its logs can
+/// no longer be trusted to persist anything) halts, as Kafka's `LogDirFailureHandler` halts
+/// a broker whose only log directory failed: the controller then fences it when its
+/// heartbeats stop and elects leaders among the other replicas, instead of the failed
+/// leader keeping its partitions, refusing its followers and shrinking the ISR to itself.
+/// A single node keeps serving its other partitions (there is nowhere to fail over to);
+/// the failed ones answer KAFKA_STORAGE_ERROR until a restart recovers them.
+async fn halt_on_log_dir_failure(mut failures: tokio::sync::watch::Receiver<Option<String>>) {
+    let Ok(failed) = failures.wait_for(Option::is_some).await else {
+        return;
+    };
+    let reason = failed.clone().unwrap_or_default();
+    tracing::error!(%reason, "the data directory failed: halting so the controller moves leadership to the other replicas");
+    std::process::exit(1);
 }

@@ -34,6 +34,9 @@ struct Shared {
     queue: Mutex<Queue>,
     wake: Condvar,
     policy: FlushPolicy,
+    /// The first log failure (a failed write or fsync) of any log this flusher serves
+    /// (Kafka's `LogDirFailureChannel`: one data directory, so one failure fails it).
+    log_dir_failure: tokio::sync::watch::Sender<Option<String>>,
 }
 
 /// Handle to the flusher threads; cheap to clone.
@@ -56,6 +59,7 @@ impl Flusher {
             }),
             wake: Condvar::new(),
             policy,
+            log_dir_failure: tokio::sync::watch::Sender::new(None),
         });
         for i in 0..threads.max(1) {
             let shared = Arc::clone(&shared);
@@ -65,6 +69,26 @@ impl Flusher {
                 .expect("starting a flusher thread at startup");
         }
         Flusher { shared }
+    }
+
+    /// Reports that a log under the data directory failed for good (`reason`): the first
+    /// report is kept and published to [`Self::log_dir_failures`].
+    pub(crate) fn report_log_dir_failure(&self, reason: String) {
+        self.shared.log_dir_failure.send_if_modified(|failed| {
+            let first = failed.is_none();
+            if first {
+                *failed = Some(reason);
+            }
+            first
+        });
+    }
+
+    /// The data directory's failure, `None` while it is healthy: the broker watches it to
+    /// leave the cluster when its log directory fails, as Kafka's `LogDirFailureHandler`
+    /// halts a broker whose only log directory failed.
+    #[must_use]
+    pub fn log_dir_failures(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+        self.shared.log_dir_failure.subscribe()
     }
 
     /// The policy in force.

@@ -388,8 +388,8 @@ impl Partition {
             let outcome = match append(&mut state.log, leadership.leader_epoch.0) {
                 Ok(outcome) => outcome,
                 Err(e) => {
-                    if state.log.failure().is_some() {
-                        self.offline.store(true, Ordering::Release);
+                    if let Some(failure) = state.log.failure() {
+                        self.go_offline(failure.to_string());
                     }
                     return Err(e.into());
                 }
@@ -506,15 +506,33 @@ impl Partition {
                 // the error, so a retry could "succeed" over lost data. The log fails for
                 // good: the high watermark stays where the last good sync left it, appends
                 // get KAFKA_STORAGE_ERROR, and only a restart (recovery) brings it back.
-                if let Some(state) = self.log.lock().as_mut() {
-                    state.log.mark_failed(format!("fsync failed: {e}"));
+                let open = match self.log.lock().as_mut() {
+                    Some(state) => {
+                        state.log.mark_failed(format!("fsync failed: {e}"));
+                        true
+                    }
+                    None => false,
+                };
+                if !open {
+                    // Closed (deleted, or shutting down) while syncing: not a disk failure
+                    // anyone will read from.
+                    tracing::debug!(partition = %self.topic_partition, error = %e, "fsync of a closed partition failed");
+                    return;
                 }
-                self.offline.store(true, Ordering::Release);
+                self.go_offline(format!("fsync failed: {e}"));
                 // Wake the fetcher waiting for durability: it finds the partition offline.
                 self.durable.send_modify(|_| {});
                 tracing::error!(partition = %self.topic_partition, error = %e, "fsync failed; partition offline until restart");
             }
         }
+    }
+
+    /// Takes the partition offline for good (until a restart recovers its log) and reports
+    /// its data directory failed.
+    pub(crate) fn go_offline(&self, reason: String) {
+        self.offline.store(true, Ordering::Release);
+        self.flusher
+            .report_log_dir_failure(format!("{}: {reason}", self.topic_partition));
     }
 
     /// Records that this replica's own counted offset (durable offset, or log end when

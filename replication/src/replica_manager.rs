@@ -484,6 +484,13 @@ impl ReplicaManager {
         self.data_dir.join(format!("{topic}-{partition}"))
     }
 
+    /// The data directory's failure (`None` while healthy); see
+    /// [`Flusher::log_dir_failures`].
+    #[must_use]
+    pub fn log_dir_failures(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+        self.flusher.log_dir_failures()
+    }
+
     /// The flush policy in force.
     #[must_use]
     pub fn flush_policy(&self) -> FlushPolicy {

@@ -54,8 +54,8 @@ impl Partition {
             .as_mut()
             .ok_or_else(|| Error::Closed(self.topic_partition.clone()))?;
         change(&mut state.log).map_err(|e| {
-            if state.log.failure().is_some() {
-                self.offline.store(true, Ordering::Release);
+            if let Some(failure) = state.log.failure() {
+                self.go_offline(failure.to_string());
             }
             Error::from(e)
         })

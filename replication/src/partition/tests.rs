@@ -71,6 +71,7 @@ async fn failed_fsync_takes_partition_offline() {
     let sick = open(dir.path(), "sick", &flusher);
     let healthy = open(dir.path(), "healthy", &flusher);
     let timeout = Duration::from_secs(5);
+    let failures = flusher.log_dir_failures();
 
     sick.append(&batch()).expect("append");
     sick.wait_durable(Offset(1), timeout)
@@ -89,6 +90,15 @@ async fn failed_fsync_takes_partition_offline() {
     assert!(sick
         .offline_reason()
         .is_some_and(|r| r.contains("fsync failed")));
+    // The data directory is reported failed, naming the partition (the broker of a
+    // cluster halts on it so leadership moves away).
+    let reported = failures.borrow().clone();
+    assert!(
+        reported
+            .as_deref()
+            .is_some_and(|r| r.starts_with("sick-0: fsync failed")),
+        "{reported:?}"
+    );
     // Even once the disk "recovers" nothing more is accepted or made visible.
     fault::fail(&dir.path().join("sick-0"), Op::Fsync, libc::EIO, 0);
     assert!(matches!(
