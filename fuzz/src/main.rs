@@ -72,6 +72,10 @@ struct Args {
     /// not only stale ones.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     forge_raft_terms: bool,
+    /// Fuzz only these api keys of the client listener (comma-separated), e.g. to chase
+    /// one finding; default: every advertised one.
+    #[arg(long, value_delimiter = ',')]
+    apis: Vec<i16>,
     /// Replay a saved frames file instead of fuzzing, then check the broker.
     #[arg(long)]
     replay: Option<PathBuf>,
@@ -127,6 +131,9 @@ fn run(args: Args) -> Result<bool, String> {
     println!("seed {seed}");
     let mut pairs = Vec::new();
     for api in &apis {
+        if !args.apis.is_empty() && !args.apis.contains(&api.key) {
+            continue;
+        }
         let Ok(key) = ApiKey::try_from(api.key) else {
             println!(
                 "api {}: unknown to kafka-protocol, fuzzed as raw bytes only",
@@ -137,6 +144,9 @@ fn run(args: Args) -> Result<bool, String> {
         for version in api.min..=api.max {
             pairs.push((key, version));
         }
+    }
+    if pairs.is_empty() {
+        return Err("no (api, version) pair to fuzz".to_owned());
     }
     fastrand::Rng::with_seed(seed).shuffle(&mut pairs);
     println!(

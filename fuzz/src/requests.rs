@@ -774,7 +774,7 @@ pub fn build(key: ApiKey, g: &mut Gen<'_>) -> Option<RequestKind> {
             }
             r.transaction_timeout_ms = g.int(60_000);
             let (id, epoch) = g.producer();
-            if g.chance(30) {
+            if g.at(3, i16::MAX) && g.chance(30) {
                 r.producer_id = id;
                 r.producer_epoch = epoch;
             } else {
