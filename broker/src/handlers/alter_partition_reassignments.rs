@@ -36,10 +36,16 @@ pub fn handle(
     let keep_factor = ctx.api_version >= 1 && !request.allow_replication_factor_change;
     let mut refused: Vec<((String, i32), (i16, String))> = Vec::new();
     let mut asked = Vec::new();
+    let duplicated = duplicated_partitions(&request);
     for topic in &request.topics {
         let name = topic.name.as_str().to_string();
         for p in &topic.partitions {
             let key = (name.clone(), p.partition_index);
+            // Two targets for one partition would be two changes computed from the same
+            // partition epoch: the controller's batch would be refused on every retry.
+            if duplicated.contains(&key) {
+                continue;
+            }
             if let (true, Some(target)) = (keep_factor, &p.replicas) {
                 let current = image
                     .topic(&name)
@@ -65,6 +71,15 @@ pub fn handle(
             asked.push((key, target));
         }
     }
+    refused.extend(duplicated.into_iter().map(|key| {
+        (
+            key,
+            (
+                ResponseError::InvalidRequest.code(),
+                "The partition appears more than once in the request.".to_owned(),
+            ),
+        )
+    }));
     let results = if asked.is_empty() {
         Vec::new()
     } else {
@@ -113,7 +128,8 @@ pub fn handle(
                 .iter()
                 .map(|p| {
                     let (code, message) = outcomes
-                        .remove(&(name.clone(), p.partition_index))
+                        .get(&(name.clone(), p.partition_index))
+                        .cloned()
                         .unwrap_or((ResponseError::UnknownServerError.code(), None));
                     ReassignablePartitionResponse::default()
                         .with_partition_index(p.partition_index)
@@ -127,4 +143,63 @@ pub fn handle(
         })
         .collect();
     response.with_responses(responses)
+}
+
+/// The (topic, partition) pairs the request names more than once (in one topic entry or
+/// across repeated topic entries).
+fn duplicated_partitions(
+    request: &AlterPartitionReassignmentsRequest,
+) -> std::collections::HashSet<(String, i32)> {
+    let mut seen = std::collections::HashSet::new();
+    let mut duplicated = std::collections::HashSet::new();
+    for topic in &request.topics {
+        for p in &topic.partitions {
+            let key = (topic.name.as_str().to_string(), p.partition_index);
+            if !seen.insert(key.clone()) {
+                duplicated.insert(key);
+            }
+        }
+    }
+    duplicated
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use kafka_protocol::messages::{BrokerId, TopicName};
+
+    use super::*;
+
+    fn topic(name: &'static str, partitions: &[i32]) -> ReassignableTopic {
+        ReassignableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(name)))
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|p| {
+                        ReassignablePartition::default()
+                            .with_partition_index(*p)
+                            .with_replicas(Some(vec![BrokerId(2), BrokerId(3)]))
+                    })
+                    .collect(),
+            )
+    }
+
+    // A partition named twice, in one topic entry or in two entries of the same topic, is
+    // found (the wire fuzzer's finding: such a request got UNKNOWN_SERVER_ERROR after the
+    // controller's batch was refused on every retry); distinct ones are not.
+    #[test]
+    fn duplicated_partitions_are_found() {
+        let request = AlterPartitionReassignmentsRequest::default().with_topics(vec![
+            topic("a", &[0, 1, 0]),
+            topic("b", &[0]),
+            topic("b", &[1, 0]),
+            topic("c", &[0, 1]),
+        ]);
+        let mut found: Vec<(String, i32)> = duplicated_partitions(&request).into_iter().collect();
+        found.sort();
+        assert_eq!(found, vec![("a".to_owned(), 0), ("b".to_owned(), 0)]);
+    }
 }
