@@ -425,7 +425,7 @@ fn run_producer(
         let mut seq = 0_u64;
         loop {
             if stop.load(Ordering::Relaxed) {
-                if let Err(e) = producer.flush(Duration::from_secs(300)) {
+                if let Err(e) = producer.flush(Duration::from_secs(150)) {
                     log.error(format!("{key} flush: {e}"));
                 }
                 return Ok(sent);
@@ -492,6 +492,8 @@ struct JobLog {
     first_error: Mutex<Option<String>>,
     /// The latest error with its wall-clock time, for a stuck trial's report.
     last_error: Mutex<String>,
+    /// The call the job is in (or last made), with its wall-clock time.
+    step: Mutex<String>,
 }
 
 impl JobLog {
@@ -503,6 +505,12 @@ impl JobLog {
         }
         if let Ok(mut first) = self.first_error.lock() {
             first.get_or_insert(error);
+        }
+    }
+
+    fn step(&self, txn: &str, call: &str) {
+        if let Ok(mut step) = self.step.lock() {
+            *step = format!("{call} of {txn} since {:.3}", wall());
         }
     }
 
@@ -666,6 +674,7 @@ fn transact(
     txn: &str,
     log: &JobLog,
 ) -> Result<BTreeMap<i32, i64>, Failure> {
+    log.step(txn, "begin_transaction");
     producer
         .begin_transaction()
         .map_err(|e| classify("begin_transaction", &e))?;
@@ -707,11 +716,13 @@ fn transact(
     let metadata = consumer
         .group_metadata()
         .ok_or_else(|| Failure::Abortable("no group metadata".to_owned()))?;
+    log.step(txn, "send_offsets_to_transaction");
     producer
         .send_offsets_to_transaction(&offsets, &metadata, CALL_TIMEOUT)
         .map_err(|e| classify("send_offsets_to_transaction", &e))?;
     let mut attempts = 0;
     loop {
+        log.step(txn, "commit_transaction");
         match producer.commit_transaction(CALL_TIMEOUT) {
             Ok(()) => return Ok(next),
             Err(e) if retriable(&e) && attempts < 3 => {
@@ -807,6 +818,7 @@ fn run_job(bootstrap: &str, control: &JobControl, log: &JobLog) -> Res<()> {
                 log.error(format!("{txn}: {why}; aborting"));
                 let mut aborted = false;
                 for _ in 0..6 {
+                    log.step(&txn, "abort_transaction");
                     match producer.abort_transaction(CALL_TIMEOUT) {
                         Ok(()) => {
                             aborted = true;
@@ -844,6 +856,7 @@ fn run_job(bootstrap: &str, control: &JobControl, log: &JobLog) -> Res<()> {
         // Rewind until it works: reading on from a wrong position would duplicate output.
         let deadline = Instant::now() + DRAIN_TIMEOUT;
         loop {
+            log.step(&txn, "rewind (committed offsets, seek)");
             match rewind(&consumer, log) {
                 Ok(()) => break,
                 Err(e) if Instant::now() < deadline => {
@@ -1479,10 +1492,20 @@ fn trial_body(
     let stop_load = AtomicBool::new(false);
     let stop_faults = AtomicBool::new(false);
     let producer_log = Arc::new(ProducerLog::default());
-    let job_log = JobLog::default();
-    let control = JobControl {
+    let job_log = Arc::new(JobLog::default());
+    let control = Arc::new(JobControl {
         phase: AtomicU8::new(JOB_RUN),
         drain_to: Mutex::new(BTreeMap::new()),
+    });
+    // Not a scoped thread: a librdkafka transactional call can block for good (its wait
+    // has no deadline), and a stuck trial must not hang the run; such a job is left behind.
+    let job = {
+        let (bootstrap, control, log) = (
+            bootstrap.clone(),
+            Arc::clone(&control),
+            Arc::clone(&job_log),
+        );
+        std::thread::spawn(move || run_job(&bootstrap, &control, &log))
     };
     let cluster = Mutex::new(cluster);
     let mut nemesis_log = NemesisLog::default();
@@ -1493,7 +1516,6 @@ fn trial_body(
                 scope.spawn(move || run_producer(i, bootstrap, opts, log, stop))
             })
             .collect();
-        let job = scope.spawn(|| run_job(&bootstrap, &control, &job_log));
         let faults = scope.spawn(|| -> Res<()> {
             let mut cluster = cluster.lock().map_err(|_| "cluster poisoned")?;
             let log = &mut nemesis_log;
@@ -1527,8 +1549,9 @@ fn trial_body(
             }
             if !job.is_finished() {
                 return Err(format!(
-                    "the transactional job did not catch up within {DRAIN_TIMEOUT:?}: its committed offsets {:?}, \
-                     input ends {:?}; the group's offsets now: {}; last job error: {}",
+                    "the transactional job did not catch up within {DRAIN_TIMEOUT:?}: it is in {}; \
+                     its committed offsets {:?}, input ends {:?}; the group's offsets now: {}; last job error: {}",
+                    job_log.step.lock().map(|c| c.clone()).unwrap_or_default(),
                     job_log.committed.lock().map(|c| c.clone()).unwrap_or_default(),
                     control.drain_to.lock().map(|c| c.clone()).unwrap_or_default(),
                     group_offsets_report(&bootstrap, opts.partitions),
@@ -1539,12 +1562,22 @@ fn trial_body(
             Ok(sent)
         })();
         stop_load.store(true, Ordering::Relaxed);
-        control.phase.store(JOB_STOP, Ordering::SeqCst);
-        let joined = job.join().map_err(|_| "the job panicked");
-        let sent = healed?;
-        joined??;
-        Ok(sent)
+        healed
     });
+    control.phase.store(JOB_STOP, Ordering::SeqCst);
+    let deadline = Instant::now() + CALL_TIMEOUT;
+    while !job.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let joined: Res<()> = if job.is_finished() {
+        job.join().map_err(|_| "the job panicked")?
+    } else {
+        Err(format!(
+            "the transactional job is blocked in {}",
+            job_log.step.lock().map(|c| c.clone()).unwrap_or_default()
+        )
+        .into())
+    };
     trial.nemesis = nemesis_log;
     trial.heal_s = start.elapsed().as_secs_f64() - opts.duration;
     trial.delivery_failed = producer_log.failed.load(Ordering::Relaxed);
@@ -1562,6 +1595,7 @@ fn trial_body(
     let acked = producer_log.acked.lock().map_err(|_| "poisoned")?.clone();
     trial.acked = acked.len() as u64;
     trial.sent = outcome?;
+    joined?;
 
     let input = read_all(&bootstrap, INPUT, opts.partitions, "read_committed")?;
     let input_ru = read_all(&bootstrap, INPUT, opts.partitions, "read_uncommitted")?;
