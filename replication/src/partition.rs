@@ -802,6 +802,25 @@ impl Partition {
         self.with_log(|log| Ok(log.log_start_offset()))
     }
 
+    /// The low watermark (Kafka's `lowWatermarkIfLeader`): the lowest log start of this
+    /// leader and the followers in its ISR, the offset below which no replica that could
+    /// become leader still holds records.
+    ///
+    /// # Errors
+    /// `NotLeaderOrFollower` when this broker does not lead the partition; the partition
+    /// being closed.
+    pub fn low_watermark(&self) -> Result<Offset, Error> {
+        let followers = {
+            let leadership = self.leadership.read();
+            if !leadership.is_leader() {
+                return Err(Error::NotLeaderOrFollower(self.topic_partition.clone()));
+            }
+            leadership.followers_low_watermark()
+        };
+        let local = self.with_log(|log| Ok(log.log_start_offset()))?;
+        Ok(followers.map_or(local, |f| f.min(local)))
+    }
+
     /// Bytes of the log's segments (what DescribeLogDirs reports as the partition size).
     ///
     /// # Errors

@@ -267,6 +267,25 @@ impl Leadership {
         }
     }
 
+    /// The lowest log start among the ISR's followers (Kafka's `lowWatermarkIfLeader`
+    /// without the leader's own): `None` when there is no follower to wait for, `Offset(-1)`
+    /// while one has not reported its log start in this epoch yet. DeleteRecords answers
+    /// once this reaches the new log start, so a failover cannot bring deleted records back.
+    #[must_use]
+    pub fn followers_low_watermark(&self) -> Option<Offset> {
+        self.isr
+            .maximal()
+            .iter()
+            .filter(|id| **id != self.local_broker_id)
+            .map(|id| {
+                self.followers
+                    .get(id)
+                    .and_then(|f| f.log_start_offset)
+                    .unwrap_or(Offset(-1))
+            })
+            .min()
+    }
+
     /// Whether this broker leads.
     #[must_use]
     pub fn is_leader(&self) -> bool {

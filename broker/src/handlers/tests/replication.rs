@@ -79,11 +79,11 @@ async fn follower_fetch(
     offset: i64,
     last_epoch: i32,
 ) -> PartitionData {
-    follower_fetch_of(broker, "t", 0, replica_id, offset, last_epoch).await
+    follower_fetch_of(broker, "t", 0, replica_id, offset, last_epoch, 0).await
 }
 
 /// A follower's Fetch v15 of `topic`-`partition` from `replica_id` at `offset` after
-/// `last_epoch`.
+/// `last_epoch`, reporting its log start `log_start`.
 async fn follower_fetch_of(
     broker: &Arc<Broker>,
     topic: &str,
@@ -91,6 +91,7 @@ async fn follower_fetch_of(
     replica_id: i32,
     offset: i64,
     last_epoch: i32,
+    log_start: i64,
 ) -> PartitionData {
     let body = RequestKind::Fetch(
         FetchRequest::default()
@@ -106,6 +107,7 @@ async fn follower_fetch_of(
                 .with_partitions(vec![FetchPartition::default()
                     .with_partition(partition)
                     .with_fetch_offset(offset)
+                    .with_log_start_offset(log_start)
                     .with_last_fetched_epoch(last_epoch)
                     .with_current_leader_epoch(-1)
                     .with_partition_max_bytes(1 << 20)])]),
@@ -395,7 +397,7 @@ async fn offset_fetch_answers_only_commits_under_the_high_watermark() {
     partition.become_leader(&lead).expect("lead");
     let end = partition.offsets().expect("offsets").log_end_offset.get();
     assert_eq!(
-        follower_fetch_of(&broker, topic, index, 2, end, 0)
+        follower_fetch_of(&broker, topic, index, 2, end, 0, 0)
             .await
             .error_code,
         0
@@ -418,11 +420,72 @@ async fn offset_fetch_answers_only_commits_under_the_high_watermark() {
     assert!(!committing.is_finished());
 
     assert_eq!(
-        follower_fetch_of(&broker, topic, index, 2, new_end, 1)
+        follower_fetch_of(&broker, topic, index, 2, new_end, 1, 0)
             .await
             .error_code,
         0
     );
     assert_eq!(committing.await.expect("commit"), 0);
     assert_eq!(fetched_offset(&broker).await, 9);
+}
+
+/// DeleteRecords of "t"-0 before `offset` with `timeout_ms`: (error, low watermark).
+async fn delete_records(broker: &Arc<Broker>, offset: i64, timeout_ms: i32) -> (i16, i64) {
+    let body = RequestKind::DeleteRecords(
+        DeleteRecordsRequest::default()
+            .with_timeout_ms(timeout_ms)
+            .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
+                .with_name(name("t"))
+                .with_partitions(vec![
+                    delete_records_request::DeleteRecordsPartition::default()
+                        .with_partition_index(0)
+                        .with_offset(offset),
+                ])]),
+    );
+    let ResponseKind::DeleteRecords(r) = call(broker, ApiKey::DeleteRecords, 2, body).await else {
+        panic!("not a DeleteRecords response")
+    };
+    let p = &r.topics[0].partitions[0];
+    (p.error_code, p.low_watermark)
+}
+
+// DeleteRecords answers once every follower in the ISR moved its log start to the new one
+// (Kafka's DelayedDeleteRecords and low watermark): REQUEST_TIMED_OUT while follower 2
+// still reports 0, success with the low watermark once it reports 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_records_waits_for_the_followers_log_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = broker(dir.path());
+    broker.topics.get_or_create("t", true, 1).expect("topic");
+    for expected in 0..3 {
+        assert_eq!(produce(&broker, -1, 9).await.1, expected);
+    }
+    let partition = broker.replicas.partition("t", 0).expect("partition");
+    partition
+        .become_leader(&state(&[0, 2], &[0, 2], 0, 1))
+        .expect("lead");
+    assert_eq!(
+        follower_fetch_of(&broker, "t", 0, 2, 3, 0, 0)
+            .await
+            .error_code,
+        0
+    );
+    assert_eq!(
+        delete_records(&broker, 2, 300).await,
+        (ResponseError::RequestTimedOut.code(), -1)
+    );
+    assert_eq!(
+        partition.offsets().expect("offsets").log_start_offset.get(),
+        2
+    );
+
+    let deleting = tokio::spawn({
+        let broker = Arc::clone(&broker);
+        async move { delete_records(&broker, 2, 5_000).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!deleting.is_finished(), "follower 2 still holds offset 0");
+    let data = follower_fetch_of(&broker, "t", 0, 2, 3, 0, 2).await;
+    assert_eq!((data.error_code, data.log_start_offset), (0, 2));
+    assert_eq!(deleting.await.expect("delete"), (0, 2));
 }
