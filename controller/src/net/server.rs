@@ -213,11 +213,45 @@ async fn handle(
         return Err(FrameError("unsupported api version"));
     }
     let body = match key {
-        RaftApiKey::AppendEntries => encode(&raft.append_entries(decode(&body)?).await),
+        RaftApiKey::AppendEntries => {
+            let request = decode(&body)?;
+            check_append_entries(&request)?;
+            encode(&raft.append_entries(request).await)
+        }
         RaftApiKey::Vote => encode(&raft.vote(decode(&body)?).await),
         RaftApiKey::InstallSnapshot => encode(&raft.install_snapshot(decode(&body)?).await),
     }?;
     Ok(frame::encode_response(header.correlation_id, &body))
+}
+
+/// Refuses an AppendEntries no leader could have sent: entries whose indexes do not follow
+/// `prev_log_id` one by one, or log ids from a term above the sender's vote. openraft
+/// trusts its peers (the log store asserts contiguity, and a commit index past the entries
+/// it can read panics its core), and this listener takes frames from anyone who can reach
+/// it: a forged frame closes its connection instead of stopping this node's Raft.
+fn check_append_entries(
+    request: &openraft::raft::AppendEntriesRequest<TypeConfig>,
+) -> Result<(), FrameError> {
+    const FORGED: FrameError = FrameError("append entries that no leader could send");
+    let term = request.vote.leader_id.term;
+    let ids = request
+        .prev_log_id
+        .iter()
+        .chain(request.leader_commit.iter())
+        .chain(request.entries.iter().map(|e| &e.log_id));
+    if ids.into_iter().any(|id| id.leader_id.term > term) {
+        return Err(FORGED);
+    }
+    let mut next = request
+        .prev_log_id
+        .map_or(Some(0), |p| p.index.checked_add(1));
+    for entry in &request.entries {
+        if next != Some(entry.log_id.index) {
+            return Err(FORGED);
+        }
+        next = entry.log_id.index.checked_add(1);
+    }
+    Ok(())
 }
 
 fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
@@ -226,4 +260,55 @@ fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
 
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, FrameError> {
     serde_json::to_vec(value).map_err(|_| FrameError("response does not serialize"))
+}
+
+#[cfg(test)]
+mod append_entries_checks {
+    use openraft::raft::AppendEntriesRequest;
+    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+
+    use super::check_append_entries;
+    use crate::raft::types::TypeConfig;
+
+    fn id(term: u64, index: u64) -> LogId<u64> {
+        LogId::new(CommittedLeaderId::new(term, 1), index)
+    }
+
+    fn request(
+        prev: Option<LogId<u64>>,
+        indexes: &[u64],
+        commit: Option<LogId<u64>>,
+    ) -> AppendEntriesRequest<TypeConfig> {
+        AppendEntriesRequest {
+            vote: Vote::new_committed(3, 1),
+            prev_log_id: prev,
+            entries: indexes
+                .iter()
+                .map(|i| Entry {
+                    log_id: id(3, *i),
+                    payload: EntryPayload::Blank,
+                })
+                .collect(),
+            leader_commit: commit,
+        }
+    }
+
+    // What a leader sends passes; entries that skip or repeat indexes, or log ids from a
+    // term above the sender's vote, are refused before openraft sees them.
+    #[test]
+    fn forged_append_entries_are_refused() {
+        assert!(check_append_entries(&request(None, &[0, 1], None)).is_ok());
+        assert!(
+            check_append_entries(&request(Some(id(2, 11)), &[12, 13], Some(id(2, 11)))).is_ok()
+        );
+        assert!(check_append_entries(&request(Some(id(2, 11)), &[], Some(id(3, 40)))).is_ok());
+        assert!(check_append_entries(&request(Some(id(2, 11)), &[1 << 40], None)).is_err());
+        assert!(check_append_entries(&request(None, &[5], None)).is_err());
+        assert!(check_append_entries(&request(Some(id(2, 11)), &[12, 14], None)).is_err());
+        assert!(check_append_entries(&request(Some(id(9, 11)), &[12], None)).is_err());
+        assert!(
+            check_append_entries(&request(Some(id(2, 11)), &[], Some(id(1 << 53, 2)))).is_err()
+        );
+        assert!(check_append_entries(&request(Some(id(2, u64::MAX)), &[0], None)).is_err());
+    }
 }
