@@ -266,7 +266,15 @@ impl QuorumController {
         }
         if active.term != Some(term) {
             self.catch_up().await?;
-            let grace_ms = (2 * self.config.heartbeat_interval_ms).max(3000);
+            // Every registered broker gets a whole session from now, as Kafka's new active
+            // controller counts each broker's last contact from its activation: brokers
+            // find the new controller only after their heartbeats to the old one time out,
+            // and a shorter grace fenced every broker (itself included) when the old
+            // controller was paused rather than gone, leaving partitions leaderless.
+            let grace_ms = self
+                .config
+                .session_timeout_ms
+                .max(2 * self.config.heartbeat_interval_ms);
             let deadline = self.clock.now() + Duration::from_millis(grace_ms);
             let image = self.image();
             active.sessions.reset(&image, deadline);

@@ -638,7 +638,7 @@ async fn leader_of(nodes: &BTreeMap<u64, Arc<QuorumController>>) -> u64 {
 
 // Three voters: the leader creates a topic and hands out a producer id block; followers
 // answer NOT_CONTROLLER naming it. When it is killed, a survivor takes over with the
-// whole image (topic known, the next block higher), gives brokers a fresh short deadline,
+// whole image (topic known, the next block higher), gives brokers a whole fresh session,
 // and both survivors hold equal images.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_leader_continues_where_the_old_one_stopped() {
@@ -683,9 +683,9 @@ async fn a_new_leader_continues_where_the_old_one_stopped() {
         }
     };
     assert_eq!(next.first_producer_id, 1000);
-    // The new active controller gave every broker max(2 × heartbeat interval, 3 s) = 4 s
-    // from its first operation, not the old sessions nor a full session timeout.
-    clock.advance_ms(3999);
+    // The new active controller gave every broker a whole session timeout (9 s) from its
+    // first operation, as Kafka's, not what was left of the old sessions.
+    clock.advance_ms(8999);
     assert_eq!(qc.check_sessions().await.expect("check"), Vec::<i32>::new());
     clock.advance_ms(1);
     assert_eq!(qc.check_sessions().await.expect("check"), vec![1, 2, 3]);
