@@ -307,6 +307,19 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
         self.maybe_fetch().await;
     }
 
+    /// The local log refused an operation: a partition that is no longer a follower (its
+    /// role changed while this round ran; metadata removes or re-adds it next) backs off and
+    /// is tried again, as Kafka's fetcher drops a response for a partition whose state
+    /// changed; any other error fails the partition.
+    fn local_failure(&mut self, tp: &TopicPartition, e: &Error) {
+        if let Error::NotLeaderOrFollower(_) = e {
+            tracing::debug!(partition = %tp, "no longer a follower; backing off");
+            self.delay(tp);
+        } else {
+            self.fail(tp, FailureReason::Storage(e.to_string()));
+        }
+    }
+
     fn fail(&mut self, tp: &TopicPartition, reason: FailureReason) {
         match &reason {
             FailureReason::Fenced {
@@ -369,7 +382,7 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
                     partition.state = state;
                 }
             }
-            Err(e) => self.fail(tp, FailureReason::Storage(e.to_string())),
+            Err(e) => self.local_failure(tp, &e),
         }
     }
 
@@ -393,7 +406,7 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
             }
         }
         for (tp, e) in broken {
-            self.fail(&tp, FailureReason::Storage(e.to_string()));
+            self.local_failure(&tp, &e);
         }
         for tp in without_epoch {
             self.truncate_to_high_watermark(&tp);
@@ -460,7 +473,7 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
                 };
                 self.reset_position(tp, next);
             }
-            Err(e) => self.fail(tp, FailureReason::Storage(e.to_string())),
+            Err(e) => self.local_failure(tp, &e),
         }
     }
 
@@ -477,7 +490,7 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
                 tracing::info!(partition = %tp, offset = %high_watermark, "truncating to the high watermark (no leader epoch known)");
                 self.reset_position(tp, ReplicaState::Fetching);
             }
-            Err(e) => self.fail(tp, FailureReason::Storage(e.to_string())),
+            Err(e) => self.local_failure(tp, &e),
         }
     }
 
@@ -503,7 +516,7 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
             }
         }
         for (tp, e) in broken {
-            self.fail(&tp, FailureReason::Storage(e.to_string()));
+            self.local_failure(&tp, &e);
         }
         if partitions.is_empty() {
             return;
@@ -630,13 +643,13 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
                     return None;
                 }
                 Err(e) => {
-                    self.fail(tp, FailureReason::Storage(e.to_string()));
+                    self.local_failure(tp, &e);
                     return None;
                 }
             }
         }
         if let Err(e) = log.update_from_leader(response.high_watermark, response.log_start_offset) {
-            self.fail(tp, FailureReason::Storage(e.to_string()));
+            self.local_failure(tp, &e);
             return None;
         }
         if appended.is_some() {
@@ -654,7 +667,7 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
         };
         let log_end = match log.log_end_offset() {
             Ok(end) => end,
-            Err(e) => return self.fail(tp, FailureReason::Storage(e.to_string())),
+            Err(e) => return self.local_failure(tp, &e),
         };
         let leader_end = match self.endpoint.fetch_latest_offset(tp, epoch).await {
             Ok(offset) => offset,
@@ -677,7 +690,7 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
         };
         match done {
             Ok(()) => self.reset_position(tp, ReplicaState::Fetching),
-            Err(e) => self.fail(tp, FailureReason::Storage(e.to_string())),
+            Err(e) => self.local_failure(tp, &e),
         }
     }
 
