@@ -89,9 +89,16 @@ impl Partition {
     ) -> Result<(), Error> {
         let mut high_watermark = self.high_watermark.subscribe();
         let mut role = self.role.subscribe();
+        // The epoch the record was appended in. The role watch keeps only its latest value,
+        // so a leader -> follower -> leader flip between two wake-ups reads as "still leader";
+        // the epoch does not come back, so a waiter whose leadership ended fails even when
+        // this broker leads again (the record may have been truncated in between).
+        let epoch = self.leadership.read().leader_epoch;
         let wait = async {
             loop {
-                if *role.borrow_and_update() != Role::Leader {
+                if *role.borrow_and_update() != Role::Leader
+                    || self.leadership.read().leader_epoch != epoch
+                {
                     return Err(Error::NotLeaderOrFollower(self.topic_partition.clone()));
                 }
                 if *high_watermark.borrow_and_update() >= offset {

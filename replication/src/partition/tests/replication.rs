@@ -960,3 +960,45 @@ async fn a_follower_settles_transactions_the_high_watermark_passed() {
     FollowerLog::update_from_leader(&*follower, Offset(2), Offset(0)).expect("update");
     assert_eq!(unstable(), None);
 }
+
+// An acks=all waiter whose leadership ended fails even if this broker leads again before
+// the waiter wakes up (the role watch only shows "leader" again): the record it waits for
+// may have been truncated by the other leader in between. One thread, so the waiter runs
+// only at the test's awaits: it sees the flip only once it is over.
+#[tokio::test(flavor = "current_thread")]
+async fn an_acks_all_waiter_fails_across_a_leader_flip() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let controller = Arc::new(FakeController::default());
+    let p = replica(dir.path(), &controller, None);
+    p.become_leader(&state(&[1, 2], &[1, 2], LEADER, 1, 0))
+        .expect("lead");
+    p.append_as_leader(&validated(), -1, 1).expect("append");
+    p.flush();
+    let waiter = {
+        let p = Arc::clone(&p);
+        tokio::spawn(async move {
+            p.wait_for_acks_all(Offset(1), Duration::from_secs(30), 1)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiter.is_finished(), "follower 2 has not fetched");
+    // Follower in epoch 2, leader again in epoch 3 with only itself in the ISR: offset 1
+    // becomes committed in the new epoch.
+    let before = p.high_watermark();
+    assert!(p.become_follower(&state(&[1, 2], &[1, 2], 2, 2, 1)));
+    assert!(p
+        .become_leader(&state(&[1], &[1], LEADER, 3, 2))
+        .expect("lead again"));
+    p.append_as_leader(&validated(), -1, 3).expect("append");
+    p.flush();
+    let waited = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("waiter woke")
+        .expect("task");
+    assert!(p.high_watermark() > before, "committed in epoch 3");
+    assert!(
+        matches!(waited, Err(Error::NotLeaderOrFollower(_))),
+        "{waited:?}"
+    );
+}
