@@ -220,7 +220,11 @@ impl ClusterNode {
     /// Waits until the node's client port accepts connections, or for a controller-only
     /// node (which has none) its controller port.
     fn wait_until_accepting(&mut self) {
-        let timeout = startup_timeout();
+        // A node restarted while its old broker session is still live registers only once
+        // that session ends (DUPLICATE_BROKER_REGISTRATION until then, as Kafka's
+        // controller answers), up to broker.session.timeout.ms (9 s) — counted from the
+        // activation of a new controller, which gives every broker a whole session.
+        let timeout = startup_timeout() + Duration::from_secs(20);
         let deadline = Instant::now() + timeout;
         let addr = match self.role {
             NodeRole::Controller => SocketAddr::from(([127, 0, 0, 1], self.controller_port)),
