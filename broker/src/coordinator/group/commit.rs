@@ -122,6 +122,9 @@ impl GroupCoordinator {
         }
         match self.append(group_id, &records) {
             Ok(durable) => {
+                // Forget what is committed on every commit too, not only on OffsetFetch: a
+                // group that commits and never fetches would keep every change.
+                g.offsets.prune(durable.0.high_watermark().get());
                 for (key, value) in values {
                     g.offsets.apply(key, Some(value), Some(durable.1.get()));
                 }

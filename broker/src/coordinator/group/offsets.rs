@@ -64,6 +64,12 @@ impl GroupOffsets {
         &self.latest
     }
 
+    /// How many changes are kept above the last pruned high watermark.
+    #[cfg(test)]
+    pub fn uncommitted_changes(&self) -> usize {
+        self.undo.len()
+    }
+
     /// Forgets the undo entries of changes under `high_watermark`: they are committed.
     pub fn prune(&mut self, high_watermark: i64) {
         self.undo.retain(|(end, _, _)| *end > high_watermark);

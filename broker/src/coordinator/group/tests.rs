@@ -648,3 +648,30 @@ fn group_offsets_answer_the_state_at_the_high_watermark() {
     assert_eq!(committed(&offsets, 12), Some(3));
     assert_eq!(committed(&offsets, 20), None);
 }
+
+// A group that commits and never fetches does not keep every change: each commit forgets
+// the ones the high watermark has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_forget_changes_under_the_high_watermark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = topics(dir.path());
+    let c = GroupCoordinator::load(&t, config(0)).expect("load");
+    let commit = |offset: i64| CommitPartition {
+        topic: "t".into(),
+        partition: 0,
+        offset,
+        leader_epoch: -1,
+        metadata: None,
+    };
+    for offset in 0..20 {
+        let r = c.commit_offsets("g", -1, "", None, &[commit(offset)], 8);
+        assert_eq!(r.errors, vec![None]);
+        let (partition, end) = r.durable.expect("appended");
+        partition
+            .wait_durable(end, Duration::from_secs(10))
+            .await
+            .expect("durable");
+    }
+    let group = c.lookup("g").expect("loaded").expect("group");
+    assert_eq!(group.lock().offsets.uncommitted_changes(), 1);
+}
