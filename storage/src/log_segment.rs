@@ -914,7 +914,6 @@ impl LogSegment {
             next_offset: self.next_offset,
             file: Arc::clone(&self.log_file),
             size: self.size,
-            largest_timestamp: self.largest_timestamp(),
         }
     }
 

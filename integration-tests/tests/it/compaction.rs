@@ -26,6 +26,14 @@ const CLEAN_TIMEOUT: Duration = Duration::from_secs(40);
 /// (offset, key, value) of every record of `topic`/0 from the log start to the high
 /// watermark, read with an assigned consumer.
 fn read_all(bootstrap: &str, topic: &str) -> Vec<(i64, Vec<u8>, Option<Vec<u8>>)> {
+    read_all_timed(bootstrap, topic)
+        .into_iter()
+        .map(|(offset, key, value, _)| (offset, key, value))
+        .collect()
+}
+
+/// [`read_all`] with each record's timestamp as the consumer sees it.
+fn read_all_timed(bootstrap: &str, topic: &str) -> Vec<(i64, Vec<u8>, Option<Vec<u8>>, i64)> {
     let consumer = consumer(bootstrap, &[]);
     let (_, high) = consumer
         .fetch_watermarks(topic, 0, CLIENT_TIMEOUT)
@@ -37,7 +45,7 @@ fn read_all(bootstrap: &str, topic: &str) -> Vec<(i64, Vec<u8>, Option<Vec<u8>>)
     consumer.assign(&assignment).expect("assign");
     let mut out = Vec::new();
     let deadline = Instant::now() + CLIENT_TIMEOUT;
-    while out.last().is_none_or(|(offset, _, _)| offset + 1 < high) {
+    while out.last().is_none_or(|(offset, _, _, _)| offset + 1 < high) {
         assert!(
             Instant::now() < deadline,
             "read {} records of {topic} below {high}",
@@ -50,6 +58,7 @@ fn read_all(bootstrap: &str, topic: &str) -> Vec<(i64, Vec<u8>, Option<Vec<u8>>)
                 m.offset(),
                 m.key().map(<[u8]>::to_vec).unwrap_or_default(),
                 m.payload().map(<[u8]>::to_vec),
+                m.timestamp().to_millis().unwrap_or(-1),
             )),
         }
     }
@@ -154,6 +163,72 @@ fn compacted_topic_keeps_latest_value_per_key_and_drops_tombstones() {
         last == expected
     });
     assert!(log_bytes(&dir) < 20_000, "log is {} bytes", log_bytes(&dir));
+}
+
+#[test]
+fn tombstone_with_an_old_timestamp_stays_for_delete_retention_after_its_first_clean() {
+    // Proves (KIP-534): a tombstone whose producer gave it a week-old timestamp is not
+    // dropped by the pass that first compacts it (which removes its key's value), but
+    // stays readable, with its original timestamp, until delete.retention.ms after that
+    // pass; then it goes. A segment-time rule dropped both at once, so a consumer
+    // rebuilding state missed the delete.
+    let broker = Broker::start_with(&["--log-cleaner-backoff-ms", "100"]);
+    let bootstrap = broker.bootstrap();
+    let retention = Duration::from_secs(8);
+    create_topic(
+        &bootstrap,
+        "old-tombstones",
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", "2048"),
+            ("delete.retention.ms", &retention.as_millis().to_string()),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    );
+    let week_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64
+        - 7 * 86_400_000;
+    let old = |record: Record| Record {
+        timestamp: Some(week_ago),
+        ..record
+    };
+    let mut records = vec![
+        old(Record::new(0, "deleted", "value")),
+        old(tombstone("deleted")),
+    ];
+    records.extend((0..60).map(|i| Record::new(0, format!("filler-{i:03}"), "f".repeat(40))));
+    let offsets = produce_ok(
+        &bootstrap,
+        "old-tombstones",
+        &records,
+        &[("linger.ms", "0"), ("batch.num.messages", "5")],
+    );
+    let tombstone_offset = offsets[1].1;
+    let mut last = Vec::new();
+    wait_until("the value of the deleted key to be compacted away", || {
+        last = read_all_timed(&bootstrap, "old-tombstones");
+        last.first().is_some_and(|r| r.0 != offsets[0].1)
+    });
+    let cleaned_at = Instant::now();
+    assert_eq!(
+        last.first(),
+        Some(&(tombstone_offset, b"deleted".to_vec(), None, week_ago)),
+        "the tombstone must stay, with its timestamp, after the pass that removed its value"
+    );
+    wait_until("the tombstone to go after delete.retention.ms", || {
+        last = read_all_timed(&bootstrap, "old-tombstones");
+        last.first().is_some_and(|r| r.0 != tombstone_offset)
+    });
+    assert!(
+        cleaned_at.elapsed() + Duration::from_secs(1) >= retention,
+        "the tombstone went {:?} after the first clean",
+        cleaned_at.elapsed()
+    );
+    assert_eq!(last.len(), 60);
+    assert!(last.iter().all(|r| r.1.starts_with(b"filler-")));
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! KIP-534's delete horizon: compaction marks a batch it keeps only for a while (a
-//! transaction marker whose transaction has no data left) by moving its base timestamp to
+//! KIP-534's delete horizon: compaction marks a batch it keeps only for a while (one
+//! holding tombstones, or a transaction marker whose transaction has no data left) by
+//! moving its base timestamp to
 //! the time it may be removed and setting attribute bit 6. Record timestamps are stored
 //! as deltas from the base timestamp, so each record's delta is rewritten to keep its
 //! absolute timestamp, as Kafka's `MemoryRecordsBuilder` does when it rebuilds the batch.

@@ -17,8 +17,12 @@
 //! What is kept (Kafka's `shouldRetainRecord` and `BatchRetention`): offsets never change
 //! (batches keep their base offset, last offset delta and producer fields; records keep
 //! their deltas); a record is dropped when a newer record of its key is in the map; a
-//! tombstone (null value) is dropped once its segment's largest timestamp is older than
-//! `delete.retention.ms`; a record without a key is dropped (a compacted topic refuses
+//! tombstone (null value) follows KIP-534: the first pass that keeps it stamps its batch
+//! with a delete horizon (now + `delete.retention.ms`, see [`delete_horizon`]) and the
+//! first pass past that horizon drops it, so every tombstone stays readable for
+//! `delete.retention.ms` after compaction first saw it, whatever timestamp its producer
+//! gave it (a segment-time rule drops tombstones written with old timestamps before a
+//! consumer rebuilding state can see them); a record without a key is dropped (a compacted topic refuses
 //! them at produce; they can only come from before the policy changed). A batch left
 //! without records is dropped, except a producer's last batch (Kafka's
 //! `isBatchLastRecordOfProducer`), which stays as an empty batch so the producer's next
@@ -107,8 +111,6 @@ pub struct SegmentView {
     pub(crate) next_offset: i64,
     pub(crate) file: Arc<File>,
     pub(crate) size: u32,
-    /// Largest batch timestamp (file modification time when none).
-    pub(crate) largest_timestamp: i64,
 }
 
 /// What one pass works on; see [`crate::Log::cleaning_job`].
@@ -302,18 +304,23 @@ enum Filtered {
     Dropped,
 }
 
-/// Per-batch decision context.
+/// Per-pass decision context for data records.
 struct Retention<'a> {
     map: &'a OffsetMap,
     /// Offsets at or above are outside the map: kept as they are.
     map_end: i64,
-    /// The segment's tombstones are past `delete.retention.ms`.
-    discard_tombstones: bool,
+    /// The pass's clock: a batch whose delete horizon is at or before it loses its
+    /// tombstones.
+    now_ms: i64,
+    /// `delete.retention.ms`: the horizon a pass stamps on a batch whose tombstones it
+    /// keeps for the first time is `now_ms` plus this.
+    delete_retention_ms: i64,
 }
 
 impl Retention<'_> {
-    /// Kafka's `shouldRetainRecord`.
-    fn keep(&self, offset: i64, key: Option<&[u8]>, tombstone: bool) -> bool {
+    /// Kafka's `shouldRetainRecord`: the newest record of its key, and if a tombstone,
+    /// its batch has no delete horizon yet or has not reached it (`horizon_passed`).
+    fn keep(&self, offset: i64, key: Option<&[u8]>, tombstone: bool, horizon_passed: bool) -> bool {
         if offset >= self.map_end {
             return true;
         }
@@ -321,7 +328,7 @@ impl Retention<'_> {
             return false;
         };
         let newest = self.map.get(key).is_none_or(|latest| offset >= latest);
-        newest && !(tombstone && self.discard_tombstones)
+        newest && !(tombstone && horizon_passed)
     }
 }
 
@@ -587,14 +594,13 @@ impl Cleaner {
             now_ms,
         } = *pass;
         let mut kept_aborted = Vec::new();
+        let retention = Retention {
+            map: &self.map,
+            map_end,
+            now_ms,
+            delete_retention_ms: job.delete_retention_ms,
+        };
         for segment in group {
-            let discard_tombstones =
-                segment.largest_timestamp < now_ms.saturating_sub(job.delete_retention_ms);
-            let retention = Retention {
-                map: &self.map,
-                map_end,
-                discard_tombstones,
-            };
             let scratch = &mut self.scratch;
             for_each_batch(
                 segment,
@@ -635,7 +641,7 @@ impl Cleaner {
                                 Filtered::Dropped
                             }
                         } else {
-                            filter_batch(
+                            let (filtered, due) = filter_batch(
                                 batch,
                                 header,
                                 &retention,
@@ -643,22 +649,17 @@ impl Cleaner {
                                 scratch,
                                 stats,
                             )
-                            .map_err(|reason| corrupt(segment, header, reason))?
+                            .map_err(|reason| corrupt(segment, header, reason))?;
+                            if let Some(due) = due {
+                                // A kept tombstone becomes removable at its horizon; the
+                                // caller runs a pass then even if nothing else is dirty.
+                                stats.tombstone_due_ms =
+                                    Some(stats.tombstone_due_ms.map_or(due, |d| d.min(due)));
+                            }
+                            filtered
                         };
                         if !matches!(filtered, Filtered::Dropped) {
                             txns.on_batch_retained(header);
-                        }
-                        if !discard_tombstones && header.last_offset() < map_end {
-                            // A kept tombstone becomes removable at this time; the caller
-                            // runs a pass then even if nothing else is dirty.
-                            let due = segment
-                                .largest_timestamp
-                                .saturating_add(job.delete_retention_ms);
-                            if stats.tombstone_due_ms.is_none_or(|d| due < d)
-                                && has_tombstone(batch, header, scratch)
-                            {
-                                stats.tombstone_due_ms = Some(due);
-                            }
                         }
                         filtered
                     };
@@ -775,16 +776,10 @@ fn filter_marker(
     }
 }
 
-/// True when the batch holds a record with a null value.
-fn has_tombstone(batch: &[u8], header: &RecordBatchHeader, scratch: &mut Vec<u8>) -> bool {
-    if header.is_control() {
-        return false;
-    }
-    records_of(batch, header, scratch)
-        .is_ok_and(|records| RecordIter::new(records).any(|r| r.is_ok_and(|r| r.value.is_none())))
-}
-
-/// Applies [`Retention`] to every record of one batch.
+/// Applies [`Retention`] to every record of one batch (Kafka's `filterTo` for one data
+/// batch). A batch that keeps a tombstone below the map's end and has no delete horizon
+/// yet is rebuilt with one (`now + delete.retention.ms`); the second value is the horizon
+/// of a batch kept with tombstones, when a later pass should run to drop them.
 fn filter_batch(
     batch: &[u8],
     header: &RecordBatchHeader,
@@ -792,15 +787,18 @@ fn filter_batch(
     keep_if_empty: bool,
     scratch: &mut Vec<u8>,
     stats: &mut CleanStats,
-) -> Result<Filtered, String> {
+) -> Result<(Filtered, Option<i64>), String> {
     assert!(
         !header.is_control(),
         "control batches go through filter_marker"
     );
     let records = records_of(batch, header, scratch)?;
+    let horizon = header.delete_horizon_ms();
+    let horizon_passed = horizon.is_some_and(|h| h <= retention.now_ms);
     let mut kept = Vec::new();
     let mut kept_count = 0_i32;
     let mut all = true;
+    let mut kept_tombstone = false;
     let mut iter = RecordIter::new(records);
     loop {
         let start = records.len() - iter.remaining().len();
@@ -808,7 +806,8 @@ fn filter_batch(
         let record = record.map_err(|e| e.to_string())?;
         stats.records_read += 1;
         let offset = header.base_offset + i64::from(record.offset_delta);
-        if retention.keep(offset, record.key, record.value.is_none()) {
+        let tombstone = record.value.is_none();
+        if retention.keep(offset, record.key, tombstone, horizon_passed) {
             kept.extend_from_slice(
                 records
                     .get(start..start + record.size_bytes)
@@ -816,18 +815,31 @@ fn filter_batch(
             );
             kept_count += 1;
             stats.records_retained += 1;
+            kept_tombstone |= tombstone && offset < retention.map_end;
         } else {
             all = false;
         }
     }
+    if kept_tombstone && horizon.is_none() {
+        // First pass to keep this batch's tombstones: stamp when they may go.
+        let stamped = retention
+            .now_ms
+            .saturating_add(retention.delete_retention_ms);
+        let source = if all { records } else { kept.as_slice() };
+        let rebased = delete_horizon::rebase_timestamps(source, header.base_timestamp, stamped)?;
+        let rebuilt = rebuild_batch(batch, header, &rebased, kept_count, Some(stamped))
+            .map_err(|e| e.to_string())?;
+        return Ok((Filtered::Rebuilt(rebuilt), Some(stamped)));
+    }
+    let due = horizon.filter(|_| kept_tombstone);
     if all {
-        return Ok(Filtered::Whole);
+        return Ok((Filtered::Whole, due));
     }
     if kept_count == 0 && !keep_if_empty {
-        return Ok(Filtered::Dropped);
+        return Ok((Filtered::Dropped, None));
     }
     rebuild_batch(batch, header, &kept, kept_count, None)
-        .map(Filtered::Rebuilt)
+        .map(|rebuilt| (Filtered::Rebuilt(rebuilt), due))
         .map_err(|e| e.to_string())
 }
 

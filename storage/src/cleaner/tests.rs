@@ -247,8 +247,9 @@ fn pass_keeps_latest_value_per_key_at_its_offset() {
     check(&log);
 }
 
-// A tombstone stays while its segment is younger than delete.retention.ms and goes (with
-// every older value of its key) after.
+// A tombstone stays for delete.retention.ms after the first pass that kept it (which
+// stamps that horizon on its batch, KIP-534) and goes (with every older value of its
+// key) at the first pass after.
 #[test]
 fn tombstones_removed_after_delete_retention() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -274,7 +275,7 @@ fn tombstones_removed_after_delete_retention() {
     }
     sync(&mut log);
     let mut cleaner = cleaner();
-    // Within delete retention (segment timestamps 1000, retention 1000, now 1500).
+    // The first pass (now 1500, retention 1000) keeps it and stamps horizon 2500.
     let stats = run_pass(&mut log, &mut cleaner, 1_500, false).expect("due");
     let (rows, _) = records(&log);
     assert!(
@@ -288,8 +289,17 @@ fn tombstones_removed_after_delete_retention() {
             .any(|r| r.1.as_deref() == Some(b"a") && r.2.is_some()),
         "{rows:?}"
     );
-    assert_eq!(stats.tombstone_due_ms, Some(2_000));
-    // After it: the tombstone is gone too, b's value stays.
+    assert_eq!(stats.tombstone_due_ms, Some(2_500));
+    // A pass before the horizon keeps it.
+    let stats = run_pass(&mut log, &mut cleaner, 2_499, true).expect("forced");
+    assert_eq!(stats.tombstone_due_ms, Some(2_500));
+    let (rows, _) = records(&log);
+    assert!(
+        rows.iter()
+            .any(|r| r.1.as_deref() == Some(b"a") && r.2.is_none()),
+        "{rows:?}"
+    );
+    // At it: the tombstone is gone too, b's value stays.
     run_pass(&mut log, &mut cleaner, 2_500, true).expect("forced");
     let (rows, _) = records(&log);
     assert!(
@@ -299,6 +309,90 @@ fn tombstones_removed_after_delete_retention() {
     assert!(rows
         .iter()
         .any(|r| r.1.as_deref() == Some(b"b") && r.2.as_deref() == Some(b"1")));
+}
+
+// KIP-534: a tombstone written with an old producer timestamp (its segment long past
+// delete.retention.ms) is not dropped by the first pass that sees it, as a segment-time
+// rule would: that pass stamps the horizon (now + retention) on its batch, keeping every
+// record's timestamp, and only a pass at or after the horizon drops it.
+#[test]
+fn tombstones_with_old_timestamps_stay_until_the_stamped_horizon() {
+    for codec in [CODEC_NONE, CODEC_ZSTD] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = Log::open(dir.path(), compacted_config(300)).expect("open");
+        log.append(
+            &keyed_batch(&[kv("a", Some("1"))], CODEC_NONE, None, 1_000),
+            0,
+        )
+        .expect("append");
+        log.append(
+            &keyed_batch(&[kv("b", Some("1")), kv("a", None)], codec, None, 1_000),
+            0,
+        )
+        .expect("append");
+        for i in 0..10 {
+            log.append(
+                &keyed_batch(&[kv("c", Some(&i.to_string()))], CODEC_NONE, None, 1_000),
+                0,
+            )
+            .expect("append");
+        }
+        sync(&mut log);
+        let mut cleaner = cleaner();
+        let now = 10_000_000;
+        let stats = run_pass(&mut log, &mut cleaner, now, false).expect("due");
+        assert_eq!(stats.tombstone_due_ms, Some(now + 1_000));
+        let tombstone_of_a = |log: &Log| {
+            let (rows, headers) = records(log);
+            let found = rows
+                .iter()
+                .any(|r| r.0 == 2 && r.1.as_deref() == Some(b"a") && r.2.is_none());
+            (found, rows, headers)
+        };
+        let (found, rows, headers) = tombstone_of_a(&log);
+        assert!(found, "{rows:?}");
+        assert!(!rows.iter().any(|r| r.0 == 0), "{rows:?}");
+        let stamped = headers
+            .iter()
+            .find(|h| h.base_offset == 1)
+            .expect("batch of the tombstone");
+        assert_eq!(stamped.delete_horizon_ms(), Some(now + 1_000));
+        assert_eq!(stamped.compression_codec(), codec);
+        // Each record's absolute timestamp is unchanged (deltas rebased on the horizon).
+        let bytes = log
+            .read(Offset(1), usize::MAX, Offset::MAX, true)
+            .expect("read")
+            .records;
+        let (position, header) = iter_headers(&bytes).next().expect("batch");
+        let mut scratch = Vec::new();
+        let body = records_of(
+            &bytes[position..position + header.total_bytes()],
+            &header,
+            &mut scratch,
+        )
+        .expect("decodes");
+        let stamps: Vec<i64> = RecordIter::new(body)
+            .map(|r| header.base_timestamp + r.expect("record").timestamp_delta)
+            .collect();
+        assert_eq!(stamps, vec![1_000, 1_000]);
+        // Survives a reopen, and a pass just before the horizon.
+        log.close().expect("close");
+        let mut log = Log::open(dir.path(), compacted_config(300)).expect("reopen");
+        run_pass(&mut log, &mut cleaner, now + 999, true).expect("forced");
+        let (found, rows, _) = tombstone_of_a(&log);
+        assert!(found, "{rows:?}");
+        // The pass at the horizon drops it; b keeps its value.
+        let stats = run_pass(&mut log, &mut cleaner, now + 1_000, true).expect("forced");
+        assert_eq!(stats.tombstone_due_ms, None);
+        let (rows, _) = records(&log);
+        assert!(
+            !rows.iter().any(|r| r.1.as_deref() == Some(b"a")),
+            "{rows:?}"
+        );
+        assert!(rows
+            .iter()
+            .any(|r| r.0 == 1 && r.1.as_deref() == Some(b"b") && r.2.as_deref() == Some(b"1")));
+    }
 }
 
 // Compressed batches are rewritten with the same codec, decompress to exactly the kept
