@@ -237,6 +237,14 @@ impl MetadataImage {
             .collect()
     }
 
+    /// Whether some partition has no leader (Kafka's `areSomePartitionsLeaderless`).
+    #[must_use]
+    pub fn has_leaderless_partitions(&self) -> bool {
+        self.topics()
+            .flat_map(|topic| topic.partitions.iter())
+            .any(|partition| !partition.has_leader())
+    }
+
     /// Ids of the brokers placement may use (active ones), ascending.
     #[must_use]
     pub fn usable_brokers(&self) -> Vec<BrokerId> {

@@ -4,7 +4,9 @@
 //!
 //! A fenced or shutting-down broker leaves every ISR it is in and loses its leaderships
 //! (the partition's last ISR member stays, with no leader, until it returns); an unfenced
-//! broker is elected where a partition it is in sync for has no leader.
+//! broker is elected where a partition it is in sync for has no leader, or, where the
+//! topic allows unclean elections, where it is any replica of a leaderless partition.
+//! A broker in controlled shutdown may stop once the other brokers applied its moves.
 
 use std::time::Duration;
 
@@ -116,6 +118,7 @@ impl QuorumController {
                 heartbeat_connection: None,
                 metadata_offset: -1,
                 last_heartbeat: None,
+                controlled_shutdown_offset: None,
             },
         );
         tracing::info!(
@@ -163,7 +166,7 @@ impl QuorumController {
             timeout,
         );
         let is_caught_up = request.current_metadata_offset >= session.registration_offset;
-        let ((), _) = self
+        let ((), offset) = self
             .run(|image| {
                 let broker = check_broker_epoch(image, id, request.broker_epoch)?;
                 let change = |fenced: Option<bool>, shutting_down: Option<bool>| {
@@ -198,8 +201,21 @@ impl QuorumController {
             .topics()
             .flat_map(|t| t.partitions.iter())
             .any(|p| p.leader == id);
+        // Kafka's BrokerHeartbeatManager: a broker in controlled shutdown may stop only
+        // once every other active broker reports a metadata offset at or past the batch
+        // that moved its leaderships (`offset`: that batch, or the image when the moves
+        // came in an earlier heartbeat). Stopping sooner closes the old leader while the
+        // new ones do not know they lead yet, which clients see as a gap of
+        // NOT_LEADER_OR_FOLLOWER in a rolling restart.
+        let moves_applied = broker.in_controlled_shutdown && {
+            let shutdown_offset = active.sessions.controlled_shutdown_offset(id, offset);
+            active
+                .sessions
+                .lowest_active_offset(&image, id)
+                .is_none_or(|lowest| lowest >= shutdown_offset)
+        };
         let should_shut_down =
-            request.want_shut_down && (broker.fenced || (broker.in_controlled_shutdown && !leads));
+            request.want_shut_down && (broker.fenced || (moves_applied && !leads));
         if should_shut_down {
             // Logbook's choice (Kafka keeps the session to its timeout, so a quick restart
             // waits on DUPLICATE_BROKER_REGISTRATION): a broker told to stop stops
@@ -270,6 +286,51 @@ impl QuorumController {
     }
 }
 
+impl QuorumController {
+    /// Unclean elections for leaderless partitions of topics that allow them, with any
+    /// alive replica (Kafka's periodic `maybeElectUncleanLeaders`): covers a topic whose
+    /// `unclean.leader.election.enable` was turned on while its out-of-sync replicas
+    /// were already back, which no fencing or unfencing would elect. Returns how many
+    /// partitions got a leader.
+    ///
+    /// # Errors
+    /// `NotController`, `Raft`.
+    pub async fn elect_unclean_leaders(&self) -> Result<usize, QuorumError> {
+        let _active = self.activate().await?;
+        let (elected, _) = self
+            .run(|image| {
+                let mut records = Vec::new();
+                for topic in image.topics() {
+                    if !unclean_enabled(image, &topic.name) {
+                        continue;
+                    }
+                    for (partition_id, partition) in (0..).zip(&topic.partitions) {
+                        if partition.leader != NO_LEADER {
+                            continue;
+                        }
+                        let change =
+                            PartitionChangeBuilder::new(partition, topic.id, partition_id, |b| {
+                                image.is_active_broker(b)
+                            })
+                            .with_election(Election::Unclean)
+                            .build();
+                        records.extend(change.map(MetadataRecord::PartitionChange));
+                    }
+                }
+                let elected = records.len();
+                Ok((records, elected))
+            })
+            .await?;
+        if elected > 0 {
+            tracing::error!(
+                partitions = elected,
+                "unclean leader election for leaderless partitions (records may be lost)"
+            );
+        }
+        Ok(elected)
+    }
+}
+
 /// The registration of `id`, if `epoch` is its epoch.
 fn check_broker_epoch(
     image: &MetadataImage,
@@ -329,18 +390,27 @@ pub(super) fn leave_isrs(image: &MetadataImage, id: BrokerId) -> Vec<MetadataRec
     records
 }
 
-/// Elections where broker `id` (being unfenced) is in the ISR of a partition without a
-/// leader (Kafka's `handleBrokerUnfenced`).
+/// Elections for every partition without a leader now that broker `id` is unfenced
+/// (Kafka's `handleBrokerUnfenced`): `id` counts as alive, and where the topic allows
+/// unclean elections a replica outside the ISR may be chosen. So a leaderless partition
+/// whose ISR members are all gone gets a leader when an out-of-sync replica comes back,
+/// not only when another broker is fenced.
 fn lead_where_leaderless(image: &MetadataImage, id: BrokerId) -> Vec<MetadataRecord> {
     let mut records = Vec::new();
     for topic in image.topics() {
+        let election = if unclean_enabled(image, &topic.name) {
+            Election::Unclean
+        } else {
+            Election::Online
+        };
         for (partition_id, partition) in (0..).zip(&topic.partitions) {
-            if partition.leader != NO_LEADER || !partition.isr.contains(&id) {
+            if partition.leader != NO_LEADER {
                 continue;
             }
             let change = PartitionChangeBuilder::new(partition, topic.id, partition_id, |b| {
                 b == id || image.is_active_broker(b)
             })
+            .with_election(election)
             .build();
             records.extend(change.map(MetadataRecord::PartitionChange));
         }

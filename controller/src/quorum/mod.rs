@@ -378,7 +378,8 @@ impl QuorumController {
     }
 }
 
-/// Fences brokers whose sessions ended, every `interval_ms`, while the controller lives.
+/// Fences brokers whose sessions ended, every `interval_ms`, while the controller lives,
+/// then elects leaders uncleanly where a leaderless partition's topic allows it.
 async fn session_check_loop(
     controller: std::sync::Weak<QuorumController>,
     shutdown: CancellationToken,
@@ -397,6 +398,12 @@ async fn session_check_loop(
         match controller.check_sessions().await {
             Ok(_) | Err(QuorumError::NotController { .. }) => {}
             Err(e) => tracing::warn!(error = %e, "broker session check failed"),
+        }
+        if controller.image().has_leaderless_partitions() {
+            match controller.elect_unclean_leaders().await {
+                Ok(_) | Err(QuorumError::NotController { .. }) => {}
+                Err(e) => tracing::warn!(error = %e, "unclean leader election failed"),
+            }
         }
     }
 }

@@ -27,6 +27,10 @@ pub struct BrokerSession {
     pub metadata_offset: i64,
     /// When the last heartbeat came.
     pub last_heartbeat: Option<Instant>,
+    /// Offset of the metadata batch that moved this broker's leaderships away when it
+    /// asked to shut down (Kafka's `controlledShutdownOffset`): it may stop once every
+    /// other active broker has applied it.
+    pub controlled_shutdown_offset: Option<i64>,
 }
 
 /// Sessions of the registered brokers.
@@ -49,6 +53,7 @@ impl BrokerSessions {
                     heartbeat_connection: None,
                     metadata_offset: -1,
                     last_heartbeat: None,
+                    controlled_shutdown_offset: None,
                 };
                 (b.broker_id, session)
             })
@@ -93,6 +98,7 @@ impl BrokerSessions {
             heartbeat_connection: None,
             metadata_offset: -1,
             last_heartbeat: None,
+            controlled_shutdown_offset: None,
         };
         let session = self.sessions.entry(broker_id).or_insert(fresh);
         if session.broker_epoch != broker_epoch {
@@ -140,6 +146,34 @@ impl BrokerSessions {
         if let Some(session) = self.sessions.get_mut(&broker_id) {
             session.deadline = session.deadline.min(now);
         }
+    }
+
+    /// The controlled shutdown offset of `broker_id`'s session: the one recorded before,
+    /// else `offset` (recorded now). Kafka keeps the first, so the brokers are measured
+    /// against the batch that actually moved the leaderships.
+    pub fn controlled_shutdown_offset(&mut self, broker_id: BrokerId, offset: i64) -> i64 {
+        match self.sessions.get_mut(&broker_id) {
+            Some(session) => *session.controlled_shutdown_offset.get_or_insert(offset),
+            None => offset,
+        }
+    }
+
+    /// Kafka's `lowestActiveOffset`: the smallest metadata offset reported by a broker
+    /// that is active in `image` (unfenced, not in controlled shutdown), other than
+    /// `except`; `None` when there is no such broker. An active broker without a session
+    /// or without a heartbeat yet counts as -1 (it has applied nothing known).
+    #[must_use]
+    pub fn lowest_active_offset(&self, image: &MetadataImage, except: BrokerId) -> Option<i64> {
+        image
+            .brokers()
+            .filter(|b| b.broker_id != except && !b.fenced && !b.in_controlled_shutdown)
+            .map(|b| {
+                self.sessions
+                    .get(&b.broker_id)
+                    .filter(|s| s.broker_epoch == b.broker_epoch)
+                    .map_or(-1, |s| s.metadata_offset)
+            })
+            .min()
     }
 
     /// Every session, by broker id.

@@ -332,6 +332,88 @@ async fn last_isr_member_is_kept_with_no_leader_until_it_returns() {
     qc.shutdown().await.expect("shutdown");
 }
 
+// With unclean.leader.election.enable=true, a partition whose only ISR member is gone
+// gets a leader when an out-of-sync replica comes back (Kafka's handleBrokerUnfenced
+// elects every leaderless partition, uncleanly where the topic allows it); without it
+// the partition stays leaderless. Turning the setting on later elects through the
+// periodic check (Kafka's maybeElectUncleanLeaders).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_returning_out_of_sync_replica_is_elected_uncleanly_where_allowed() {
+    let dir = TempDir::new().expect("dir");
+    let clock = Arc::new(ManualClock::default());
+    let qc = start_single(dir.path(), &clock).await;
+    let epoch1 = register_unfenced(&qc, 1).await;
+    let epoch2 = register_unfenced(&qc, 2).await;
+    let mut unclean = topic("unclean", 1, 2);
+    unclean.assignment = vec![vec![1, 2]];
+    unclean.configs = vec![(
+        "unclean.leader.election.enable".to_string(),
+        "true".to_string(),
+    )];
+    create(&qc, unclean).await.expect("created");
+    let mut clean = topic("clean", 1, 2);
+    clean.assignment = vec![vec![1, 2]];
+    create(&qc, clean).await.expect("created");
+    // Broker 2's session ends: it leaves both ISRs.
+    clock.advance_ms(5000);
+    qc.broker_heartbeat(heartbeat(1, epoch1, qc.image().offset()))
+        .await
+        .expect("heartbeat");
+    clock.advance_ms(4000);
+    assert_eq!(qc.check_sessions().await.expect("check"), vec![2]);
+    // Then broker 1's: both partitions are leaderless, ISR [1].
+    let epoch2 = {
+        let reply = qc
+            .register_broker(registration(2, Uuid::new_v4()))
+            .await
+            .expect("register");
+        assert!(reply.broker_epoch > epoch2);
+        reply
+    };
+    clock.advance_ms(9_001);
+    assert_eq!(qc.check_sessions().await.expect("check"), vec![1]);
+    for name in ["unclean", "clean"] {
+        assert_eq!(
+            partitions(&qc.image(), name),
+            vec![(vec![1, 2], vec![1], NO_LEADER, 1, 2)],
+            "{name}"
+        );
+    }
+    // Broker 2 (never in sync since) catches up and is unfenced.
+    let back = qc
+        .broker_heartbeat(heartbeat(2, epoch2.broker_epoch, qc.image().offset()))
+        .await
+        .expect("heartbeat");
+    assert!(!back.is_fenced);
+    assert_eq!(
+        partitions(&qc.image(), "unclean"),
+        vec![(vec![1, 2], vec![2], 2, 2, 3)]
+    );
+    assert_eq!(
+        partitions(&qc.image(), "clean"),
+        vec![(vec![1, 2], vec![1], NO_LEADER, 1, 2)]
+    );
+    assert_eq!(qc.elect_unclean_leaders().await.expect("elect"), 0);
+    // Allowing it later: the periodic check elects broker 2.
+    let altered = qc
+        .incremental_alter_configs(vec![(
+            logbook_metadata::ConfigResource::topic("clean"),
+            vec![AlterConfigOp::Set(
+                "unclean.leader.election.enable".to_string(),
+                "true".to_string(),
+            )],
+        )])
+        .await
+        .expect("alter");
+    assert!(altered[0].1.is_ok(), "{altered:?}");
+    assert_eq!(qc.elect_unclean_leaders().await.expect("elect"), 1);
+    assert_eq!(
+        partitions(&qc.image(), "clean"),
+        vec![(vec![1, 2], vec![2], 2, 2, 3)]
+    );
+    qc.shutdown().await.expect("shutdown");
+}
+
 // A replication factor above the active brokers is INVALID_REPLICATION_FACTOR (nothing
 // created), unless the request caps it; an existing name is TOPIC_ALREADY_EXISTS.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -513,8 +595,36 @@ async fn controlled_shutdown_moves_leaderships_before_stopping() {
         epochs.insert(id, register_unfenced(&qc, id).await);
     }
     create(&qc, topic("t", 3, 3)).await.expect("created");
-    let mut request = heartbeat(1, epochs[&1], qc.image().offset());
+    let before = qc.image().offset();
+    for id in [2, 3] {
+        qc.broker_heartbeat(heartbeat(id, epochs[&id], before))
+            .await
+            .expect("heartbeat");
+    }
+    let mut request = heartbeat(1, epochs[&1], before);
     request.want_shut_down = true;
+    let reply = qc.broker_heartbeat(request).await.expect("heartbeat");
+    // Kafka's rule: not before the other brokers applied the batch that moved the
+    // leaderships (its offset), as their heartbeats report.
+    assert!(
+        reply.in_controlled_shutdown && !reply.should_shut_down,
+        "{reply:?}"
+    );
+    let moved = qc.image().offset();
+    assert!(moved > before);
+    let reply = qc.broker_heartbeat(request).await.expect("heartbeat");
+    assert!(!reply.should_shut_down, "{reply:?}");
+    qc.broker_heartbeat(heartbeat(2, epochs[&2], moved))
+        .await
+        .expect("heartbeat");
+    qc.broker_heartbeat(heartbeat(3, epochs[&3], moved - 1))
+        .await
+        .expect("heartbeat");
+    let reply = qc.broker_heartbeat(request).await.expect("heartbeat");
+    assert!(!reply.should_shut_down, "broker 3 is behind: {reply:?}");
+    qc.broker_heartbeat(heartbeat(3, epochs[&3], moved))
+        .await
+        .expect("heartbeat");
     let reply = qc.broker_heartbeat(request).await.expect("heartbeat");
     assert!(
         reply.in_controlled_shutdown && reply.should_shut_down,
