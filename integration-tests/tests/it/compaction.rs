@@ -665,3 +665,113 @@ fn transactional_compacted_topic_keeps_latest_committed_values_and_drops_aborted
         vec![(at2, b"key-01".to_vec()), (at, b"key-00".to_vec())]
     );
 }
+
+/// The cleaned-to offset of the partition in `dir` (`cleaner-offset-checkpoint`), if any.
+fn cleaned_to(dir: &Path) -> Option<i64> {
+    std::fs::read_to_string(dir.join("cleaner-offset-checkpoint"))
+        .ok()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn consumer_offsets_reload_steps_over_an_emptied_batch_before_a_large_one() {
+    // Proves (issue 23 item 7): the coordinator's reload of `__consumer_offsets` reads
+    // past a batch compaction emptied (a transactional producer's last offset batch,
+    // kept without records) when the next batch is larger than the 1 MiB replay read:
+    // after a restart the groups committed after both still have their offsets.
+    let flags = [
+        "--log-cleaner-backoff-ms",
+        "100",
+        "--offsets-topic-num-partitions",
+        "1",
+        "--offsets-topic-segment-bytes",
+        "4096",
+        "--override",
+        "transaction.state.log.num.partitions=1",
+    ];
+    let mut broker = Broker::start_with(&flags);
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "tracked", 1, &[]);
+    create_topic(&bootstrap, "txn-out", 1, &[]);
+    create_topic(&bootstrap, "wide", 300, &[]);
+    let txn_group = consumer(&bootstrap, &[("group.id", "g-txn")]);
+    let group_metadata = txn_group.group_metadata().expect("group metadata");
+    let p = transactional_producer(&bootstrap, "emptied-offsets");
+    let tracked = |offset: i64| {
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset("tracked", 0, Offset::Offset(offset))
+            .expect("offset");
+        list
+    };
+    p.begin_transaction().expect("begin");
+    produce_all(&p, "txn-out", &[Record::new(0, "k", "v")]);
+    // The transactional offset batch, then at once a plain commit of 300 partitions with
+    // 4000 bytes of metadata each (one batch of about 1.2 MB).
+    p.send_offsets_to_transaction(&tracked(5), &group_metadata, CLIENT_TIMEOUT)
+        .expect("send offsets");
+    let big = consumer(&bootstrap, &[("group.id", "g-big")]);
+    let metadata = "m".repeat(4000);
+    let mut wide = TopicPartitionList::new();
+    for partition in 0..300 {
+        wide.add_partition_offset(
+            "wide",
+            partition,
+            Offset::Offset(1000 + i64::from(partition)),
+        )
+        .expect("offset");
+        wide.find_partition("wide", partition)
+            .expect("just added")
+            .set_metadata(metadata.clone());
+    }
+    big.commit(&wide, CommitMode::Sync).expect("large commit");
+    p.commit_transaction(CLIENT_TIMEOUT).expect("commit");
+    // Overwrite the transactional offset: compaction empties its batch (kept, as the
+    // producer's last), then roll segments with later commits.
+    txn_group
+        .commit(&tracked(6), CommitMode::Sync)
+        .expect("plain commit");
+    let after = consumer(&bootstrap, &[("group.id", "g-after")]);
+    for i in 0..60 {
+        after.commit(&tracked(i), CommitMode::Sync).expect("commit");
+    }
+    let (_, end) = after
+        .fetch_watermarks("__consumer_offsets", 0, CLIENT_TIMEOUT)
+        .expect("watermarks");
+    let dir = broker.data_dir().join("__consumer_offsets-0");
+    wait_until("__consumer_offsets cleaned past the large batch", || {
+        cleaned_to(&dir).is_some_and(|c| c + 40 >= end)
+    });
+    drop((txn_group, big, after, p));
+    broker.restart();
+    let bootstrap = broker.bootstrap();
+    let fetch = |group: &str, list: TopicPartitionList| {
+        consumer(&bootstrap, &[("group.id", group)])
+            .committed_offsets(list, CLIENT_TIMEOUT)
+            .expect("committed offsets")
+    };
+    let mut one = TopicPartitionList::new();
+    one.add_partition("tracked", 0);
+    let got = fetch("g-txn", one.clone());
+    assert_eq!(got.elements()[0].offset(), Offset::Offset(6), "g-txn");
+    let got = fetch("g-after", one);
+    assert_eq!(got.elements()[0].offset(), Offset::Offset(59), "g-after");
+    let mut all = TopicPartitionList::new();
+    for partition in 0..300 {
+        all.add_partition("wide", partition);
+    }
+    let got = fetch("g-big", all);
+    for element in got.elements() {
+        assert_eq!(
+            (element.offset(), element.metadata()),
+            (
+                Offset::Offset(1000 + i64::from(element.partition())),
+                metadata.as_str()
+            ),
+            "g-big wide-{}",
+            element.partition()
+        );
+    }
+}
