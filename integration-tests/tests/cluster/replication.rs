@@ -205,13 +205,13 @@ fn three_nodes_form_a_cluster_and_survive_a_leader_kill() {
 
 /// An idempotent acks=all producer on its own thread, sending 50 records at a time round
 /// the partitions until stopped; joined, it waits for every delivery report.
-struct Load {
+pub(crate) struct Load {
     stop: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<(Vec<Record>, Vec<Delivery>)>,
 }
 
 impl Load {
-    fn start(bootstrap: String, topic: &'static str, partitions: i32) -> Load {
+    pub(crate) fn start(bootstrap: String, topic: &'static str, partitions: i32) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
@@ -255,7 +255,7 @@ impl Load {
     }
 
     /// Stops sending, waits for every report, and asserts each record was acknowledged.
-    fn finish(self) -> (Vec<Record>, Vec<Delivery>) {
+    pub(crate) fn finish(self) -> (Vec<Record>, Vec<Delivery>) {
         self.stop.store(true, Ordering::Relaxed);
         let (sent, deliveries) = self.thread.join().expect("load thread");
         let failed: Vec<_> = deliveries.iter().filter(|d| d.result.is_err()).collect();
@@ -290,7 +290,7 @@ fn wait_for_full_isr(cluster: &Cluster, bootstrap: &str, topic: &str) {
 
 /// Asserts that every acknowledged record is in `topic` at the offset its delivery report
 /// gave, and that no value is in the log twice.
-fn assert_exactly_once(
+pub(crate) fn assert_exactly_once(
     bootstrap: &str,
     topic: &str,
     partitions: i32,
