@@ -1186,7 +1186,15 @@ fn check_input(acked: &[Acked], input: &[Read], counts: &mut Counts, details: &m
                     ),
                 );
             }
-            Some(at) if !at.contains(&(a.partition, a.offset)) => {
+            // librdkafka acknowledges records of a request whose answer was lost (a
+            // timeout, a dropped connection) implicitly once a later request of the same
+            // producer succeeds, without an offset (-1001, `rd_kafka_dr_implicit_ack`):
+            // such a record must be in its partition, at an offset nobody reported.
+            Some(at)
+                if !at
+                    .iter()
+                    .any(|(p, o)| *p == a.partition && (a.offset < 0 || *o == a.offset)) =>
+            {
                 counts.offset_changed += 1;
                 detail(
                     details,
