@@ -51,7 +51,7 @@ use clap::Parser;
 use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, KafkaResult};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -609,6 +609,27 @@ fn retriable(error: &KafkaError) -> bool {
     }
 }
 
+/// `abort_transaction`, with the producer's event queue served meanwhile from a second
+/// thread. librdkafka's abort purges the outstanding messages and then waits until their
+/// delivery reports have been *served*; rust-rdkafka's `BaseProducer` does not poll
+/// inside `abort_transaction` (it does inside `commit_transaction`, through `flush`), so
+/// an abort with messages outstanding timed out again and again ("the event queue must
+/// be polled for delivery report events in a separate thread or prior to calling abort")
+/// until the job gave its producer up: the "stuck" trials of the stop-30 runs.
+fn abort_serving_reports(producer: &BaseProducer<JobProducerContext>) -> KafkaResult<()> {
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                producer.poll(Duration::from_millis(50));
+            }
+        });
+        let result = producer.abort_transaction(CALL_TIMEOUT);
+        done.store(true, Ordering::Relaxed);
+        result
+    })
+}
+
 /// A transactional producer that finished `init_transactions` (retried while the
 /// coordinator is unavailable).
 fn txn_producer(bootstrap: &str, control: &JobControl) -> Res<BaseProducer<JobProducerContext>> {
@@ -821,7 +842,7 @@ fn run_job(bootstrap: &str, control: &JobControl, log: &JobLog) -> Res<()> {
                 let mut aborted = false;
                 for _ in 0..6 {
                     log.step(&txn, "abort_transaction");
-                    match producer.abort_transaction(CALL_TIMEOUT) {
+                    match abort_serving_reports(&producer) {
                         Ok(()) => {
                             aborted = true;
                             break;
