@@ -48,6 +48,12 @@ async fn write_one(
         .replicas
         .get_partition_or_error(&topic_partition, -1)
         .map_err(|e| errors::replication_error(&e))?;
+    if topic == GROUP_METADATA_TOPIC_NAME && !broker.groups.accepts_txn_markers(index) {
+        // Kafka answers a marker for a group partition whose coordinator is not loaded
+        // (loading, or not hosted) with NOT_LEADER_OR_FOLLOWER, which the transaction
+        // coordinator retries once the load is done.
+        return Err(ResponseError::NotLeaderOrFollower);
+    }
     let commit = marker.transaction_result;
     let offset = partition
         .write_txn_marker(

@@ -136,6 +136,20 @@ impl GroupCoordinator {
         }
     }
 
+    /// Whether a transaction marker may be written to `__consumer_offsets` partition
+    /// `partition_index` here now: its shard is loaded. Kafka's coordinator runtime applies
+    /// a marker as a write on the loaded shard and refuses it otherwise (the WriteTxnMarkers
+    /// handler answers NOT_LEADER_OR_FOLLOWER, and the transaction coordinator retries). A
+    /// marker appended while the shard replays is missed: the replay reads to the log end
+    /// it saw when it started, and `complete_txn_offsets` finds no loaded shard, so the
+    /// group's transactional offsets stayed pending and OffsetFetch with `require_stable`
+    /// answered UNSTABLE_OFFSET_COMMIT until the next reload (a consumer that restarted
+    /// on a node still loading waited minutes in the chaos trials).
+    #[must_use]
+    pub fn accepts_txn_markers(&self, partition_index: i32) -> bool {
+        self.runtime.shard(partition_index).is_ok()
+    }
+
     /// The partitions of `group_id` with transactional offsets not yet committed or aborted
     /// (OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT for them).
     #[must_use]

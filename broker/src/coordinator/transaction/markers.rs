@@ -146,6 +146,13 @@ async fn write_round(
                     .1
                     .push((topic, index));
             }
+            Route::Local(_)
+                if topic == crate::coordinator::GROUP_METADATA_TOPIC_NAME
+                    && !groups.accepts_txn_markers(index) =>
+            {
+                // The group shard is still loading (see `accepts_txn_markers`).
+                round.retry.push((topic, index));
+            }
             Route::Local(partition) => {
                 let marker = if commit {
                     logbook_replication::TxnResult::Commit

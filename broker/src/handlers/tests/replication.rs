@@ -489,3 +489,55 @@ async fn delete_records_waits_for_the_followers_log_start() {
     assert_eq!((data.error_code, data.log_start_offset), (0, 2));
     assert_eq!(deleting.await.expect("delete"), (0, 2));
 }
+
+/// WriteTxnMarkers v1 of an ABORT by producer 77 (epoch 0) for `__consumer_offsets`
+/// partition `index`; the partition's error code.
+async fn abort_marker_for_offsets(broker: &Arc<Broker>, index: i32) -> i16 {
+    let body = RequestKind::WriteTxnMarkers(WriteTxnMarkersRequest::default().with_markers(vec![
+        write_txn_markers_request::WritableTxnMarker::default()
+            .with_producer_id(ProducerId(77))
+            .with_producer_epoch(0)
+            .with_transaction_result(false)
+            .with_topics(vec![write_txn_markers_request::WritableTxnMarkerTopic::default()
+                .with_name(name(crate::coordinator::GROUP_METADATA_TOPIC_NAME))
+                .with_partition_indexes(vec![index])]),
+    ]));
+    let ResponseKind::WriteTxnMarkers(r) = call(broker, ApiKey::WriteTxnMarkers, 1, body).await
+    else {
+        panic!("not a WriteTxnMarkers response")
+    };
+    r.markers[0].topics[0].partitions[0].error_code
+}
+
+// A transaction marker for a __consumer_offsets partition whose group shard is still
+// loading is refused with NOT_LEADER_OR_FOLLOWER (the transaction coordinator retries), as
+// Kafka's runtime refuses it, and nothing is appended: the replay reads to the log end it
+// saw when it started, so a marker appended meanwhile was never applied and the group's
+// transactional offsets stayed pending (OffsetFetch require_stable: UNSTABLE_OFFSET_COMMIT)
+// until the next reload. Once the shard is loaded the same marker is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn txn_markers_wait_for_the_group_shard_to_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = broker(dir.path());
+    broker.topics.get_or_create("t", true, 1).expect("topic");
+    assert_eq!(commit_offset(&broker, 5).await, 0);
+    let index = broker.groups.partition_for("g");
+    let partition = broker
+        .replicas
+        .partition(crate::coordinator::GROUP_METADATA_TOPIC_NAME, index)
+        .expect("partition");
+    let end = || partition.offsets().expect("offsets").log_end_offset.get();
+    let before = end();
+    let ticket = broker.groups.begin_load_partition(index);
+    assert_eq!(
+        abort_marker_for_offsets(&broker, index).await,
+        ResponseError::NotLeaderOrFollower.code()
+    );
+    assert_eq!(end(), before, "no marker appended while the shard loads");
+    broker
+        .groups
+        .complete_load_partition(ticket)
+        .expect("load completes");
+    assert_eq!(abort_marker_for_offsets(&broker, index).await, 0);
+    assert_eq!(end(), before + 1);
+}
