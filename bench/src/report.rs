@@ -120,9 +120,17 @@ fn rule_for(key: &str) -> Rule {
     // Per-scenario figures, ceilings and the scale section's latencies swing too much on
     // a shared two-core machine to guard; the guarded figures are totals and medians.
     match key {
-        "produce.total.broker_cpu_s_per_gb" | "consume.total.broker_cpu_s_per_gb" => Rule::AtMost {
+        "produce.total.broker_cpu_s_per_gb" => Rule::AtMost {
             factor: 2.0,
             slack: 0.2,
+        },
+        // Warm reads, not cold + warm: a cold read's broker CPU is mostly the kernel
+        // refilling the page cache after `drop_caches` (the broker's own text included),
+        // and swung 0.5-2.1 CPU-s/GB over eight runs of one binary on one machine; the
+        // warm figure is the fetch path's own cost (0.22-0.37 over the same runs).
+        "consume.warm.broker_cpu_s_per_gb" => Rule::AtMost {
+            factor: 2.0,
+            slack: 0.1,
         },
         "produce.total.mb_s" | "consume.total.mb_s" => Rule::AtLeast { factor: 5.0 },
         "latency.acks_all.p99_ms" | "latency.acks_1.p99_ms" => Rule::AtMost {
@@ -195,8 +203,9 @@ pub fn check(current: &BTreeMap<String, f64>, baseline_path: &Path) -> Res<bool>
 }
 
 /// Prints min / median / max of every metric over the runs in `paths` (JSON lines as
-/// `--json-out` writes them), then the same as one JSON line.
-pub fn summarize(paths: &[std::path::PathBuf]) -> Res<()> {
+/// `--json-out` writes them), then the same as one JSON line; returns the medians (what
+/// `--summarize … --check` compares with the baseline, itself a summary of medians).
+pub fn summarize(paths: &[std::path::PathBuf]) -> Res<BTreeMap<String, f64>> {
     let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut runs = Vec::new();
     for path in paths {
@@ -226,6 +235,7 @@ pub fn summarize(paths: &[std::path::PathBuf]) -> Res<()> {
         &["metric", "n", "min", "median", "max"],
     );
     let mut summary = serde_json::Map::new();
+    let mut medians = BTreeMap::new();
     for (key, mut v) in values {
         v.sort_by(f64::total_cmp);
         let n = v.len();
@@ -243,16 +253,17 @@ pub fn summarize(paths: &[std::path::PathBuf]) -> Res<()> {
             fmt(Some(max), 3),
         ]);
         summary.insert(
-            key,
+            key.clone(),
             serde_json::json!({ "n": n, "min": min, "median": median, "max": max }),
         );
+        medians.insert(key, median);
     }
     println!("{}", table.render());
     println!(
         "{}",
         serde_json::json!({ "bench": "logbook-bench", "summary_of": runs, "metrics": summary })
     );
-    Ok(())
+    Ok(medians)
 }
 
 /// Seconds since the epoch as `YYYY-MM-DD HH:MM UTC`.
