@@ -374,7 +374,11 @@ struct AckContext {
     log: Arc<ProducerLog>,
 }
 
-impl ClientContext for AckContext {}
+impl ClientContext for AckContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, message: &str) {
+        debug_log(&self.producer, level, fac, message);
+    }
+}
 
 impl ProducerContext for AckContext {
     type DeliveryOpaque = usize;
@@ -413,16 +417,18 @@ fn run_producer(
     let mut sent = 0_u64;
     for incarnation in 0.. {
         let key = format!("p{index}.{incarnation}");
-        let producer: BaseProducer<AckContext> = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap)
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("linger.ms", "5")
-            .set("message.timeout.ms", "300000")
-            .create_with_context(AckContext {
-                producer: key.clone(),
-                log: Arc::clone(log),
-            })?;
+        let producer: BaseProducer<AckContext> = with_debug(
+            ClientConfig::new()
+                .set("bootstrap.servers", bootstrap)
+                .set("enable.idempotence", "true")
+                .set("acks", "all")
+                .set("linger.ms", "5")
+                .set("message.timeout.ms", "300000"),
+        )
+        .create_with_context(AckContext {
+            producer: key.clone(),
+            log: Arc::clone(log),
+        })?;
         let start = Instant::now();
         let mut seq = 0_u64;
         loop {
@@ -526,7 +532,7 @@ impl JobLog {
 }
 
 /// Sets librdkafka's `debug` contexts from `LOGBOOK_BENCH_RDKAFKA_DEBUG` (e.g. `eos,cgrp`)
-/// on the job's clients; their lines go to stderr with the wall clock (see [`debug_log`]).
+/// on the job's and the load producers' clients; their lines go to stderr with the wall clock (see [`debug_log`]).
 fn with_debug(config: &mut ClientConfig) -> &mut ClientConfig {
     if let Ok(debug) = std::env::var("LOGBOOK_BENCH_RDKAFKA_DEBUG") {
         config.set("debug", debug);
@@ -1588,6 +1594,13 @@ fn trial_body(
                 std::thread::sleep(Duration::from_millis(100));
             }
             if !job.is_finished() {
+                for path in cluster.dump_stacks() {
+                    eprintln!(
+                        "chaos {:.3} stuck: node stacks in {}",
+                        wall(),
+                        path.display()
+                    );
+                }
                 return Err(format!(
                     "the transactional job did not catch up within {DRAIN_TIMEOUT:?}: it is in {}; \
                      its committed offsets {:?}, input ends {:?}; the group's offsets now: {}; last job error: {}",

@@ -159,6 +159,37 @@ impl LocalCluster {
             .join(",")
     }
 
+    /// With `LOGBOOK_BENCH_KEEP` set and gdb installed: writes every running node's thread
+    /// backtraces to `stacks-<unix time>.txt` in its directory, for a trial that got stuck
+    /// (a hung request path leaves nothing in the log). Returns the files written.
+    pub fn dump_stacks(&self) -> Vec<PathBuf> {
+        if std::env::var_os("LOGBOOK_BENCH_KEEP").is_none() {
+            return Vec::new();
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut written = Vec::new();
+        for node in &self.nodes {
+            let Some(pid) = node.pid else { continue };
+            let output = Command::new("gdb")
+                .args([
+                    "-batch",
+                    "-p",
+                    &pid.to_string(),
+                    "-ex",
+                    "thread apply all bt",
+                ])
+                .output();
+            let Ok(output) = output else { return written };
+            let path = node.dir.join(format!("stacks-{now}.txt"));
+            if std::fs::write(&path, &output.stdout).is_ok() {
+                written.push(path);
+            }
+        }
+        written
+    }
+
     /// Pids of the running nodes.
     pub fn pids(&self) -> Vec<u32> {
         self.nodes.iter().filter_map(Node::pid).collect()
