@@ -379,7 +379,25 @@ impl ControllerClient {
                         }),
                     )
                 }
-                Target::Remote(id) => (id, self.remote(id, &request, deadline).await),
+                Target::Remote(id) => {
+                    // An attempt on a controller that stopped answering (SIGSTOP, a hung
+                    // host) would hold the call until its deadline, 30 s by default, while
+                    // the quorum elects another leader in about a second: a heartbeat stuck
+                    // there let the new controller fence every broker, this node's own
+                    // included, after one session timeout (the chaos trials' minutes-long
+                    // stalls). The attempt is dropped as soon as this node's Raft names
+                    // another leader, and the call goes there.
+                    let outcome = tokio::select! {
+                        outcome = self.remote(id, &request, deadline) => outcome,
+                        () = self.leader_moved_from(id) => {
+                            tracing::debug!(controller = id, "the quorum elected another leader; leaving the call there");
+                            Err(CallError::Network(std::io::Error::other(
+                                "the quorum elected another leader",
+                            )))
+                        }
+                    };
+                    (id, outcome)
+                }
             };
             let outcome = outcome.map(|answer| {
                 self.controller_offset
@@ -448,6 +466,24 @@ impl ControllerClient {
         match &self.local {
             Some(local) if local.raft().node_id() == voter => Target::Local(local),
             _ => Target::Remote(voter),
+        }
+    }
+
+    /// Completes once this node's Raft names a leader other than `id` (never on a
+    /// broker-only node, which has no Raft of its own: its attempts end at the deadline or
+    /// with the connection).
+    async fn leader_moved_from(&self, id: u64) {
+        let Some(local) = &self.local else {
+            return std::future::pending().await;
+        };
+        let mut metrics = local.raft().metrics();
+        if metrics
+            .wait_for(|m| m.current_leader.is_some_and(|leader| leader != id))
+            .await
+            .is_err()
+        {
+            // Raft stopped: the node is shutting down and the call's deadline ends it.
+            std::future::pending::<()>().await;
         }
     }
 

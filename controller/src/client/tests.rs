@@ -442,3 +442,58 @@ async fn a_closed_heartbeat_connection_fences_after_one_interval() {
     drop((local, again));
     shutdown_all(nodes).await;
 }
+
+// A call held by a controller that accepted the connection but stopped answering (a
+// SIGSTOPped leader) moves to the new leader once this node's Raft elects one, instead of
+// waiting for the call's deadline: the chaos trials' nodes all sent their heartbeats to a
+// stopped old leader for 30 s, and the new controller fenced every broker after one
+// session timeout. Here the client's address for the leader is a listener that never
+// answers; the leader is then shut down, and the heartbeat must land on the new leader
+// well before the 15 s deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_stuck_on_a_silent_leader_follows_the_new_one() {
+    let dirs = dirs(3);
+    let clock = Arc::new(ManualClock::default());
+    let (mut nodes, voters) = start_voters(&dirs, &clock).await;
+    let leader = leader_of(&nodes).await;
+    let follower = *nodes.keys().find(|id| **id != leader).expect("follower");
+    let epoch = register_unfenced(&client(Some(&nodes[&follower]), &voters, follower), 5).await;
+
+    // Accepts connections to "the leader" and never answers on them.
+    let silent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let silent_port = silent.local_addr().expect("addr").port();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    let mut routed = voters.clone();
+    routed.insert(leader, ControllerNode::new("127.0.0.1", silent_port));
+    let stuck = Arc::new(client(Some(&nodes[&follower]), &routed, follower));
+
+    let call = {
+        let stuck = Arc::clone(&stuck);
+        tokio::spawn(async move { stuck.broker_heartbeat(heartbeat(5, epoch, i64::MAX)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!call.is_finished(), "the silent leader answered");
+    let old = nodes.remove(&leader).expect("leader");
+    old.shutdown().await.expect("shutdown");
+    drop(old);
+    let moved = tokio::time::Instant::now();
+    let beat = tokio::time::timeout(Duration::from_secs(8), call)
+        .await
+        .expect("the call stayed with the silent leader")
+        .expect("join");
+    let beat = beat.expect("heartbeat on the new leader");
+    assert!(!beat.is_fenced, "{beat:?}");
+    assert!(
+        moved.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        moved.elapsed()
+    );
+    held.abort();
+    drop(stuck);
+    shutdown_all(nodes).await;
+}
