@@ -1,6 +1,8 @@
 //! InitProducerId (API key 22): gives a producer its producer id and epoch. Idempotent
 //! producers (no transactional id) get a fresh id from the durable `ProducerIdManager`
-//! blocks (the controller's, through `RpcProducerIdManager`, once a cluster is wired), or a KIP-360 epoch bump of their own id; a transactional id goes to the
+//! blocks (the controller's, through `RpcProducerIdManager`, once a cluster is wired),
+//! also when they send their current id and epoch, as Kafka answers; a transactional id
+//! goes to the
 //! `TransactionCoordinator` (one producer id per transactional id, a bumped epoch per call,
 //! the previous producer fenced and its open transaction aborted).
 
@@ -47,16 +49,12 @@ pub fn handle(ctx: &super::RequestContext, request: InitProducerIdRequest) -> Re
             Some(ResponseKind::InitProducerId(response).into())
         });
     }
-    // KIP-360: a known idempotent producer may ask to bump its epoch instead of a new id.
-    if let Some((id, epoch)) = expected {
-        if epoch < i16::MAX - 1 {
-            return ready(ResponseKind::InitProducerId(
-                response
-                    .with_producer_id(ProducerId(id))
-                    .with_producer_epoch(epoch + 1),
-            ));
-        }
-    }
+    // Without a transactional id Kafka always hands out a new producer id at epoch 0, even
+    // when the request carries the producer's current id and epoch (KIP-360's bump is for
+    // transactional producers; `TransactionCoordinator.handleInitProducerId` "blindly
+    // accepts" an idempotent one). Answering the same id with epoch + 1, as before, let an
+    // idempotent producer's new incarnation share an id with batches still retried under
+    // the old epoch.
     let response = match broker.transactions.generate_producer_id() {
         Ok(id) => response
             .with_producer_id(ProducerId(id))

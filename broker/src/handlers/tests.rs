@@ -635,3 +635,47 @@ fn api_versions_finalizes_transaction_version() {
 mod produce_verification;
 mod replication;
 mod transactions;
+
+// An idempotent producer (no transactional id) that sends its current id and epoch, as
+// librdkafka does after a request timed out (KIP-360), gets a new producer id at epoch 0,
+// as from Kafka's `TransactionCoordinator.handleInitProducerId`; not its own id with
+// epoch + 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_producer_asking_for_a_bump_gets_a_new_id() {
+    let dir = tempfile::tempdir().expect("dir");
+    let broker = broker(dir.path());
+    let init = |id: i64, epoch: i16| {
+        let ctx = super::RequestContext::new(
+            Arc::clone(&broker),
+            "127.0.0.1:1".parse().expect("address"),
+            ApiKey::InitProducerId,
+            4,
+            1,
+            None,
+        );
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(epoch);
+        async move {
+            let response = super::dispatch(&ctx, RequestKind::InitProducerId(request))
+                .await
+                .expect("a response");
+            match response.body {
+                ResponseKind::InitProducerId(r) => {
+                    (r.error_code, r.producer_id.0, r.producer_epoch)
+                }
+                other => panic!("unexpected answer {other:?}"),
+            }
+        }
+    };
+    let (code, first, epoch) = init(-1, -1).await;
+    assert_eq!((code, epoch), (0, 0));
+    let (code, second, epoch) = init(first, 0).await;
+    assert_eq!((code, epoch), (0, 0), "a bump answer");
+    assert_ne!(second, first, "the same producer id again");
+    let (code, third, epoch) = init(second, 5).await;
+    assert_eq!((code, epoch), (0, 0));
+    assert!(third != first && third != second);
+}
