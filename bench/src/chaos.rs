@@ -532,7 +532,8 @@ impl JobLog {
 }
 
 /// Sets librdkafka's `debug` contexts from `LOGBOOK_BENCH_RDKAFKA_DEBUG` (e.g. `eos,cgrp`)
-/// on the job's and the load producers' clients; their lines go to stderr with the wall clock (see [`debug_log`]).
+/// on the job's and the load producers' clients; their lines go to stderr with the wall
+/// clock (see [`debug_log`]).
 fn with_debug(config: &mut ClientConfig) -> &mut ClientConfig {
     if let Ok(debug) = std::env::var("LOGBOOK_BENCH_RDKAFKA_DEBUG") {
         config.set("debug", debug);

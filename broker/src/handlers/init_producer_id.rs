@@ -2,9 +2,8 @@
 //! producers (no transactional id) get a fresh id from the durable `ProducerIdManager`
 //! blocks (the controller's, through `RpcProducerIdManager`, once a cluster is wired),
 //! also when they send their current id and epoch, as Kafka answers; a transactional id
-//! goes to the
-//! `TransactionCoordinator` (one producer id per transactional id, a bumped epoch per call,
-//! the previous producer fenced and its open transaction aborted).
+//! goes to the `TransactionCoordinator` (one producer id per transactional id, a bumped
+//! epoch per call, the previous producer fenced and its open transaction aborted).
 
 use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId, ResponseKind,
@@ -52,9 +51,7 @@ pub fn handle(ctx: &super::RequestContext, request: InitProducerIdRequest) -> Re
     // Without a transactional id Kafka always hands out a new producer id at epoch 0, even
     // when the request carries the producer's current id and epoch (KIP-360's bump is for
     // transactional producers; `TransactionCoordinator.handleInitProducerId` "blindly
-    // accepts" an idempotent one). Answering the same id with epoch + 1, as before, let an
-    // idempotent producer's new incarnation share an id with batches still retried under
-    // the old epoch.
+    // accepts" an idempotent one); this broker answered the same id with epoch + 1 before.
     let response = match broker.transactions.generate_producer_id() {
         Ok(id) => response
             .with_producer_id(ProducerId(id))
