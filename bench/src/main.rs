@@ -975,11 +975,12 @@ impl Bench {
                 "end-to-end latency: {rate} records/s of {} B for {} s (first {} s not counted), 1 partition, one producer with client defaults (linger.ms 5), one consumer; due time in the payload",
                 self.opts.value_bytes, self.sizes.latency_secs, self.sizes.latency_warmup
             ),
-            &["acks", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "samples", "lost", "broker cores", "client cores"],
+            &["acks", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "samples", "lost", "broker cores", "client cores", "disk stall ms"],
         );
         for acks in ["all", "1"] {
             let topic = self.topic(&format!("latency-acks{acks}"));
             kafka::create_topic(&self.rt, &bootstrap, &topic, 1)?;
+            let witness = ceilings::DiskWitness::start(&self.data_root)?;
             let start = Usage::sample(pid);
             let run = kafka::latency_run(
                 &bootstrap,
@@ -993,6 +994,7 @@ impl Bench {
                 self.opts.value_bytes,
             )?;
             let usage = start.since(pid);
+            let disk_stall = witness.finish();
             let key = format!("latency.acks_{acks}");
             let (p50, p99, p999) = (
                 run.quantile_ms(0.5),
@@ -1006,6 +1008,7 @@ impl Bench {
             r.metric(format!("{key}.p999_ms"), Some(p999));
             r.metric(format!("{key}.max_ms"), Some(max));
             r.metric(format!("{key}.lost"), Some(f(run.lost)));
+            r.metric(format!("{key}.disk_stall_ms"), Some(disk_stall));
             r.metric(
                 format!("{key}.broker_cores"),
                 usage.broker_cpu.map(|c| c / usage.wall),
@@ -1020,6 +1023,7 @@ impl Bench {
                 run.lost.to_string(),
                 fmt(usage.broker_cpu.map(|c| c / usage.wall), 3),
                 fmt(usage.client_cpu.map(|c| c / usage.wall), 3),
+                fmt(Some(disk_stall), 1),
             ]);
             println!(
                 "   {}",
@@ -1027,6 +1031,7 @@ impl Bench {
             );
         }
         self.report.table(&t);
+        println!("   (disk stall: the slowest 4 KiB write + fdatasync of a probe on the same disk during the run)");
         Ok(())
     }
 

@@ -95,6 +95,22 @@ pub fn loadavg() -> String {
     )
 }
 
+/// Dirty plus under-writeback page-cache data on the whole machine, MiB (`/proc/meminfo`).
+pub fn dirty_mib() -> Option<f64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<f64> {
+        let line = meminfo.lines().find(|l| l.starts_with(name))?;
+        let kib: f64 = line[name.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kib / 1024.0)
+    };
+    Some(field("Dirty:")? + field("Writeback:")?)
+}
+
 /// CPU time of the broker and of the bench, and the broker's disk reads, at one instant.
 #[derive(Clone, Copy, Debug)]
 pub struct Usage {

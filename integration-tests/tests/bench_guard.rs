@@ -47,11 +47,14 @@ fn quick_bench_shows_no_gross_regression() {
     if code == Some(0) {
         return;
     }
-    eprintln!("first quick bench run failed (exit {code:?}); two more, then the medians\n{text}");
+    eprintln!(
+        "first quick bench run failed (exit {code:?}):\n{}\ntwo more, then the medians; its whole output:\n{text}",
+        verdicts(&text)
+    );
     let mut jsons = vec![first];
     for n in 2..=3 {
         let (code, text, json) = run(n);
-        eprintln!("quick bench run {n}: exit {code:?}");
+        eprintln!("quick bench run {n}: exit {code:?}\n{}", verdicts(&text));
         if !json.is_file() {
             panic!("quick bench run {n} wrote no JSON (exit {code:?}):\n{text}");
         }
@@ -69,6 +72,15 @@ fn quick_bench_shows_no_gross_regression() {
     assert_eq!(
         output.status.code(),
         Some(0),
-        "the medians of three quick bench runs fail the check:\n{stdout}\n{stderr}"
+        "the medians of three quick bench runs fail the check:\n{}\n{stdout}\n{stderr}",
+        verdicts(&stdout)
     );
+}
+
+/// The check's failed and skipped lines, shown first: CI keeps only part of a long output.
+fn verdicts(text: &str) -> String {
+    text.lines()
+        .filter(|l| l.starts_with("  FAIL") || l.starts_with("  skip") || l.starts_with("check:"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
