@@ -7,6 +7,15 @@
 //! finalized at 2: its clients send no AddOffsetsToTxn, so the group's `__consumer_offsets`
 //! partition is first added to the transaction here (durably, as AddOffsetsToTxn would),
 //! then the offsets are written.
+//!
+//! Before v5 the transaction is verified first, as Kafka's coordinators do
+//! (`maybeStartTransactionVerificationForPartition` on the group's `__consumer_offsets`
+//! partition, KIP-890 part 1): the transaction coordinator must hold the producer's
+//! transaction open with that partition in it. Without this, a TxnOffsetCommit that
+//! arrived after its transaction had been aborted (a request held in a stopped broker's
+//! socket, or sent after the client gave up) was written after the abort marker: its
+//! offsets stayed pending with no marker to come, and OffsetFetch with `require_stable`
+//! answered UNSTABLE_OFFSET_COMMIT for them until that producer's next marker.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,31 +56,8 @@ pub fn handle(ctx: &super::RequestContext, request: TxnOffsetCommitRequest) -> R
             .await;
         if let Err(e) = added {
             tracing::debug!(group = %request.group_id.0, error = %e, "group not added to the transaction");
-            let code = errors::txn_error(&e, false).code();
-            let topics = request
-                .topics
-                .iter()
-                .map(|t| {
-                    TxnOffsetCommitResponseTopic::default()
-                        .with_name(t.name.clone())
-                        .with_partitions(
-                            t.partitions
-                                .iter()
-                                .map(|p| {
-                                    TxnOffsetCommitResponsePartition::default()
-                                        .with_partition_index(p.partition_index)
-                                        .with_error_code(code)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect();
-            return Some(
-                ResponseKind::TxnOffsetCommit(
-                    TxnOffsetCommitResponse::default().with_topics(topics),
-                )
-                .into(),
-            );
+            let error = errors::txn_error(&e, false);
+            return Some(ResponseKind::TxnOffsetCommit(every_partition(&request, error)).into());
         }
         commit(&broker, version, &request).await
     })
@@ -79,6 +65,13 @@ pub fn handle(ctx: &super::RequestContext, request: TxnOffsetCommitRequest) -> R
 
 /// Writes the pending offsets (the v1 flow's TxnOffsetCommit).
 fn commit(broker: &Arc<Broker>, version: i16, request: &TxnOffsetCommitRequest) -> ResponseFuture {
+    if version <= super::LAST_VERSION_BEFORE_TRANSACTION_V2 {
+        if let Err(error) = verify_transaction(broker, request) {
+            return Box::pin(std::future::ready(Some(
+                ResponseKind::TxnOffsetCommit(every_partition(request, error)).into(),
+            )));
+        }
+    }
     let mut decided: Vec<Vec<Option<ResponseError>>> = Vec::with_capacity(request.topics.len());
     let mut commits = Vec::new();
     for topic in &request.topics {
@@ -178,4 +171,66 @@ fn commit(broker: &Arc<Broker>, version: i16, request: &TxnOffsetCommitRequest) 
                 .into(),
         )
     })
+}
+
+/// Kafka's checks before a transactional offset write: that this broker coordinates the
+/// group, then that the producer's transaction is open with the group's `__consumer_offsets`
+/// partition in it (added by AddOffsetsToTxn). The error is Kafka's: its
+/// `maybeConvertOffsetCommitError` of the verification's produce-style code (a
+/// coordinator that cannot answer yet becomes COORDINATOR_NOT_AVAILABLE, which clients
+/// retry; INVALID_TXN_STATE and INVALID_PRODUCER_EPOCH pass through).
+fn verify_transaction(
+    broker: &Broker,
+    request: &TxnOffsetCommitRequest,
+) -> Result<(), ResponseError> {
+    let group_id = request.group_id.0.as_str();
+    broker
+        .groups
+        .check_coordinates(group_id)
+        .map_err(|e| errors::group_error(&e))?;
+    let partition = (
+        crate::coordinator::GROUP_METADATA_TOPIC_NAME.to_owned(),
+        broker.groups.partition_for(group_id),
+    );
+    broker
+        .transactions
+        .verify_partition(
+            request.transactional_id.as_str(),
+            request.producer_id.0,
+            request.producer_epoch,
+            &partition,
+        )
+        .map_err(|e| {
+            tracing::debug!(group = group_id, transactional_id = %request.transactional_id.as_str(), error = %e, "transactional offset commit not verified");
+            match errors::produce_verification_error(&e) {
+                ResponseError::NotEnoughReplicas => ResponseError::CoordinatorNotAvailable,
+                other => other,
+            }
+        })
+}
+
+/// The answer that gives every partition of the request `error`.
+fn every_partition(
+    request: &TxnOffsetCommitRequest,
+    error: ResponseError,
+) -> TxnOffsetCommitResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(error.code())
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
 }

@@ -11,6 +11,7 @@
 //! test's time to create, so the tests use `SMALL_INTERNAL_TOPICS`, except
 //! `committed_transaction_is_read_once_with_its_marker`, which keeps Kafka's layout covered.
 
+mod late_offset_commit;
 mod list_transactions;
 mod marker_recovery;
 mod transactional_id_expiry;

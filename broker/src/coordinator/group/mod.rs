@@ -606,6 +606,17 @@ impl GroupCoordinator {
         self.shard_for(group_id).ok().flatten()?.group(group_id)
     }
 
+    /// Whether this broker coordinates `group_id` now, as Kafka's `validateGroupStatus`
+    /// checks before anything else (a TxnOffsetCommit is answered NOT_COORDINATOR before its
+    /// transaction is verified). `Ok` also when `__consumer_offsets` does not exist yet: the
+    /// request's own path creates it or answers.
+    ///
+    /// # Errors
+    /// See [`Self::shard_for`].
+    pub fn check_coordinates(&self, group_id: &str) -> Result<(), GroupError> {
+        self.shard_for(group_id).map(|_| ())
+    }
+
     /// The group for a request: `Ok(None)` when it does not exist.
     ///
     /// # Errors
