@@ -53,6 +53,13 @@ pub struct ControllerClientConfig {
     /// Pause before retrying after a failed connection, a controller shutting down or a
     /// NOT_CONTROLLER that names no new leader (Kafka's `retry.backoff.ms`). Default 100 ms.
     pub retry_backoff_ms: u64,
+    /// Longest one attempt of a heartbeat or a metadata fetch (beyond the fetch's own
+    /// wait) may stay with a remote controller on a broker-only node before the call tries
+    /// another voter. Such a node has no Raft of its own to say that the leader moved, and a
+    /// heartbeat held by a stopped controller until the call's deadline would let the new
+    /// controller fence this broker. Only these idempotent calls are bounded: a CreateTopics
+    /// sent twice would answer TOPIC_ALREADY_EXISTS. Default 3000 ms.
+    pub attempt_timeout_ms: u64,
     /// Frame limit, queue bound, connect timeout and reconnect backoff of the connections.
     pub limits: NetworkLimits,
 }
@@ -65,6 +72,7 @@ impl ControllerClientConfig {
             node_id,
             request_timeout_ms: 30_000,
             retry_backoff_ms: 100,
+            attempt_timeout_ms: 3_000,
             limits: NetworkLimits::default(),
         }
     }
@@ -387,8 +395,11 @@ impl ControllerClient {
                     // included, after one session timeout (the chaos trials' minutes-long
                     // stalls). The attempt is dropped as soon as this node's Raft names
                     // another leader, and the call goes there.
+                    let attempt_deadline = self
+                        .attempt_bound(&request)
+                        .map_or(deadline, |bound| deadline.min(Instant::now() + bound));
                     let outcome = tokio::select! {
-                        outcome = self.remote(id, &request, deadline) => outcome,
+                        outcome = self.remote(id, &request, attempt_deadline) => outcome,
                         () = self.leader_moved_from(id) => {
                             tracing::debug!(controller = id, "the quorum elected another leader; leaving the call there");
                             Err(CallError::Network(std::io::Error::other(
@@ -469,9 +480,26 @@ impl ControllerClient {
         }
     }
 
+    /// How long one remote attempt of `request` may take on a node without a Raft of its
+    /// own, when it is bounded at all (see `ControllerClientConfig::attempt_timeout_ms`).
+    /// A node with a Raft follows its leader changes instead (`leader_moved_from`).
+    fn attempt_bound(&self, request: &ControllerRequest) -> Option<Duration> {
+        if self.local.is_some() {
+            return None;
+        }
+        let bound = Duration::from_millis(self.config.attempt_timeout_ms);
+        match request {
+            ControllerRequest::BrokerHeartbeat(_) => Some(bound),
+            ControllerRequest::FetchMetadata(fetch) => {
+                Some(bound + Duration::from_millis(fetch.max_wait_ms))
+            }
+            _ => None,
+        }
+    }
+
     /// Completes once this node's Raft names a leader other than `id` (never on a
-    /// broker-only node, which has no Raft of its own: its attempts end at the deadline or
-    /// with the connection).
+    /// broker-only node, which has no Raft of its own: its attempts end at the deadline,
+    /// with the connection, or at `attempt_bound`).
     async fn leader_moved_from(&self, id: u64) {
         let Some(local) = &self.local else {
             return std::future::pending().await;

@@ -497,3 +497,63 @@ async fn a_call_stuck_on_a_silent_leader_follows_the_new_one() {
     drop(stuck);
     shutdown_all(nodes).await;
 }
+
+// A broker-only node has no Raft to say that the leader moved: its heartbeat attempts are
+// bounded instead (`attempt_timeout_ms`), so a heartbeat held by a stopped controller goes
+// to another voter, which names the new leader, long before the call's deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_only_heartbeat_leaves_a_silent_leader_after_one_attempt() {
+    let dirs = dirs(3);
+    let clock = Arc::new(ManualClock::default());
+    let (mut nodes, voters) = start_voters(&dirs, &clock).await;
+    let leader = leader_of(&nodes).await;
+    let broker: BrokerId = 7;
+    let epoch = register_unfenced(&client(None, &voters, 7), broker).await;
+
+    let silent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let silent_port = silent.local_addr().expect("addr").port();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    let mut routed = voters.clone();
+    routed.insert(leader, ControllerNode::new("127.0.0.1", silent_port));
+    let config = ControllerClientConfig {
+        request_timeout_ms: 15_000,
+        retry_backoff_ms: 50,
+        attempt_timeout_ms: 1_000,
+        ..ControllerClientConfig::new(7)
+    };
+    let stuck = Arc::new(ControllerClient::new(None, routed, config));
+
+    let call = {
+        let stuck = Arc::clone(&stuck);
+        tokio::spawn(async move {
+            stuck
+                .broker_heartbeat(heartbeat(broker, epoch, i64::MAX))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!call.is_finished(), "the silent leader answered");
+    let old = nodes.remove(&leader).expect("leader");
+    old.shutdown().await.expect("shutdown");
+    drop(old);
+    let moved = tokio::time::Instant::now();
+    let beat = tokio::time::timeout(Duration::from_secs(8), call)
+        .await
+        .expect("the call stayed with the silent leader")
+        .expect("join");
+    let beat = beat.expect("heartbeat on the new leader");
+    assert!(!beat.is_fenced, "{beat:?}");
+    assert!(
+        moved.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        moved.elapsed()
+    );
+    held.abort();
+    drop(stuck);
+    shutdown_all(nodes).await;
+}
