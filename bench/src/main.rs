@@ -704,7 +704,7 @@ impl Bench {
         let usage = start
             .lock()
             .ok()
-            .and_then(|s| *s)
+            .and_then(|s| s.clone())
             .ok_or("producers never started")?
             .since(pid);
         Ok((run, usage))
@@ -929,7 +929,7 @@ impl Bench {
         let (usage0, t0) = start
             .lock()
             .ok()
-            .and_then(|s| *s)
+            .and_then(|s| s.clone())
             .ok_or("producers never started")?;
         let usage = usage0.since(pid);
         let seconds = run.last.duration_since(t0).as_secs_f64();

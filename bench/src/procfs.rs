@@ -55,6 +55,55 @@ pub fn cpu_seconds(proc: Proc) -> Option<f64> {
     Some(seconds)
 }
 
+/// On-CPU nanoseconds of each living thread of a process, from
+/// `/proc/<pid>/task/<tid>/schedstat`. `stat`'s utime + stime come in 10 ms ticks, which
+/// on a quick run (about 0.1 CPU-s per scenario) is a step of 5-10% per tick: too coarse
+/// for a guard that must see a 30% rise. A thread that exits takes its time with it, so
+/// [`Usage::since`] checks these sums against `stat`'s.
+#[derive(Clone, Debug, Default)]
+pub struct ThreadTimes(std::collections::BTreeMap<u32, u64>);
+
+impl ThreadTimes {
+    /// The threads of `proc` now; `None` if the process is gone.
+    pub fn sample(proc: Proc) -> Option<ThreadTimes> {
+        let mut times = std::collections::BTreeMap::new();
+        for entry in std::fs::read_dir(proc.path("task")).ok()? {
+            let Ok(entry) = entry else { continue };
+            let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                continue;
+            };
+            // A thread may exit between the listing and the read: it is left out.
+            let Ok(schedstat) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+                continue;
+            };
+            if let Some(ns) = schedstat
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse().ok())
+            {
+                times.insert(tid, ns);
+            }
+        }
+        Some(ThreadTimes(times))
+    }
+
+    /// CPU seconds the threads living now used since `earlier` (a thread born since then
+    /// counts whole).
+    pub fn seconds_since(&self, earlier: &ThreadTimes) -> f64 {
+        let ns: u64 = self
+            .0
+            .iter()
+            .map(|(tid, now)| now.saturating_sub(earlier.0.get(tid).copied().unwrap_or(0)))
+            .sum();
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "nanosecond sums of a bench run stay far below 2^52"
+        )]
+        let seconds = ns as f64 / 1e9;
+        seconds
+    }
+}
+
 /// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in MiB.
 pub fn status_mib(proc: Proc, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(proc.path("status")).ok()?;
@@ -112,10 +161,11 @@ pub fn dirty_mib() -> Option<f64> {
 }
 
 /// CPU time of the broker and of the bench, and the broker's disk reads, at one instant.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Usage {
     at: Instant,
     broker_cpu: Option<f64>,
+    broker_threads: Option<ThreadTimes>,
     client_cpu: Option<f64>,
     broker_read: Option<u64>,
 }
@@ -139,6 +189,7 @@ impl Usage {
         Usage {
             at: Instant::now(),
             broker_cpu: broker.and_then(|pid| cpu_seconds(Proc::Pid(pid))),
+            broker_threads: broker.and_then(|pid| ThreadTimes::sample(Proc::Pid(pid))),
             client_cpu: cpu_seconds(Proc::Me),
             broker_read: broker.and_then(|pid| disk_read_bytes(Proc::Pid(pid))),
         }
@@ -149,12 +200,67 @@ impl Usage {
         let now = Usage::sample(broker);
         UsageDelta {
             wall: now.at.duration_since(self.at).as_secs_f64(),
-            broker_cpu: now.broker_cpu.zip(self.broker_cpu).map(|(b, a)| b - a),
+            broker_cpu: precise_cpu(
+                now.broker_cpu.zip(self.broker_cpu).map(|(b, a)| b - a),
+                now.broker_threads
+                    .as_ref()
+                    .zip(self.broker_threads.as_ref())
+                    .map(|(b, a)| b.seconds_since(a)),
+            ),
             client_cpu: now.client_cpu.zip(self.client_cpu).map(|(b, a)| b - a),
             broker_disk_read: now
                 .broker_read
                 .zip(self.broker_read)
                 .map(|(b, a)| b.saturating_sub(a)),
         }
+    }
+}
+
+/// Ticks `stat` may be off at each end of an interval, plus rounding: when the threads'
+/// exact sum trails `stat`'s delta by more, a thread exited with its time.
+const TICK_SLACK_S: f64 = 0.025;
+
+/// The exact per-thread sum when it accounts for `stat`'s tick-grained delta, else the
+/// delta (a thread that did work exited in between).
+fn precise_cpu(ticks: Option<f64>, threads: Option<f64>) -> Option<f64> {
+    match (ticks, threads) {
+        (Some(ticks), Some(threads)) if ticks <= threads + TICK_SLACK_S => Some(threads),
+        (ticks, _) => ticks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_times_are_exact_and_fall_back_to_ticks_when_a_thread_took_its_time_away() {
+        assert_eq!(precise_cpu(Some(0.12), Some(0.1234)), Some(0.1234));
+        assert_eq!(precise_cpu(Some(0.14), Some(0.1234)), Some(0.1234));
+        assert_eq!(precise_cpu(Some(0.30), Some(0.1234)), Some(0.30));
+        assert_eq!(precise_cpu(None, Some(0.1234)), None);
+
+        // Spin until the thread sums see 30 ms: exact sums grow by what was used, where
+        // ticks could not tell 30 ms from 20 or 40.
+        let me = Proc::Me;
+        let before = ThreadTimes::sample(me).expect("own threads");
+        let ticks_before = cpu_seconds(me).expect("own stat");
+        let spin = Instant::now();
+        let mut used = 0.0;
+        let mut x = 0_u64;
+        while used < 0.03 && spin.elapsed().as_secs() < 10 {
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            used = ThreadTimes::sample(me)
+                .expect("own threads")
+                .seconds_since(&before);
+        }
+        assert!(used >= 0.03, "{used}");
+        let ticks = cpu_seconds(me).expect("own stat") - ticks_before;
+        assert!(
+            ticks + 2.0 * TICK_SLACK_S >= used,
+            "ticks {ticks} threads {used}"
+        );
     }
 }
