@@ -15,7 +15,7 @@
 use bytes::{Bytes, BytesMut};
 
 use crate::compression::{self, DecompressError, CODEC_NONE};
-use crate::record::{RecordError, RecordIter};
+use crate::record::{Record, RecordError};
 use crate::record_batch::{self, BatchError, RecordBatchHeader, BATCH_HEADER_BYTES};
 
 /// Kafka's `RecordBatch.NO_TIMESTAMP`.
@@ -367,17 +367,30 @@ fn walk_records(
     };
     let mut rejected = Vec::new();
     let mut timestamp_rejected = false;
-    let mut iter = RecordIter::new(records);
+    // `Record::skim`, not `RecordIter`: the same checks without carrying each record's
+    // borrowed fields out (most of the produce path's own CPU at 100 B values).
+    // `timestamp_error`'s CreateTime window, computed once: a record inside it needs no
+    // closer look (saturating bounds are exact: a bound beyond i64 excludes no timestamp).
+    let create_time_window = (!config.log_append_time && !header.is_log_append_time()).then(|| {
+        (
+            config.now_ms.saturating_sub(config.timestamp_before_max_ms),
+            config.now_ms.saturating_add(config.timestamp_after_max_ms),
+        )
+    });
+    let mut rest = records;
     let mut count = 0usize;
-    for (index, record) in iter.by_ref().enumerate() {
+    while !rest.is_empty() {
+        let index = count;
         if index >= expected {
             return Err(invalid_at(
                 index,
                 format!("incorrect declared batch size: more than {expected} records in the batch"),
             ));
         }
-        let record = record.map_err(|e: RecordError| invalid_at(index, e.to_string()))?;
-        count = index + 1;
+        let record =
+            Record::skim(rest).map_err(|e: RecordError| invalid_at(index, e.to_string()))?;
+        rest = rest.get(record.size_bytes..).unwrap_or_default();
+        count += 1;
         let batch_index = i32::try_from(index).unwrap_or(i32::MAX);
         if record.offset_delta != batch_index {
             return Err(invalid_at(
@@ -404,14 +417,23 @@ fn walk_records(
                     )
                 })?
         };
-        if config.compacted && record.key.is_none() {
+        if config.compacted && !record.has_key {
             rejected.push(RejectedRecord {
                 batch_index,
                 message: "compacted topic cannot accept message without key".to_string(),
             });
             continue;
         }
-        if let Some(message) = timestamp_error(header, timestamp, config) {
+        let suspect = match create_time_window {
+            Some((earliest, latest)) if timestamp != NO_TIMESTAMP => {
+                timestamp < earliest || timestamp > latest
+            }
+            _ => true,
+        };
+        if let Some(message) = suspect
+            .then(|| timestamp_error(header, timestamp, config))
+            .flatten()
+        {
             timestamp_rejected = true;
             rejected.push(RejectedRecord {
                 batch_index,
@@ -429,10 +451,10 @@ fn walk_records(
             "incorrect declared batch size: {expected} records declared, {count} found"
         )));
     }
-    if !iter.remaining().is_empty() {
+    if !rest.is_empty() {
         return Err(invalid(format!(
             "incorrect declared batch size: {} bytes remain after the last record",
-            iter.remaining().len()
+            rest.len()
         )));
     }
     if rejected.is_empty() {
