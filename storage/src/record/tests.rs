@@ -210,8 +210,24 @@ fn walks_every_field() {
 // fast paths round-trip, through `parse` and `skim` alike.
 #[test]
 fn varlong_extremes() {
-    let edges = [0, 1, -1, 63, 64, -64, -65, 8191, 8192, -8192, -8193, 1 << 20];
-    for delta in [i64::MIN, i64::MAX, 1_700_000_000_000].into_iter().chain(edges) {
+    let edges = [
+        0,
+        1,
+        -1,
+        63,
+        64,
+        -64,
+        -65,
+        8191,
+        8192,
+        -8192,
+        -8193,
+        1 << 20,
+    ];
+    for delta in [i64::MIN, i64::MAX, 1_700_000_000_000]
+        .into_iter()
+        .chain(edges)
+    {
         let mut r = TestRecord::nth(0);
         r.timestamp_delta = delta;
         let enc = r.encode();
@@ -221,13 +237,19 @@ fn varlong_extremes() {
     for delta in edges {
         let mut r = TestRecord::nth(0);
         r.offset_delta = delta;
-        r.value = Some(vec![7; usize::try_from(delta.unsigned_abs()).expect("small")]);
+        r.value = Some(vec![
+            7;
+            usize::try_from(delta.unsigned_abs()).expect("small")
+        ]);
         let enc = r.encode();
         let parsed = Record::parse(&enc).expect("valid");
         let skimmed = Record::skim(&enc).expect("valid");
         assert_eq!(i64::from(parsed.offset_delta), delta);
         assert_eq!(i64::from(skimmed.offset_delta), delta);
-        assert_eq!(parsed.value.map(<[u8]>::len), r.value.as_ref().map(Vec::len));
+        assert_eq!(
+            parsed.value.map(<[u8]>::len),
+            r.value.as_ref().map(Vec::len)
+        );
         assert_eq!((skimmed.size_bytes, skimmed.has_key), (enc.len(), true));
     }
 }
@@ -235,7 +257,10 @@ fn varlong_extremes() {
 /// `parse`'s error, checked to be `skim`'s as well: the validator walks with `skim`.
 fn parse_err(bytes: &[u8]) -> RecordError {
     let error = Record::parse(bytes).expect_err("must be rejected");
-    assert_eq!(Record::skim(bytes).expect_err("skim must reject it too"), error);
+    assert_eq!(
+        Record::skim(bytes).expect_err("skim must reject it too"),
+        error
+    );
     error
 }
 
