@@ -443,23 +443,12 @@ async fn a_closed_heartbeat_connection_fences_after_one_interval() {
     shutdown_all(nodes).await;
 }
 
-// A call held by a controller that accepted the connection but stopped answering (a
-// SIGSTOPped leader) moves to the new leader once this node's Raft elects one, instead of
-// waiting for the call's deadline: the chaos trials' nodes all sent their heartbeats to a
-// stopped old leader for 30 s, and the new controller fenced every broker after one
-// session timeout. Here the client's address for the leader is a listener that never
-// answers; the leader is then shut down, and the heartbeat must land on the new leader
-// well before the 15 s deadline.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_stuck_on_a_silent_leader_follows_the_new_one() {
-    let dirs = dirs(3);
-    let clock = Arc::new(ManualClock::default());
-    let (mut nodes, voters) = start_voters(&dirs, &clock).await;
-    let leader = leader_of(&nodes).await;
-    let follower = *nodes.keys().find(|id| **id != leader).expect("follower");
-    let epoch = register_unfenced(&client(Some(&nodes[&follower]), &voters, follower), 5).await;
-
-    // Accepts connections to "the leader" and never answers on them.
+/// `voters` with `leader`'s address replaced by a listener that accepts connections and
+/// never answers on them (a SIGSTOPped controller), and the task holding that listener.
+async fn route_leader_to_silence(
+    voters: &BTreeMap<u64, ControllerNode>,
+    leader: u64,
+) -> (BTreeMap<u64, ControllerNode>, tokio::task::JoinHandle<()>) {
     let silent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let silent_port = silent.local_addr().expect("addr").port();
     let held = tokio::spawn(async move {
@@ -470,13 +459,24 @@ async fn a_call_stuck_on_a_silent_leader_follows_the_new_one() {
     });
     let mut routed = voters.clone();
     routed.insert(leader, ControllerNode::new("127.0.0.1", silent_port));
-    let stuck = Arc::new(client(Some(&nodes[&follower]), &routed, follower));
+    (routed, held)
+}
 
+/// Sends a heartbeat through `stuck` (whose route to `leader` is silent), checks that it
+/// is still waiting after `settle`, shuts the leader down, and requires the heartbeat to
+/// land unfenced on the new leader within 8 s, well before the client's 15 s deadline.
+async fn heartbeat_follows_the_new_leader(
+    nodes: &mut BTreeMap<u64, Arc<QuorumController>>,
+    leader: u64,
+    stuck: &Arc<ControllerClient>,
+    request: BrokerHeartbeatRequest,
+    settle: Duration,
+) {
     let call = {
-        let stuck = Arc::clone(&stuck);
-        tokio::spawn(async move { stuck.broker_heartbeat(heartbeat(5, epoch, i64::MAX)).await })
+        let stuck = Arc::clone(stuck);
+        tokio::spawn(async move { stuck.broker_heartbeat(request).await })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(settle).await;
     assert!(!call.is_finished(), "the silent leader answered");
     let old = nodes.remove(&leader).expect("leader");
     old.shutdown().await.expect("shutdown");
@@ -493,6 +493,35 @@ async fn a_call_stuck_on_a_silent_leader_follows_the_new_one() {
         "took {:?}",
         moved.elapsed()
     );
+}
+
+// A call held by a controller that accepted the connection but stopped answering (a
+// SIGSTOPped leader) moves to the new leader once this node's Raft elects one, instead of
+// waiting for the call's deadline: the chaos trials' nodes all sent their heartbeats to a
+// stopped old leader for 30 s, and the new controller fenced every broker after one
+// session timeout. Here the client's address for the leader is a listener that never
+// answers; the leader is then shut down, and the heartbeat must land on the new leader
+// well before the 15 s deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_stuck_on_a_silent_leader_follows_the_new_one() {
+    let dirs = dirs(3);
+    let clock = Arc::new(ManualClock::default());
+    let (mut nodes, voters) = start_voters(&dirs, &clock).await;
+    let leader = leader_of(&nodes).await;
+    let follower = *nodes.keys().find(|id| **id != leader).expect("follower");
+    let epoch = register_unfenced(&client(Some(&nodes[&follower]), &voters, follower), 5).await;
+
+    let (routed, held) = route_leader_to_silence(&voters, leader).await;
+    let stuck = Arc::new(client(Some(&nodes[&follower]), &routed, follower));
+    let request = heartbeat(5, epoch, i64::MAX);
+    heartbeat_follows_the_new_leader(
+        &mut nodes,
+        leader,
+        &stuck,
+        request,
+        Duration::from_millis(500),
+    )
+    .await;
     held.abort();
     drop(stuck);
     shutdown_all(nodes).await;
@@ -510,16 +539,7 @@ async fn a_broker_only_heartbeat_leaves_a_silent_leader_after_one_attempt() {
     let broker: BrokerId = 7;
     let epoch = register_unfenced(&client(None, &voters, 7), broker).await;
 
-    let silent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let silent_port = silent.local_addr().expect("addr").port();
-    let held = tokio::spawn(async move {
-        let mut open = Vec::new();
-        while let Ok((stream, _)) = silent.accept().await {
-            open.push(stream);
-        }
-    });
-    let mut routed = voters.clone();
-    routed.insert(leader, ControllerNode::new("127.0.0.1", silent_port));
+    let (routed, held) = route_leader_to_silence(&voters, leader).await;
     let config = ControllerClientConfig {
         request_timeout_ms: 15_000,
         retry_backoff_ms: 50,
@@ -527,32 +547,15 @@ async fn a_broker_only_heartbeat_leaves_a_silent_leader_after_one_attempt() {
         ..ControllerClientConfig::new(7)
     };
     let stuck = Arc::new(ControllerClient::new(None, routed, config));
-
-    let call = {
-        let stuck = Arc::clone(&stuck);
-        tokio::spawn(async move {
-            stuck
-                .broker_heartbeat(heartbeat(broker, epoch, i64::MAX))
-                .await
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!call.is_finished(), "the silent leader answered");
-    let old = nodes.remove(&leader).expect("leader");
-    old.shutdown().await.expect("shutdown");
-    drop(old);
-    let moved = tokio::time::Instant::now();
-    let beat = tokio::time::timeout(Duration::from_secs(8), call)
-        .await
-        .expect("the call stayed with the silent leader")
-        .expect("join");
-    let beat = beat.expect("heartbeat on the new leader");
-    assert!(!beat.is_fenced, "{beat:?}");
-    assert!(
-        moved.elapsed() < Duration::from_secs(8),
-        "took {:?}",
-        moved.elapsed()
-    );
+    let request = heartbeat(broker, epoch, i64::MAX);
+    heartbeat_follows_the_new_leader(
+        &mut nodes,
+        leader,
+        &stuck,
+        request,
+        Duration::from_millis(300),
+    )
+    .await;
     held.abort();
     drop(stuck);
     shutdown_all(nodes).await;
