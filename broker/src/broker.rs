@@ -17,6 +17,8 @@ pub struct Broker {
     pub groups: std::sync::Arc<GroupCoordinator>,
     /// Transactional ids and their transactions.
     pub transactions: std::sync::Arc<TransactionCoordinator>,
+    /// Incremental fetch sessions (KIP-227).
+    pub fetch_sessions: crate::fetch_session::FetchSessionCache,
     /// Host advertised to clients.
     pub advertised_host: String,
     /// Port advertised to clients.

@@ -406,6 +406,14 @@ pub struct Limits {
     /// Upper bound on the bytes one fetch response carries (`fetch.max.bytes`).
     #[arg(long, env = "LOGBOOK_FETCH_RESPONSE_BYTES_MAX", default_value_t = 55 * 1024 * 1024)]
     pub fetch_response_bytes_max: usize,
+    /// Incremental fetch sessions (KIP-227) cached at once (Kafka's
+    /// `max.incremental.fetch.session.cache.slots`); 0 turns sessions off.
+    #[arg(
+        long,
+        env = "LOGBOOK_FETCH_SESSION_CACHE_SLOTS",
+        default_value_t = 1_000
+    )]
+    pub fetch_session_cache_slots: usize,
     /// Upper bound on how long an acks=all produce waits for durability.
     #[arg(long, env = "LOGBOOK_PRODUCE_TIMEOUT_MS_MAX", default_value_t = 30_000)]
     pub produce_timeout_ms_max: u64,

@@ -14,6 +14,7 @@ pub mod connection;
 pub mod connection_quotas;
 pub mod coordinator;
 pub mod errors;
+pub mod fetch_session;
 pub mod handlers;
 pub mod inter_broker;
 pub mod metrics;

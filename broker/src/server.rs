@@ -315,6 +315,9 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     );
     let listener = TcpListener::bind(config.listen).await?;
     let broker = Arc::new(Broker {
+        fetch_sessions: crate::fetch_session::FetchSessionCache::new(
+            config.limits.fetch_session_cache_slots,
+        ),
         config,
         topics,
         replicas: Arc::clone(&replicas),

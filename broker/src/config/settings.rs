@@ -428,6 +428,14 @@ pub static SETTINGS: &[Setting] = &[
         "an integer >= 1",
         3
     ),
+    numeric!(
+        "max.incremental.fetch.session.cache.slots",
+        limits.fetch_session_cache_slots,
+        usize,
+        0,
+        "an integer >= 0",
+        3
+    ),
     Setting {
         name: "message.max.bytes",
         allowed: "an integer >= 0",

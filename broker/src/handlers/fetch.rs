@@ -19,19 +19,23 @@
 //! NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH answers carry the leader this broker
 //! knows (`current_leader`, v16+, KIP-951).
 //!
-//! Sessionless: every request is a full fetch (session id 0 in the response), which every
-//! client accepts; incremental fetch sessions (KIP-227) are a later optimisation.
+//! Fetch sessions (KIP-227, v7+): `crate::fetch_session` picks the context from the
+//! request's session id and epoch. A full fetch (epoch 0) is answered in full and leaves a
+//! session; an incremental one reads the session's partitions and is answered with only
+//! those that changed.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{
     BrokerId, FetchRequest, FetchResponse, ProducerId, ResponseKind, TopicName,
 };
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
 use logbook_protocol::{FileRecords, FileRegion};
@@ -40,6 +44,7 @@ use tokio::sync::watch;
 
 use crate::broker::Broker;
 use crate::errors;
+use crate::fetch_session::{Answer, FetchContext, PartitionKey, INVALID_SESSION_ID};
 use crate::handlers::{Response, ResponseFuture};
 
 mod replica;
@@ -59,6 +64,9 @@ const REPLICA_STATE_VERSION: i16 = 15;
 
 /// First version whose answers name the current leader (KIP-951).
 const CURRENT_LEADER_VERSION: i16 = 16;
+
+/// First version with fetch sessions (KIP-227).
+const SESSION_VERSION: i16 = 7;
 
 /// The follower a fetch comes from: its broker id and broker epoch (-1 before v15).
 #[derive(Clone, Copy)]
@@ -356,17 +364,66 @@ async fn fetch(
         }
     };
     let follower = (follower.replica_id >= 0).then_some(follower);
+    let by_id = version >= TOPIC_ID_VERSION;
+    let mut request = request;
+    let (context, requested) = session_context(broker, &request, version);
+    match &context {
+        FetchContext::Error(e) => {
+            let response = FetchResponse::default()
+                .with_error_code(e.code())
+                .with_session_id(INVALID_SESSION_ID);
+            return (response, FileRecords::default());
+        }
+        FetchContext::Incremental { partitions, .. } => {
+            request.topics = session_topics(partitions, by_id);
+        }
+        FetchContext::Sessionless | FetchContext::Full => {}
+    }
     let topics = resolve(broker, request, version);
     let deadline = tokio::time::Instant::now() + max_wait;
     let respond = |mut pass: Pass| {
         for (topic, bytes, offsets) in &pass.delivered {
             crate::metrics::BrokerTopicStats::fetched(topic, *bytes, *offsets);
         }
+        let now = std::time::Instant::now();
+        let session_id = match &context {
+            FetchContext::Full => {
+                let answers = answers_by_key(&pass.response, by_id);
+                let partitions = requested
+                    .into_iter()
+                    .map(|(key, req)| {
+                        let answer = answers.get(&key).copied().unwrap_or_default();
+                        (key, req, answer)
+                    })
+                    .collect();
+                broker
+                    .fetch_sessions
+                    .create(follower.is_some(), by_id, partitions, now)
+            }
+            FetchContext::Incremental { id, epoch, .. } => {
+                let finished = broker.fetch_sessions.finish_incremental(
+                    *id,
+                    *epoch,
+                    &mut pass.response,
+                    answer_of,
+                );
+                if let Err(e) = finished {
+                    let response = FetchResponse::default()
+                        .with_error_code(e.code())
+                        .with_session_id(*id);
+                    return (response, FileRecords::default());
+                }
+                *id
+            }
+            FetchContext::Sessionless | FetchContext::Error(_) => INVALID_SESSION_ID,
+        };
         if version >= CURRENT_LEADER_VERSION && pass.error {
             fill_current_leaders(broker, &mut pass.response);
         }
         (
-            FetchResponse::default().with_responses(pass.response),
+            FetchResponse::default()
+                .with_session_id(session_id)
+                .with_responses(pass.response),
             pass.records,
         )
     };
@@ -388,4 +445,103 @@ async fn fetch(
             return respond(pass);
         }
     }
+}
+
+/// The session context of `request` (sessionless before v7), and its partitions with their
+/// keys, which a full fetch's new session is made of.
+fn session_context(
+    broker: &Broker,
+    request: &FetchRequest,
+    version: i16,
+) -> (FetchContext, Vec<(PartitionKey, FetchPartition)>) {
+    if version < SESSION_VERSION {
+        return (FetchContext::Sessionless, Vec::new());
+    }
+    let by_id = version >= TOPIC_ID_VERSION;
+    let requested: Vec<(PartitionKey, FetchPartition)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(|p| {
+                (
+                    PartitionKey::new(by_id, t.topic_id, t.topic.as_str(), p.partition),
+                    p.clone(),
+                )
+            })
+        })
+        .collect();
+    let forgotten: Vec<PartitionKey> = request
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| PartitionKey::new(by_id, t.topic_id, t.topic.as_str(), *p))
+        })
+        .collect();
+    let context = broker.fetch_sessions.new_context(
+        request.session_id,
+        request.session_epoch,
+        by_id,
+        &requested,
+        &forgotten,
+        std::time::Instant::now(),
+    );
+    (context, requested)
+}
+
+/// A session's partitions as a request's topics: one entry per run of partitions of the
+/// same topic, in the session's order (Kafka's answers group runs the same way).
+fn session_topics(partitions: &[(PartitionKey, FetchPartition)], by_id: bool) -> Vec<FetchTopic> {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for (key, partition) in partitions {
+        let same = topics.last().is_some_and(|t| {
+            if by_id {
+                t.topic_id == key.topic_id
+            } else {
+                t.topic.as_str() == key.topic
+            }
+        });
+        if !same {
+            topics.push(
+                FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(key.topic.clone())))
+                    .with_topic_id(key.topic_id),
+            );
+        }
+        if let Some(t) = topics.last_mut() {
+            t.partitions.push(partition.clone());
+        }
+    }
+    topics
+}
+
+/// What a session compares in one partition's answer.
+fn answer_of(p: &PartitionData) -> Answer {
+    Answer {
+        records_bytes: p.records.as_ref().map_or(0, Bytes::len),
+        high_watermark: p.high_watermark,
+        log_start_offset: p.log_start_offset,
+        error: p.error_code != errors::NONE,
+        preferred_read_replica: p.preferred_read_replica.0 != -1,
+        diverging: p.diverging_epoch.epoch >= 0,
+    }
+}
+
+/// Each partition's answer by its session key.
+fn answers_by_key(
+    topics: &[FetchableTopicResponse],
+    by_id: bool,
+) -> std::collections::HashMap<PartitionKey, Answer> {
+    topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                (
+                    PartitionKey::new(by_id, t.topic_id, t.topic.as_str(), p.partition_index),
+                    answer_of(p),
+                )
+            })
+        })
+        .collect()
 }

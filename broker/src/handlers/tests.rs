@@ -55,6 +55,9 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
     )
     .expect("transaction coordinator");
     Arc::new(Broker {
+        fetch_sessions: crate::fetch_session::FetchSessionCache::new(
+            config.limits.fetch_session_cache_slots,
+        ),
         config,
         topics,
         replicas,

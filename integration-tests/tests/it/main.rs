@@ -21,6 +21,7 @@ mod delete_records;
 mod describe_configs;
 mod disk_full;
 mod durability;
+mod fetch_sessions;
 mod groups;
 mod inter_broker;
 mod internal_topics;
