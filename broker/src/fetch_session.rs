@@ -353,6 +353,12 @@ impl FetchSessionCache {
                 break id;
             }
         };
+        tracing::debug!(
+            session_id = id,
+            privileged,
+            size = session.partitions.len(),
+            "created a fetch session"
+        );
         sessions.insert(id, session);
         id
     }
