@@ -93,8 +93,28 @@ public final class ManyPartitions {
                     .filter(t -> !existing.contains(t))
                     .map(t -> new NewTopic(t, partitions, (short) 1))
                     .collect(Collectors.toList());
-            if (!missing.isEmpty()) {
-                admin.createTopics(missing).all().get();
+            // In tens of topics: Kafka's controller refuses one batch of 10,000 partitions.
+            for (int i = 0; i < missing.size(); i += 10) {
+                admin.createTopics(missing.subList(i, Math.min(missing.size(), i + 10))).all().get();
+            }
+            // Until every partition has a leader (Kafka elects them after CreateTopics answers).
+            List<String> names = IntStream.range(0, topics).mapToObj(i -> prefix + i).collect(Collectors.toList());
+            long deadline = System.nanoTime() + 120_000_000_000L;
+            while (true) {
+                long led;
+                try {
+                    led = admin.describeTopics(names).allTopicNames().get().values().stream()
+                            .flatMap(d -> d.partitions().stream())
+                            .filter(p -> p.leader() != null && !p.leader().isEmpty())
+                            .count();
+                } catch (java.util.concurrent.ExecutionException notYet) {
+                    led = -1;
+                }
+                if (led == (long) topics * partitions || System.nanoTime() > deadline) {
+                    System.out.printf("partitions with a leader: %d%n", led);
+                    break;
+                }
+                Thread.sleep(1000);
             }
         }
         List<TopicPartition> all = new ArrayList<>();
