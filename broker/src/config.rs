@@ -414,6 +414,14 @@ pub struct Limits {
         default_value_t = 1_000
     )]
     pub fetch_session_cache_slots: usize,
+    /// Partitions all fetch sessions hold together (about 250 bytes each); a session that
+    /// would pass it is not cached (Kafka has no such bound: see `fetch_session`).
+    #[arg(
+        long,
+        env = "LOGBOOK_FETCH_SESSION_PARTITIONS_MAX",
+        default_value_t = 200_000
+    )]
+    pub fetch_session_partitions_max: usize,
     /// Upper bound on how long an acks=all produce waits for durability.
     #[arg(long, env = "LOGBOOK_PRODUCE_TIMEOUT_MS_MAX", default_value_t = 30_000)]
     pub produce_timeout_ms_max: u64,

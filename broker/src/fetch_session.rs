@@ -228,20 +228,36 @@ pub enum FetchContext {
     Error(ResponseError),
 }
 
-/// The fetch sessions of this broker (`max.incremental.fetch.session.cache.slots` of them).
+/// The fetch sessions of this broker (`max.incremental.fetch.session.cache.slots` of them,
+/// holding at most `partitions_max` partitions together).
 pub struct FetchSessionCache {
     slots: usize,
+    partitions_max: usize,
     sessions: Mutex<HashMap<i32, FetchSession>>,
 }
 
 impl FetchSessionCache {
-    /// A cache with room for `slots` sessions (0: no sessions at all).
+    /// A cache with room for `slots` sessions (0: no sessions at all) of at most
+    /// `partitions_max` partitions in all.
+    ///
+    /// Why the second bound: Kafka bounds only the session count, and a session holds every
+    /// partition its full fetch named, existing or not, so one frame's worth of made-up
+    /// partitions per slot could pin gigabytes. Here a session that would pass the bound is
+    /// not created (or, grown by an incremental fetch, is closed with
+    /// FETCH_SESSION_ID_NOT_FOUND, after which clients fetch in full again).
     #[must_use]
-    pub fn new(slots: usize) -> Self {
+    pub fn new(slots: usize, partitions_max: usize) -> Self {
         Self {
             slots,
+            partitions_max,
             sessions: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Partitions held by all sessions now.
+    #[must_use]
+    pub fn partitions(&self) -> usize {
+        total_partitions(&self.sessions.lock())
     }
 
     /// Sessions cached now.
@@ -288,6 +304,23 @@ impl FetchSessionCache {
         if session.uses_topic_ids != by_id {
             return FetchContext::Error(ResponseError::FetchSessionTopicIdError);
         }
+        let added = requested
+            .iter()
+            .filter(|(key, _)| !session.partitions.contains_key(key))
+            .count();
+        if added > 0 && total_partitions(&sessions) + added > self.partitions_max {
+            sessions.remove(&session_id);
+            tracing::debug!(
+                session_id,
+                added,
+                partitions_max = self.partitions_max,
+                "closed a fetch session that would pass the partition bound"
+            );
+            return FetchContext::Error(ResponseError::FetchSessionIdNotFound);
+        }
+        let Some(session) = sessions.get_mut(&session_id) else {
+            return FetchContext::Error(ResponseError::FetchSessionIdNotFound);
+        };
         for (key, request) in requested {
             match session.partitions.get_mut(key) {
                 Some(part) => part.request = request.clone(),
@@ -320,19 +353,21 @@ impl FetchSessionCache {
         partitions: Vec<(PartitionKey, FetchPartition, Answer)>,
         now: Instant,
     ) -> i32 {
-        if self.slots == 0 {
+        if self.slots == 0 || partitions.len() > self.partitions_max {
             return INVALID_SESSION_ID;
         }
         let mut sessions = self.sessions.lock();
-        if sessions.len() >= self.slots
-            && !try_evict(&mut sessions, privileged, partitions.len(), now)
+        while sessions.len() >= self.slots
+            || total_partitions(&sessions) + partitions.len() > self.partitions_max
         {
-            tracing::debug!(
-                privileged,
-                size = partitions.len(),
-                "no fetch session slot free"
-            );
-            return INVALID_SESSION_ID;
+            if !try_evict(&mut sessions, privileged, partitions.len(), now) {
+                tracing::debug!(
+                    privileged,
+                    size = partitions.len(),
+                    "no room for a fetch session"
+                );
+                return INVALID_SESSION_ID;
+            }
         }
         let mut session = FetchSession {
             epoch: next_epoch(INITIAL_EPOCH),
@@ -404,6 +439,10 @@ impl FetchSessionCache {
         topics.retain(|t| !t.partitions.is_empty());
         Ok(())
     }
+}
+
+fn total_partitions(sessions: &HashMap<i32, FetchSession>) -> usize {
+    sessions.values().map(|s| s.partitions.len()).sum()
 }
 
 /// Kafka's `tryEvict`: frees one slot for a new session of `size` partitions, if a

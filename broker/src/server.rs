@@ -317,6 +317,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let broker = Arc::new(Broker {
         fetch_sessions: crate::fetch_session::FetchSessionCache::new(
             config.limits.fetch_session_cache_slots,
+            config.limits.fetch_session_partitions_max,
         ),
         config,
         topics,

@@ -88,7 +88,7 @@ fn indexes(topics: &[FetchableTopicResponse]) -> Vec<i32> {
 
 #[test]
 fn epochs_ids_and_topic_id_use_are_checked_as_kafka_does() {
-    let cache = FetchSessionCache::new(10);
+    let cache = FetchSessionCache::new(10, 1000);
     let id = session(&cache, Instant::now());
     assert_ne!(id, INVALID_SESSION_ID);
     let context = |id, epoch, by_id| cache.new_context(id, epoch, by_id, &[], &[], Instant::now());
@@ -126,7 +126,7 @@ fn epochs_ids_and_topic_id_use_are_checked_as_kafka_does() {
 
 #[test]
 fn an_incremental_answer_carries_only_what_changed_and_rotates_partitions_with_records() {
-    let cache = FetchSessionCache::new(10);
+    let cache = FetchSessionCache::new(10, 1000);
     let id = session(&cache, Instant::now());
     let (epoch, _) = incremental(&cache, id, 1);
     // Nothing changed: nothing is sent.
@@ -167,7 +167,7 @@ fn an_incremental_answer_carries_only_what_changed_and_rotates_partitions_with_r
 
 #[test]
 fn requests_update_positions_and_forgetting_every_partition_closes_the_session() {
-    let cache = FetchSessionCache::new(10);
+    let cache = FetchSessionCache::new(10, 1000);
     let id = session(&cache, Instant::now());
     let context = cache.new_context(
         id,
@@ -198,7 +198,7 @@ fn requests_update_positions_and_forgetting_every_partition_closes_the_session()
 
 #[test]
 fn eviction_follows_kafkas_rules() {
-    let cache = FetchSessionCache::new(1);
+    let cache = FetchSessionCache::new(1, 1000);
     let t0 = Instant::now();
     let consumer = session(&cache, t0);
     assert_ne!(consumer, INVALID_SESSION_ID);
@@ -228,7 +228,7 @@ fn eviction_follows_kafkas_rules() {
 
 #[test]
 fn no_slots_means_no_sessions() {
-    let cache = FetchSessionCache::new(0);
+    let cache = FetchSessionCache::new(0, 1000);
     assert_eq!(session(&cache, Instant::now()), INVALID_SESSION_ID);
 }
 
@@ -237,4 +237,28 @@ fn epochs_wrap_to_one() {
     assert_eq!(next_epoch(0), 1);
     assert_eq!(next_epoch(i32::MAX), 1);
     assert_eq!(next_epoch(-1), FINAL_EPOCH);
+}
+
+#[test]
+fn the_partition_bound_holds_for_new_and_growing_sessions() {
+    let cache = FetchSessionCache::new(10, 5);
+    let now = Instant::now();
+    let id = session(&cache, now);
+    assert_eq!(cache.partitions(), 3);
+    // Three more would make six: not cached (both sessions are young consumers).
+    assert_eq!(session(&cache, now), INVALID_SESSION_ID);
+    // Growing the session to five is fine; to six closes it.
+    let two = [(key("u", 0), part(0, 0)), (key("u", 1), part(1, 0))];
+    assert!(matches!(
+        cache.new_context(id, 1, false, &two, &[], now),
+        FetchContext::Incremental { .. }
+    ));
+    assert_eq!(cache.partitions(), 5);
+    let one = [(key("u", 2), part(2, 0))];
+    assert!(matches!(
+        cache.new_context(id, 2, false, &one, &[], now),
+        FetchContext::Error(ResponseError::FetchSessionIdNotFound)
+    ));
+    assert_eq!(cache.partitions(), 0);
+    assert!(cache.is_empty());
 }

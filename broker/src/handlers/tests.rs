@@ -57,6 +57,7 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
     Arc::new(Broker {
         fetch_sessions: crate::fetch_session::FetchSessionCache::new(
             config.limits.fetch_session_cache_slots,
+            config.limits.fetch_session_partitions_max,
         ),
         config,
         topics,
