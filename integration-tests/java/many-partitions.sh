@@ -20,7 +20,9 @@ bin=${LOGBOOK_BIN:-$root/target/release/logbook}
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 data=$(mktemp -d)
 log=${BROKER_LOG:-$(mktemp --suffix=.broker.log)}
-RUST_LOG=${RUST_LOG:-warn} "$bin" --listen 127.0.0.1:$port --data-dir "$data" ${LOGBOOK_ARGS:-} 2>"$log" >&2 &
+# 10,000 partitions need their file descriptors: 2,000 connections leave room under a
+# 20,000 open-files limit (the partition budget is the limit less max connections).
+RUST_LOG=${RUST_LOG:-warn} "$bin" --listen 127.0.0.1:$port --data-dir "$data" --connections-max 2000 ${LOGBOOK_ARGS:-} 2>"$log" >&2 &
 broker=$!
 trap 'kill $broker 2>/dev/null || true; wait $broker 2>/dev/null || true; rm -rf "$data"' EXIT
 for _ in $(seq 100); do (: </dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
