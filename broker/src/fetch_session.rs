@@ -25,6 +25,9 @@
 //! anyone; otherwise a follower's (privileged) session may evict a consumer's, and a larger
 //! session a smaller one, once the smaller is [`EVICTION_MS`] old.
 //!
+//! Beyond Kafka, the partitions all sessions hold together are bounded
+//! (`--fetch-session-partitions-max`; see [`FetchSessionCache::new`] for why).
+//!
 //! Thread-safety: one `parking_lot::Mutex` over the cache, held for the map work only
 //! (never across a read of the log or a wait).
 
