@@ -44,7 +44,7 @@ use tokio::sync::watch;
 
 use crate::broker::Broker;
 use crate::errors;
-use crate::fetch_session::{Answer, FetchContext, PartitionKey, INVALID_SESSION_ID};
+use crate::fetch_session::{Answer, FetchContext, PartitionKey, FINAL_EPOCH, INVALID_SESSION_ID};
 use crate::handlers::{Response, ResponseFuture};
 
 mod replica;
@@ -458,6 +458,19 @@ fn session_context(
         return (FetchContext::Sessionless, Vec::new());
     }
     let by_id = version >= TOPIC_ID_VERSION;
+    if request.session_epoch == FINAL_EPOCH {
+        // Sessionless (librdkafka fetches this way): only a named session to close, so the
+        // request's partitions are not copied into keys on every fetch.
+        let context = broker.fetch_sessions.new_context(
+            request.session_id,
+            FINAL_EPOCH,
+            by_id,
+            &[],
+            &[],
+            std::time::Instant::now(),
+        );
+        return (context, Vec::new());
+    }
     let requested: Vec<(PartitionKey, FetchPartition)> = request
         .topics
         .iter()
