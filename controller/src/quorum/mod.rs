@@ -275,9 +275,10 @@ impl QuorumController {
                 .config
                 .session_timeout_ms
                 .max(2 * self.config.heartbeat_interval_ms);
-            let deadline = self.clock.now() + Duration::from_millis(grace_ms);
+            let now = self.clock.now();
+            let deadline = now + Duration::from_millis(grace_ms);
             let image = self.image();
-            active.sessions.reset(&image, deadline);
+            active.sessions.reset(&image, now, deadline);
             if image.cluster_id().is_none() {
                 self.bootstrap().await?;
             }

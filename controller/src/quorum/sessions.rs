@@ -40,16 +40,24 @@ pub struct BrokerSessions {
 }
 
 impl BrokerSessions {
-    /// Every broker of `image` gets a session ending at `deadline` (a new active
-    /// controller; plan §3.1 gives them `max(2 × heartbeat interval, 3 s)`).
-    pub fn reset(&mut self, image: &MetadataImage, deadline: Instant) {
+    /// A new active controller's sessions: every broker of `image` gets one ending at
+    /// `deadline`, except a fenced broker or one in controlled shutdown, whose session
+    /// ends at `now`. Kafka's `hasValidSession` is false for a fenced broker, so its new
+    /// incarnation registers at once; a broker in controlled shutdown is leaving (the old
+    /// controller may already have told it to stop and ended its session, which a
+    /// failover forgets). Without this, a combined node that shut down cleanly while it
+    /// was the active controller, and led again after its restart, refused its own new
+    /// registration for a whole session timeout (9 s of a fenced node in the chaos
+    /// trials, long enough for librdkafka to drop it from its brokers).
+    pub fn reset(&mut self, image: &MetadataImage, now: Instant, deadline: Instant) {
         self.sessions = image
             .brokers()
             .map(|b| {
+                let leaving = b.fenced || b.in_controlled_shutdown;
                 let session = BrokerSession {
                     broker_epoch: b.broker_epoch,
                     registration_offset: b.broker_epoch,
-                    deadline,
+                    deadline: if leaving { now } else { deadline },
                     heartbeat_connection: None,
                     metadata_offset: -1,
                     last_heartbeat: None,

@@ -215,6 +215,55 @@ async fn registration_refuses_a_second_incarnation_while_the_session_lives() {
     qc.shutdown().await.expect("shutdown");
 }
 
+// A new active controller (here: the same voter restarted) gives a whole session to a
+// live broker, but none to one in controlled shutdown or fenced (Kafka's hasValidSession):
+// their new incarnations register at once instead of waiting out a session timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_failover_a_leaving_broker_may_register_again_at_once() {
+    let dir = TempDir::new().expect("dir");
+    let clock = Arc::new(ManualClock::default());
+    let qc = start_single(dir.path(), &clock).await;
+    let leaving = register_unfenced(&qc, 1).await;
+    register_unfenced(&qc, 2).await;
+    qc.register_broker(registration(3, Uuid::new_v4()))
+        .await
+        .expect("register 3 (stays fenced)");
+    let mut shut_down = heartbeat(1, leaving, qc.image().offset());
+    shut_down.want_shut_down = true;
+    let reply = qc.broker_heartbeat(shut_down).await.expect("heartbeat");
+    assert!(reply.in_controlled_shutdown, "{reply:?}");
+    qc.shutdown().await.expect("shutdown");
+    drop(qc);
+
+    let qc = start_single(dir.path(), &clock).await;
+    let image = qc.image();
+    let states: Vec<(bool, bool)> = (1..=3)
+        .map(|id| {
+            let b = image.broker(id).expect("broker");
+            (b.fenced, b.in_controlled_shutdown)
+        })
+        .collect();
+    assert_eq!(states, vec![(false, true), (false, false), (true, false)]);
+    for id in [1, 3] {
+        let fresh = Uuid::new_v4();
+        let reply = qc
+            .register_broker(registration(id, fresh))
+            .await
+            .unwrap_or_else(|e| panic!("broker {id} registers at once: {e:?}"));
+        assert!(reply.broker_epoch > leaving);
+        assert_eq!(qc.image().broker(id).expect("broker").incarnation_id, fresh);
+    }
+    let duplicate = qc.register_broker(registration(2, Uuid::new_v4())).await;
+    assert!(
+        matches!(
+            duplicate,
+            Err(QuorumError::DuplicateBrokerRegistration { broker_id: 2 })
+        ),
+        "{duplicate:?}"
+    );
+    qc.shutdown().await.expect("shutdown");
+}
+
 // A registered broker stays fenced until its metadata offset reaches its registration,
 // and while it asks to stay fenced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
