@@ -15,7 +15,10 @@
 //!   commits the consumer offsets inside the transaction (`send_offsets_to_transaction`).
 //!   On an abortable error it aborts and rewinds to the group's committed offsets; on a
 //!   fatal one it starts a new producer with the same `transactional.id` (which fences and
-//!   resolves the old one) and rewinds. A rebalance also rewinds, as an EOS app must;
+//!   resolves the old one) and rewinds. A rebalance also rewinds, as an EOS app must.
+//!   A `send_offsets_to_transaction` that librdkafka blocks in well past its timeout (a
+//!   client bug, see `send_offsets_watched`) is treated like a fatal error and reported
+//!   as a client hang, not counted against the broker;
 //! - a nemesis picks any node at random intervals and SIGKILLs it (restart after a random
 //!   delay), SIGSTOPs it (SIGCONT after a few seconds, or after longer than the broker
 //!   session and replica lag timeouts) or SIGTERMs it (clean restart). Kinds are drawn
@@ -70,6 +73,9 @@ const GROUP: &str = "chaos-eos";
 const TRANSACTIONAL_ID: &str = "chaos-eos-job";
 /// Timeout of each transactional call and of a consumer's offset look-ups.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long past [`CALL_TIMEOUT`] a `send_offsets_to_transaction` may block before the job
+/// gives its producer up ([`send_offsets_watched`]).
+const HUNG_CALL_GRACE: Duration = Duration::from_secs(30);
 /// Most input records per transaction.
 const TXN_RECORDS_MAX: usize = 100;
 /// Longest a transaction collects input before committing.
@@ -496,6 +502,8 @@ struct JobLog {
     commits: AtomicU64,
     aborts: AtomicU64,
     fatal: AtomicU64,
+    /// Calls librdkafka blocked in past their timeout ([`send_offsets_watched`]).
+    client_hangs: AtomicU64,
     rebalances: AtomicU64,
     first_error: Mutex<Option<String>>,
     /// The latest error with its wall-clock time, for a stuck trial's report.
@@ -598,6 +606,9 @@ enum Failure {
     Abortable(String),
     /// A new producer incarnation, then rewind.
     Fatal(String),
+    /// librdkafka blocked past the call's timeout: the producer is left behind (its thread
+    /// with it) and a new incarnation fences it, then rewind.
+    Hung(String),
 }
 
 fn classify(what: &str, error: &KafkaError) -> Failure {
@@ -698,7 +709,7 @@ fn rewind(consumer: &BaseConsumer<RebalanceFlag>, log: &JobLog) -> Res<()> {
 
 /// One transaction over `batch`; returns the next offset per input partition.
 fn transact(
-    producer: &BaseProducer<JobProducerContext>,
+    producer: &Arc<BaseProducer<JobProducerContext>>,
     consumer: &BaseConsumer<RebalanceFlag>,
     batch: &[(i32, i64, String)],
     txn: &str,
@@ -747,9 +758,7 @@ fn transact(
         .group_metadata()
         .ok_or_else(|| Failure::Abortable("no group metadata".to_owned()))?;
     log.step(txn, "send_offsets_to_transaction");
-    producer
-        .send_offsets_to_transaction(&offsets, &metadata, CALL_TIMEOUT)
-        .map_err(|e| classify("send_offsets_to_transaction", &e))?;
+    send_offsets_watched(producer, offsets, metadata)?;
     let mut attempts = 0;
     loop {
         log.step(txn, "commit_transaction");
@@ -769,6 +778,42 @@ fn transact(
     }
 }
 
+/// `send_offsets_to_transaction` on a helper thread, given up [`HUNG_CALL_GRACE`] after its
+/// own timeout. librdkafka (2.12, still open upstream as confluentinc/librdkafka#5456 and
+/// #5511) never checks the timeout of a coordinator request: when the cached group
+/// coordinator is a broker it has dropped from its metadata (a node fenced while it
+/// restarts is left out of Metadata, in Kafka as here), the TxnOffsetCommit waits for a
+/// state change of some broker that may never come, and the call blocks for good (seen
+/// once in CI: the job sat in it for 150 s after the heal, every node up). A blocked call
+/// cannot be cancelled, so the job leaves that producer to its thread and starts a new
+/// incarnation, whose InitProducerId fences the old one and aborts its transaction: the
+/// broker-side checks (exactly-once output, offsets) still apply to everything after.
+fn send_offsets_watched(
+    producer: &Arc<BaseProducer<JobProducerContext>>,
+    offsets: TopicPartitionList,
+    metadata: rdkafka::consumer::ConsumerGroupMetadata,
+) -> Result<(), Failure> {
+    let (done, result) = std::sync::mpsc::channel();
+    let caller = Arc::clone(producer);
+    std::thread::Builder::new()
+        .name("chaos-send-offsets".to_owned())
+        .spawn(move || {
+            let answer = caller.send_offsets_to_transaction(&offsets, &metadata, CALL_TIMEOUT);
+            // The job may have stopped waiting; nothing to do then.
+            let _ = done.send(answer);
+        })
+        .map_err(|e| Failure::Abortable(format!("spawn: {e}")))?;
+    match result.recv_timeout(CALL_TIMEOUT + HUNG_CALL_GRACE) {
+        Ok(answer) => answer.map_err(|e| classify("send_offsets_to_transaction", &e)),
+        Err(_) => Err(Failure::Hung(format!(
+            "send_offsets_to_transaction still blocked {} s after its {} s timeout \
+             (librdkafka#5456/#5511)",
+            HUNG_CALL_GRACE.as_secs(),
+            CALL_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
 /// The read-process-write job, until the trial stops it or it has drained the input.
 fn run_job(bootstrap: &str, control: &JobControl, log: &JobLog) -> Res<()> {
     let rebalanced = Arc::new(AtomicBool::new(false));
@@ -782,7 +827,7 @@ fn run_job(bootstrap: &str, control: &JobControl, log: &JobLog) -> Res<()> {
         .set("heartbeat.interval.ms", "1000")
         .create_with_context(RebalanceFlag(Arc::clone(&rebalanced)))?;
     consumer.subscribe(&[INPUT])?;
-    let mut producer = txn_producer(bootstrap, control)?;
+    let mut producer = Arc::new(txn_producer(bootstrap, control)?);
     let mut incarnation = 0_u64;
     let mut txn_no = 0_u64;
     loop {
@@ -868,17 +913,27 @@ fn run_job(bootstrap: &str, control: &JobControl, log: &JobLog) -> Res<()> {
                     log.set_outcome(&txn, Outcome::Unknown);
                     log.fatal.fetch_add(1, Ordering::Relaxed);
                     drop(producer);
-                    producer = txn_producer(bootstrap, control)?;
+                    producer = Arc::new(txn_producer(bootstrap, control)?);
                     incarnation += 1;
                     txn_no = 0;
                 }
+            }
+            Some(Failure::Hung(why)) => {
+                log.error(format!(
+                    "{txn}: {why}; new producer, the old one left behind"
+                ));
+                log.set_outcome(&txn, Outcome::Unknown);
+                log.client_hangs.fetch_add(1, Ordering::Relaxed);
+                producer = Arc::new(txn_producer(bootstrap, control)?);
+                incarnation += 1;
+                txn_no = 0;
             }
             Some(Failure::Fatal(why)) => {
                 log.error(format!("{txn}: {why}; new producer"));
                 log.set_outcome(&txn, Outcome::Unknown);
                 log.fatal.fetch_add(1, Ordering::Relaxed);
                 drop(producer);
-                producer = txn_producer(bootstrap, control)?;
+                producer = Arc::new(txn_producer(bootstrap, control)?);
                 incarnation += 1;
                 txn_no = 0;
             }
@@ -1126,6 +1181,8 @@ struct Trial {
     commits: u64,
     aborts: u64,
     job_fatal: u64,
+    /// Producers the job left behind, blocked in librdkafka past a call's timeout.
+    client_hangs: u64,
     rebalances: u64,
     outputs: u64,
     heal_s: f64,
@@ -1417,6 +1474,13 @@ pub fn main(args: &[String]) -> Res<bool> {
         if let Some(failure) = &trial.failure {
             println!("      stuck: {failure}");
         }
+        if trial.client_hangs > 0 {
+            println!(
+                "      client: librdkafka blocked past its timeout {} time(s) in send_offsets_to_transaction; \
+                 the job fenced that producer with a new one (librdkafka#5456/#5511)",
+                trial.client_hangs
+            );
+        }
         if c.total() > 0 {
             for line in &trial.details {
                 println!("      {line}");
@@ -1477,6 +1541,7 @@ pub fn main(args: &[String]) -> Res<bool> {
             "commits": t.commits,
             "aborts": t.aborts,
             "job_fatal": t.job_fatal,
+            "client_hangs": t.client_hangs,
             "rebalances": t.rebalances,
             "outputs": t.outputs,
             "heal_s": t.heal_s,
@@ -1639,6 +1704,7 @@ fn trial_body(
     trial.commits = job_log.commits.load(Ordering::Relaxed);
     trial.aborts = job_log.aborts.load(Ordering::Relaxed);
     trial.job_fatal = job_log.fatal.load(Ordering::Relaxed);
+    trial.client_hangs = job_log.client_hangs.load(Ordering::Relaxed);
     trial.rebalances = job_log.rebalances.load(Ordering::Relaxed);
     trial.first_error = producer_log
         .first_error
