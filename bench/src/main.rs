@@ -105,6 +105,8 @@ const SECTIONS: [&str; 9] = [
     "connections",
 ];
 const MIB: u64 = 1024 * 1024;
+/// MiB per run of the produce section's reference workload.
+const REFERENCE_MIB: u64 = 64;
 
 /// End-to-end benchmark of the logbook broker (see the crate docs for the sketch).
 #[derive(Parser, Debug)]
@@ -725,6 +727,7 @@ impl Bench {
             ),
             &["scenario", "MB/s", "records/s", "broker CPU-s/GB", "client CPU-s/GB", "broker cores", "client cores", "of disk", "of loopback", "errors"],
         );
+        let reference = self.produce_reference()?;
         let mut total = Totals::default();
         for (acks, partitions) in [("all", 8), ("1", 8), ("all", 1), ("1", 1)] {
             let name = format!("acks={acks} {partitions}p");
@@ -780,10 +783,40 @@ impl Bench {
             "-".to_owned(),
         ]);
         self.report.table(&t);
+        let ratio = all.broker_cpu_per_gb.map(|broker| broker / reference);
+        self.report
+            .metric("produce.total.broker_cpu_vs_reference", ratio);
+        println!(
+            "   broker CPU per GB / reference CPU per GB: {} (guarded by --check)",
+            fmt(ratio, 2)
+        );
         self.report
             .metric("produce.peak_rss_mib", target.peak_rss_mib());
         println!("   broker peak RSS {} MiB", fmt(target.peak_rss_mib(), 1));
         Ok(())
+    }
+
+    /// The median CPU per GB of [`ceilings::reference_produce_cpu_s_per_gb`] on the
+    /// broker's disk, measured now, so the produce figures can be read against the
+    /// machine's state at the time they were taken.
+    fn produce_reference(&mut self) -> Res<f64> {
+        let mut runs = Vec::with_capacity(ceilings::REFERENCE_RUNS);
+        for _ in 0..ceilings::REFERENCE_RUNS {
+            runs.push(ceilings::reference_produce_cpu_s_per_gb(
+                &self.data_root,
+                REFERENCE_MIB,
+            )?);
+        }
+        runs.sort_by(f64::total_cmp);
+        let median = runs[runs.len() / 2];
+        let shown: Vec<String> = runs.iter().map(|r| format!("{r:.3}")).collect();
+        println!(
+            "   reference workload (loopback receive + CRC-32C + write + fdatasync per MiB, {REFERENCE_MIB} MiB): {} CPU-s/GB, median {median:.3}",
+            shown.join(" / ")
+        );
+        self.report
+            .metric("reference.produce_cpu_s_per_gb", Some(median));
+        Ok(median)
     }
 
     fn consume(&mut self) -> Res<()> {

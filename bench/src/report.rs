@@ -124,6 +124,13 @@ fn rule_for(key: &str) -> Rule {
             factor: 2.0,
             slack: 0.2,
         },
+        // The broker's CPU per GB over the same run's reference workload (see
+        // `ceilings::reference_produce_cpu_s_per_gb`): the machine's state moves both, a
+        // regression in the broker's code moves only the first.
+        "produce.total.broker_cpu_vs_reference" => Rule::AtMost {
+            factor: 1.3,
+            slack: 0.0,
+        },
         // Warm reads, not cold + warm: a cold read's broker CPU is mostly the kernel
         // refilling the page cache after `drop_caches` (the broker's own text included),
         // and swung 0.5-2.1 CPU-s/GB over eight runs of one binary on one machine; the
