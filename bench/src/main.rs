@@ -743,6 +743,7 @@ impl Bench {
                 keys: self.opts.produce_keys,
                 ..ProducerSettings::tuned(acks)
             };
+            ceilings::warm_free_pages(self.sizes.produce_mib * MIB * 2);
             let (run, usage) =
                 self.produce_measured(&bootstrap, &topic, partitions, &settings, records, pid)?;
             let phase = Phase::new(run.records, run.bytes, usage.wall, &usage);
@@ -802,6 +803,7 @@ impl Bench {
     fn produce_reference(&mut self) -> Res<f64> {
         let mut runs = Vec::with_capacity(ceilings::REFERENCE_RUNS);
         for _ in 0..ceilings::REFERENCE_RUNS {
+            ceilings::warm_free_pages(REFERENCE_MIB * MIB * 2);
             runs.push(ceilings::reference_produce_cpu_s_per_gb(
                 &self.data_root,
                 REFERENCE_MIB,
@@ -871,6 +873,8 @@ impl Bench {
             },
             "warm (page cache, CPU guarded)",
         ] {
+            // A cold read fills the page cache again (see `ceilings::warm_free_pages`).
+            ceilings::warm_free_pages(self.sizes.consume_mib * MIB * 2);
             let start = Usage::sample(pid);
             let t0 = Instant::now();
             let consumer = kafka::assigned_consumer(&bootstrap, &topic, partitions)?;

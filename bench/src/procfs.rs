@@ -160,6 +160,19 @@ pub fn dirty_mib() -> Option<f64> {
     Some(field("Dirty:")? + field("Writeback:")?)
 }
 
+/// `MemAvailable` of `/proc/meminfo`, in bytes.
+pub fn mem_available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line["MemAvailable:".len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
 /// CPU time of the broker and of the bench, and the broker's disk reads, at one instant.
 #[derive(Clone, Debug)]
 pub struct Usage {

@@ -2,9 +2,11 @@
 //! baseline (`bench/baseline-quick.json`, medians of quick runs on this machine kind).
 //!
 //! A test binary of its own so that it runs alone (cargo runs test binaries one after
-//! another), not beside the integration suite's parallel tests. It fails only on a gross
-//! regression (the bench's `--check` rules: CPU per GB more than doubling, throughput
-//! falling to a fifth, p99 latency beyond 5x, records lost). When one run fails, two more
+//! another), not beside the integration suite's parallel tests. It fails on the bench's
+//! `--check` rules: produce CPU per GB more than 1.3x the baseline when read against the
+//! same run's reference workload (`ceilings::reference_produce_cpu_s_per_gb`; 2x raw),
+//! warm consume CPU per GB doubling, e2e p99.9 doubling (+2 ms), p99 beyond 5x,
+//! throughput falling to a fifth, records lost. When one run fails, two more
 //! run and the medians of the three are checked, as the baseline is itself a median of
 //! three: one stall on a shared machine (a single 90 ms write stall puts a 5 s latency
 //! run's p99 at 48 ms) does not fail the guard, while a regression in the code shows in
