@@ -750,6 +750,10 @@ impl Bench {
             total.add(run.records, run.bytes, usage.wall, &usage);
             let key = format!("produce.acks_{acks}.p{partitions}");
             phase.record(&mut self.report, &key);
+            self.report.metric(
+                format!("{key}.broker_cpu_vs_reference"),
+                phase.broker_cpu_per_gb.map(|broker| broker / reference),
+            );
             self.report
                 .metric(format!("{key}.errors"), Some(f(run.errors)));
             t.row(vec![
@@ -788,8 +792,15 @@ impl Bench {
         self.report
             .metric("produce.total.broker_cpu_vs_reference", ratio);
         println!(
-            "   broker CPU per GB / reference CPU per GB: {} (guarded by --check)",
-            fmt(ratio, 2)
+            "   broker CPU per GB / reference CPU per GB: all four {}, acks=all 8p {} (guarded by --check)",
+            fmt(ratio, 2),
+            fmt(
+                self.report
+                    .metrics
+                    .get("produce.acks_all.p8.broker_cpu_vs_reference")
+                    .copied(),
+                2
+            )
         );
         self.report
             .metric("produce.peak_rss_mib", target.peak_rss_mib());

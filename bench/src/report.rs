@@ -126,8 +126,13 @@ fn rule_for(key: &str) -> Rule {
         },
         // The broker's CPU per GB over the same run's reference workload (see
         // `ceilings::reference_produce_cpu_s_per_gb`): the machine's state moves both, a
-        // regression in the broker's code moves only the first.
-        "produce.total.broker_cpu_vs_reference" => Rule::AtMost {
+        // regression in the broker's code moves only the first. Judged on the first
+        // scenario, acks=all over 8 partitions: in CI, right after the build, the later
+        // scenarios of one broker (acks=1, one partition) cost 1.4-2.1 CPU-s/GB in two
+        // runs of three and 0.6-0.7 in the third, while this one gave 0.86-0.92 in all
+        // three (its ratio 1.43-1.54; 1.40-1.62 over nine runs here). The all-four
+        // ratio is reported, not judged.
+        "produce.acks_all.p8.broker_cpu_vs_reference" => Rule::AtMost {
             factor: 1.3,
             slack: 0.0,
         },
