@@ -536,6 +536,19 @@ impl Phase {
         }
     }
 
+    /// The table cells every throughput table shows, in this order: MB/s, records/s,
+    /// broker and client CPU-s/GB, broker and client cores.
+    fn cells(&self) -> Vec<String> {
+        vec![
+            fmt(Some(self.mb_s), 0),
+            fmt(Some(self.records_s), 0),
+            fmt(self.broker_cpu_per_gb, 2),
+            fmt(self.client_cpu_per_gb, 2),
+            fmt(self.broker_cores, 2),
+            fmt(self.client_cores, 2),
+        ]
+    }
+
     fn record(&self, report: &mut Report, prefix: &str) {
         report.metric(format!("{prefix}.mb_s"), Some(self.mb_s));
         report.metric(format!("{prefix}.records_s"), Some(self.records_s));
@@ -770,18 +783,18 @@ impl Bench {
             );
             self.report
                 .metric(format!("{key}.errors"), Some(f(run.errors)));
-            t.row(vec![
-                name,
-                fmt(Some(phase.mb_s), 0),
-                fmt(Some(phase.records_s), 0),
-                fmt(phase.broker_cpu_per_gb, 2),
-                fmt(phase.client_cpu_per_gb, 2),
-                fmt(phase.broker_cores, 2),
-                fmt(phase.client_cores, 2),
-                pct(self.disk_mb_s.map(|d| phase.mb_s / d)),
-                pct(self.loopback_mb_s.map(|l| phase.mb_s / l)),
-                run.errors.to_string(),
-            ]);
+            t.row(
+                [
+                    vec![name],
+                    phase.cells(),
+                    vec![
+                        pct(self.disk_mb_s.map(|d| phase.mb_s / d)),
+                        pct(self.loopback_mb_s.map(|l| phase.mb_s / l)),
+                        run.errors.to_string(),
+                    ],
+                ]
+                .concat(),
+            );
             println!(
                 "   {}",
                 t.render().lines().last().unwrap_or_default().trim()
@@ -887,16 +900,14 @@ impl Bench {
             phase.record(&mut self.report, &key);
             self.report
                 .metric(format!("{key}.errors"), Some(f(run.errors)));
-            t.row(vec![
-                format!("acks={name} 8p"),
-                fmt(Some(phase.mb_s), 0),
-                fmt(Some(phase.records_s), 0),
-                fmt(phase.broker_cpu_per_gb, 2),
-                fmt(phase.client_cpu_per_gb, 2),
-                fmt(phase.broker_cores, 2),
-                fmt(phase.client_cores, 2),
-                run.errors.to_string(),
-            ]);
+            t.row(
+                [
+                    vec![format!("acks={name} 8p")],
+                    phase.cells(),
+                    vec![run.errors.to_string()],
+                ]
+                .concat(),
+            );
         }
         self.report.table(&t);
         Ok(())
@@ -982,18 +993,17 @@ impl Bench {
             );
             self.report
                 .metric(format!("{key}.first_record_ms"), Some(first_ms));
-            t.row(vec![
-                label.to_owned(),
-                fmt(Some(first_ms), 0),
-                fmt(Some(phase.mb_s), 0),
-                fmt(Some(phase.records_s), 0),
-                fmt(phase.broker_cpu_per_gb, 2),
-                fmt(phase.client_cpu_per_gb, 2),
-                fmt(phase.broker_cores, 2),
-                fmt(phase.client_cores, 2),
-                fmt(read_mib, 1),
-                pct(self.loopback_mb_s.map(|l| phase.mb_s / l)),
-            ]);
+            t.row(
+                [
+                    vec![label.to_owned(), fmt(Some(first_ms), 0)],
+                    phase.cells(),
+                    vec![
+                        fmt(read_mib, 1),
+                        pct(self.loopback_mb_s.map(|l| phase.mb_s / l)),
+                    ],
+                ]
+                .concat(),
+            );
             println!(
                 "   {}",
                 t.render().lines().last().unwrap_or_default().trim()
@@ -1061,21 +1071,23 @@ impl Bench {
             "consume.hot_tail.missing",
             Some(f(produced.records.saturating_sub(run.records))),
         );
-        t.row(vec![
-            format!(
-                "hot tail ({} MiB, acks=1, produce+consume)",
-                self.sizes.hot_tail_mib
-            ),
-            fmt(Some(ms(run.first.duration_since(t0))), 0),
-            fmt(Some(phase.mb_s), 0),
-            fmt(Some(phase.records_s), 0),
-            fmt(phase.broker_cpu_per_gb, 2),
-            fmt(phase.client_cpu_per_gb, 2),
-            fmt(phase.broker_cores, 2),
-            fmt(phase.client_cores, 2),
-            fmt(read_mib, 1),
-            pct(self.loopback_mb_s.map(|l| phase.mb_s / l)),
-        ]);
+        t.row(
+            [
+                vec![
+                    format!(
+                        "hot tail ({} MiB, acks=1, produce+consume)",
+                        self.sizes.hot_tail_mib
+                    ),
+                    fmt(Some(ms(run.first.duration_since(t0))), 0),
+                ],
+                phase.cells(),
+                vec![
+                    fmt(read_mib, 1),
+                    pct(self.loopback_mb_s.map(|l| phase.mb_s / l)),
+                ],
+            ]
+            .concat(),
+        );
         self.report.table(&t);
         self.report
             .metric("consume.peak_rss_mib", target.peak_rss_mib());

@@ -14,11 +14,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
 use crate::Res;
+
+/// Largest Produce answer accepted (a few partitions' worth is a few hundred bytes).
+const ANSWER_BYTES_MAX: usize = 1 << 20;
 
 /// How one raw run is shaped.
 #[derive(Clone, Debug)]
@@ -103,8 +115,8 @@ async fn connection(
             .duration_since(std::time::UNIX_EPOCH)?
             .as_millis(),
     )?;
-    let batch = record_batch(shape.records_per_batch, shape.value_bytes, timestamp);
-    let mut frame = produce_request(shape.acks, &shape.topic, owned, &batch);
+    let batch = record_batch(shape.records_per_batch, shape.value_bytes, timestamp)?;
+    let mut frame = produce_request(shape.acks, &shape.topic, owned, &batch)?;
     let bytes_per_request = (owned.len() * shape.records_per_batch * shape.value_bytes) as u64;
     let records_per_request = (owned.len() * shape.records_per_batch) as u64;
     let slots = Arc::new(Semaphore::new(shape.in_flight.max(1)));
@@ -119,7 +131,10 @@ async fn connection(
             if reader.read_exact(&mut size).await.is_err() {
                 return Ok::<RawRun, String>(run);
             }
-            let len = usize::try_from(i32::from_be_bytes(size)).map_err(|e| e.to_string())?;
+            let len = usize::try_from(i32::from_be_bytes(size))
+                .ok()
+                .filter(|len| *len <= ANSWER_BYTES_MAX)
+                .ok_or_else(|| format!("implausible answer size {size:?}"))?;
             let mut body = vec![0_u8; len];
             reader
                 .read_exact(&mut body)
@@ -171,139 +186,117 @@ async fn connection(
 
 /// A v2 record batch of `records` records with `value_bytes`-byte values and no keys,
 /// all at `timestamp` (CreateTime), no producer id: what a non-idempotent client sends.
-fn record_batch(records: usize, value_bytes: usize, timestamp: i64) -> Vec<u8> {
-    let value: Vec<u8> = (0..value_bytes)
+fn record_batch(records: usize, value_bytes: usize, timestamp: i64) -> Res<Bytes> {
+    let value: Bytes = (0..value_bytes)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    let records: Vec<Record> = (0..i64::try_from(records)?)
+        .map(|offset| Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            delete_horizon: false,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset,
+            // kafka-protocol starts a new batch wherever `offset - sequence` changes, so
+            // the sequence counts along (the batch's base sequence stays -1).
+            sequence: i32::try_from(offset).unwrap_or(i32::MAX) - 1,
+            timestamp,
+            key: None,
+            value: Some(value.clone()),
+            headers: Default::default(),
+        })
         .collect();
-    let mut body = Vec::with_capacity(records * (value_bytes + 16));
-    for index in 0..records {
-        let mut record = Vec::with_capacity(value_bytes + 16);
-        record.push(0); // attributes
-        varint(&mut record, 0); // timestamp delta
-        varint(&mut record, i64::try_from(index).unwrap_or(i64::MAX)); // offset delta
-        varint(&mut record, -1); // key: null
-        varint(&mut record, i64::try_from(value_bytes).unwrap_or(i64::MAX));
-        record.extend_from_slice(&value);
-        varint(&mut record, 0); // headers
-        varint(&mut body, i64::try_from(record.len()).unwrap_or(i64::MAX));
-        body.extend_from_slice(&record);
-    }
-    let count = i32::try_from(records).unwrap_or(i32::MAX);
-    // From attributes to the end: what the CRC covers.
-    let mut covered = Vec::with_capacity(body.len() + 40);
-    covered.extend_from_slice(&0_i16.to_be_bytes()); // attributes
-    covered.extend_from_slice(&(count - 1).to_be_bytes()); // last offset delta
-    covered.extend_from_slice(&timestamp.to_be_bytes()); // base timestamp
-    covered.extend_from_slice(&timestamp.to_be_bytes()); // max timestamp
-    covered.extend_from_slice(&(-1_i64).to_be_bytes()); // producer id
-    covered.extend_from_slice(&(-1_i16).to_be_bytes()); // producer epoch
-    covered.extend_from_slice(&(-1_i32).to_be_bytes()); // base sequence
-    covered.extend_from_slice(&count.to_be_bytes());
-    covered.extend_from_slice(&body);
-    let crc = crc32c::crc32c(&covered);
-    let mut batch = Vec::with_capacity(covered.len() + 21);
-    batch.extend_from_slice(&0_i64.to_be_bytes()); // base offset
-    let length = i32::try_from(covered.len() + 9).unwrap_or(i32::MAX); // + epoch, magic, crc
-    batch.extend_from_slice(&length.to_be_bytes());
-    batch.extend_from_slice(&(-1_i32).to_be_bytes()); // partition leader epoch
-    batch.push(2); // magic
-    batch.extend_from_slice(&crc.to_be_bytes());
-    batch.extend_from_slice(&covered);
-    batch
+    let mut batch = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut batch,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .map_err(|e| format!("encode record batch: {e}"))?;
+    Ok(batch.freeze())
 }
 
-/// A zigzag varint (records' variable-length fields).
-fn varint(out: &mut Vec<u8>, value: i64) {
-    let mut zigzag = ((value << 1) ^ (value >> 63)) as u64;
-    loop {
-        let byte = (zigzag & 0x7f) as u8;
-        zigzag >>= 7;
-        if zigzag == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
+/// Produce version of the raw requests (non-flexible: the correlation id sits at a fixed
+/// place in the frame, bytes 8..12).
+const PRODUCE_VERSION: i16 = 7;
 
-/// A whole Produce v7 frame (size prefix included; correlation id 0 at bytes 8..12) with
+/// A whole Produce frame (size prefix included; correlation id 0 at bytes 8..12) with
 /// `batch` for each of `partitions` of `topic`.
-fn produce_request(acks: i16, topic: &str, partitions: &[i32], batch: &[u8]) -> Vec<u8> {
-    const CLIENT_ID: &[u8] = b"logbook-bench-raw";
-    let mut body = Vec::with_capacity(64 + partitions.len() * (batch.len() + 8));
-    body.extend_from_slice(&0_i16.to_be_bytes()); // api key: Produce
-    body.extend_from_slice(&7_i16.to_be_bytes()); // version
-    body.extend_from_slice(&0_i32.to_be_bytes()); // correlation id, set per send
-    body.extend_from_slice(&i16::try_from(CLIENT_ID.len()).unwrap_or(0).to_be_bytes());
-    body.extend_from_slice(CLIENT_ID);
-    body.extend_from_slice(&(-1_i16).to_be_bytes()); // transactional id: null
-    body.extend_from_slice(&acks.to_be_bytes());
-    body.extend_from_slice(&30_000_i32.to_be_bytes()); // timeout ms
-    body.extend_from_slice(&1_i32.to_be_bytes()); // one topic
-    body.extend_from_slice(&i16::try_from(topic.len()).unwrap_or(0).to_be_bytes());
-    body.extend_from_slice(topic.as_bytes());
-    body.extend_from_slice(&i32::try_from(partitions.len()).unwrap_or(0).to_be_bytes());
-    for partition in partitions {
-        body.extend_from_slice(&partition.to_be_bytes());
-        body.extend_from_slice(&i32::try_from(batch.len()).unwrap_or(0).to_be_bytes());
-        body.extend_from_slice(batch);
-    }
-    let mut frame = i32::try_from(body.len())
-        .unwrap_or(0)
-        .to_be_bytes()
-        .to_vec();
+fn produce_request(acks: i16, topic: &str, partitions: &[i32], batch: &Bytes) -> Res<Vec<u8>> {
+    let request = ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partition_data(
+                partitions
+                    .iter()
+                    .map(|p| {
+                        PartitionProduceData::default()
+                            .with_index(*p)
+                            .with_records(Some(batch.clone()))
+                    })
+                    .collect(),
+            )]);
+    let header = RequestHeader::default()
+        .with_request_api_key(ProduceRequest::KEY)
+        .with_request_api_version(PRODUCE_VERSION)
+        .with_correlation_id(0)
+        .with_client_id(Some(StrBytes::from_static_str("logbook-bench-raw")));
+    let mut body = BytesMut::new();
+    header
+        .encode(&mut body, ProduceRequest::header_version(PRODUCE_VERSION))
+        .map_err(|e| format!("encode request header: {e}"))?;
+    request
+        .encode(&mut body, PRODUCE_VERSION)
+        .map_err(|e| format!("encode Produce: {e}"))?;
+    let mut frame = i32::try_from(body.len())?.to_be_bytes().to_vec();
     frame.extend_from_slice(&body);
-    frame
+    Ok(frame)
 }
 
-/// The correlation id of a Produce v7 answer and how many of its `partitions` partitions
-/// carry an error code.
+/// The correlation id of a Produce answer and how many of its partitions carry an error
+/// code; an answer for another number of partitions than `partitions` is an error.
 fn produce_errors(body: &[u8], partitions: usize) -> Result<(i32, u64), String> {
-    let mut at = 0_usize;
-    let mut take = |n: usize| -> Result<&[u8], String> {
-        let slice = body
-            .get(at..at + n)
-            .ok_or_else(|| format!("short Produce answer ({} bytes)", body.len()))?;
-        at += n;
-        Ok(slice)
-    };
-    let i32_of = |b: &[u8]| i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-    let correlation = i32_of(take(4)?);
-    let topics = i32_of(take(4)?);
-    let mut errors = 0_u64;
-    let mut seen = 0_usize;
-    for _ in 0..topics {
-        let name = take(2)?;
-        let name_len = usize::try_from(i16::from_be_bytes([name[0], name[1]])).unwrap_or(0);
-        take(name_len)?;
-        let count = i32_of(take(4)?);
-        for _ in 0..count {
-            take(4)?; // partition
-            let code = take(2)?;
-            if i16::from_be_bytes([code[0], code[1]]) != 0 {
-                errors += 1;
-            }
-            take(8 + 8 + 8)?; // base offset, log append time, log start offset
-                              // v7 has no record errors or error message.
-            seen += 1;
-        }
-    }
-    if seen != partitions {
+    let mut buf = Bytes::copy_from_slice(body);
+    let header = ResponseHeader::decode(&mut buf, ProduceResponse::header_version(PRODUCE_VERSION))
+        .map_err(|e| format!("Produce answer header: {e}"))?;
+    let answer = ProduceResponse::decode(&mut buf, PRODUCE_VERSION)
+        .map_err(|e| format!("Produce answer: {e}"))?;
+    let codes: Vec<i16> = answer
+        .responses
+        .iter()
+        .flat_map(|t| t.partition_responses.iter().map(|p| p.error_code))
+        .collect();
+    if codes.len() != partitions {
         return Err(format!(
-            "Produce answer for {seen} partitions, sent {partitions}"
+            "Produce answer for {} partitions, sent {partitions}",
+            codes.len()
         ));
     }
-    Ok((correlation, errors))
+    let errors = codes.iter().filter(|code| **code != 0).count();
+    Ok((
+        header.correlation_id,
+        u64::try_from(errors).unwrap_or(u64::MAX),
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    // The batch's length and CRC fields agree with its bytes, as a broker checks them.
+    // The batch's length and CRC fields agree with its bytes, as a broker checks them,
+    // and it is one batch of all the records.
     #[test]
     fn record_batch_is_self_consistent() {
-        let batch = record_batch(3, 10, 1_700_000_000_000);
+        let batch = record_batch(3, 10, 1_700_000_000_000).expect("batch");
         let length = i32::from_be_bytes([batch[8], batch[9], batch[10], batch[11]]);
         assert_eq!(
             usize::try_from(length).expect("positive length") + 12,
@@ -316,13 +309,21 @@ mod tests {
         assert_eq!(count, 3);
     }
 
+    // A request's correlation id sits where `connection` patches it.
     #[test]
-    fn varints_zigzag() {
-        let mut out = Vec::new();
-        for v in [0, -1, 1, 63, -64, 64, 300] {
-            varint(&mut out, v);
-        }
-        assert_eq!(out, vec![0, 1, 2, 126, 127, 128, 1, 216, 4]);
+    fn correlation_id_is_at_bytes_8_to_12() {
+        let batch = record_batch(1, 4, 0).expect("batch");
+        let frame = produce_request(-1, "t", &[0, 1], &batch).expect("frame");
+        assert_eq!(&frame[4..6], &0_i16.to_be_bytes());
+        assert_eq!(&frame[6..8], &PRODUCE_VERSION.to_be_bytes());
+        assert_eq!(&frame[8..12], &0_i32.to_be_bytes());
+    }
+
+    // A truncated answer is an error, not a panic.
+    #[test]
+    fn truncated_answers_are_errors() {
+        assert!(produce_errors(&[0, 0, 0, 1, 0, 0], 1).is_err());
+        assert!(produce_errors(&[], 1).is_err());
     }
 
     #[test]

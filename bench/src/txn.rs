@@ -135,21 +135,21 @@ impl Bench {
                     "-".to_owned()
                 }
             };
-            t.row(vec![
-                name,
-                fmt(Some(phase.mb_s), 0),
-                fmt(Some(phase.records_s), 0),
-                fmt(phase.broker_cpu_per_gb, 2),
-                fmt(phase.client_cpu_per_gb, 2),
-                fmt(phase.broker_cores, 2),
-                fmt(phase.client_cores, 2),
-                when(commits_s, 0),
-                when(c[0], 2),
-                when(c[1], 2),
-                when(c[2], 2),
-                when(c[3], 2),
-                run.errors.to_string(),
-            ]);
+            t.row(
+                [
+                    vec![name],
+                    phase.cells(),
+                    vec![
+                        when(commits_s, 0),
+                        when(c[0], 2),
+                        when(c[1], 2),
+                        when(c[2], 2),
+                        when(c[3], 2),
+                        run.errors.to_string(),
+                    ],
+                ]
+                .concat(),
+            );
             println!(
                 "   {}",
                 t.render().lines().last().unwrap_or_default().trim()
