@@ -625,9 +625,7 @@ async fn retention_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
             () = shutdown.cancelled() => return,
             _ = ticker.tick() => {}
         }
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let now = logbook_common::now_ms();
         let expiration_ms = broker.config.producer_id_expiration_ms;
         // On the blocking pool: checkpoint fsyncs and file deletions must not stall an
         // async worker (block_in_place would, and would take its other tasks with it).

@@ -16,7 +16,6 @@
 //! their coordinators ([`Topics::create_internal`]), never by clients.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -39,12 +38,7 @@ const BROKER_CONFIGS_FILE: &str = "broker_configs.json";
 /// Replaces `dir/name` with `bytes` crash-safely: write a temporary file, fsync it, rename
 /// it over the old one, fsync the directory. A crash leaves the old or the new file.
 fn checkpoint(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    let mut file = std::fs::File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, dir.join(name))?;
-    std::fs::File::open(dir)?.sync_all()
+    logbook_common::replace(&dir.join(name), |out| out.write_all(bytes))
 }
 
 /// Kafka's internal topics (its `Topic.INTERNAL_TOPICS`): the only topics reported as

@@ -14,8 +14,8 @@
 //! its log start, which is safe, and the leader moves it up again.
 
 use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use logbook_storage::Offset;
@@ -76,17 +76,9 @@ impl HighWatermarkCheckpoint {
         for (tp, offset) in entries {
             text.push_str(&format!("{} {} {}\n", tp.topic, tp.partition, offset.get()));
         }
-        let tmp = self.dir.join(format!("{HW_CHECKPOINT_FILE}.tmp"));
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, self.dir.join(HW_CHECKPOINT_FILE))?;
-        File::open(&self.dir)?.sync_all()
+        logbook_common::replace(&self.dir.join(HW_CHECKPOINT_FILE), |out| {
+            out.write_all(text.as_bytes())
+        })
     }
 }
 

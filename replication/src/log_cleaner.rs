@@ -16,12 +16,13 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use logbook_storage::cleaner::{self, CleanStats, Cleaner, CleanerConfig, CleaningJob};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::{Partition, TopicPartition};
+use logbook_common::now_ms;
 
 /// The hosted partitions, shared with the `ReplicaManager`.
 pub(crate) type Partitions = Arc<RwLock<HashMap<String, Vec<Arc<Partition>>>>>;
@@ -81,12 +82,6 @@ struct Shared {
 /// Handle to the cleaner threads; see the module docs.
 pub struct LogCleaner {
     shared: Arc<Shared>,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl LogCleaner {

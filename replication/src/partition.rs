@@ -873,11 +873,7 @@ impl Partition {
 }
 
 /// Milliseconds since the epoch, the clock of follower lag.
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
+pub(crate) use logbook_common::now_ms;
 
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,6 @@
 //! topic_id: 0b2c6f1e-4a3d-4b8e-9c7f-2d1e5a6b7c8d
 //! ```
 
-use std::io::Write;
 use std::path::Path;
 
 use uuid::Uuid;
@@ -56,14 +55,9 @@ pub fn read(dir: &Path) -> std::io::Result<Option<Uuid>> {
 /// # Errors
 /// Any write, fsync or rename.
 pub fn write(dir: &Path, topic_id: Uuid) -> std::io::Result<()> {
-    let tmp = dir.join(format!("{PARTITION_METADATA_FILE}.tmp"));
-    {
-        let mut file = std::fs::File::create(&tmp)?;
-        write!(file, "version: 0\ntopic_id: {topic_id}\n")?;
-        file.sync_all()?;
-    }
-    std::fs::rename(&tmp, dir.join(PARTITION_METADATA_FILE))?;
-    std::fs::File::open(dir)?.sync_all()
+    logbook_common::replace(&dir.join(PARTITION_METADATA_FILE), |out| {
+        write!(out, "version: 0\ntopic_id: {topic_id}\n")
+    })
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@
 //! `cat`; the version prefix lets the format change. A file that does not parse is
 //! treated as absent (logged), which only costs a longer recovery scan.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::Path;
 
 /// Name of the log-start-offset checkpoint (DeleteRecords and retention raise it).
@@ -16,13 +16,7 @@ pub(crate) const LOG_START_OFFSET_FILE: &str = "log-start-offset";
 pub(crate) const RECOVERY_POINT_FILE: &str = "recovery-point";
 /// Name of the clean-shutdown marker: `log_start log_end recovery_point`.
 pub(crate) const CLEAN_SHUTDOWN_FILE: &str = "clean-shutdown";
-/// Suffix of the temporary file a checkpoint is written to before the rename.
-pub(crate) const TMP_SUFFIX: &str = ".tmp";
-
-/// fsyncs a directory so that creations, renames and deletions in it are durable.
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
+pub(crate) use logbook_common::{sync_dir, TMP_SUFFIX};
 
 /// Durably replaces `dir/name` with `values`.
 pub(crate) fn write(dir: &Path, name: &str, values: &[i64]) -> io::Result<()> {
@@ -32,17 +26,7 @@ pub(crate) fn write(dir: &Path, name: &str, values: &[i64]) -> io::Result<()> {
         line.push_str(&value.to_string());
     }
     line.push('\n');
-    let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)?;
-    file.write_all(line.as_bytes())?;
-    file.sync_all()?;
-    drop(file);
-    fs::rename(&tmp, dir.join(name))?;
-    sync_dir(dir)
+    logbook_common::replace(&dir.join(name), |out| out.write_all(line.as_bytes()))
 }
 
 /// Reads `dir/name`; `Ok(None)` if missing or unparsable (or not `count` values).

@@ -13,11 +13,9 @@
 //! after the last snapshot from the batches themselves (each batch carries the epoch that
 //! wrote it), so a stale file is never wrong, only shorter.
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
-
-use crate::checkpoint::{sync_dir, TMP_SUFFIX};
 
 /// The checkpoint's file name, as Kafka names it.
 pub const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
@@ -226,22 +224,7 @@ impl LeaderEpochFileCache {
 impl EpochCheckpoint {
     /// Writes the file durably. Blocking.
     pub(crate) fn write(&self) -> io::Result<()> {
-        let tmp = self
-            .path
-            .with_file_name(format!("{LEADER_EPOCH_CHECKPOINT_FILE}{TMP_SUFFIX}"));
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        file.write_all(self.text.as_bytes())?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, &self.path)?;
-        match self.path.parent() {
-            Some(dir) => sync_dir(dir),
-            None => Ok(()),
-        }
+        logbook_common::replace(&self.path, |out| out.write_all(self.text.as_bytes()))
     }
 }
 

@@ -8,7 +8,6 @@ use std::io;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
@@ -29,6 +28,7 @@ use crate::producer_state::{
 };
 use crate::record_batch::{iter_headers, RecordBatchHeader};
 use crate::transaction_index::{self, AbortedTxn};
+use logbook_common::now_ms;
 
 mod cleaning;
 mod follower; // append_as_follower, truncate_fully_and_start_at: the replica's side // log compaction's hooks: the cleaning job, the segment swap, swap recovery
@@ -336,12 +336,6 @@ pub struct Log {
     /// Set when a write or fsync failed in a way that leaves the files in doubt: every
     /// later append, sync and truncation is refused (Kafka takes the log dir offline).
     failed: Option<String>,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Calls `f` with the header of every batch whose last offset is `>= from`, in offset

@@ -273,9 +273,7 @@ impl LogSegment {
         self.log_file
             .metadata()
             .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .map_or(0, logbook_common::time::unix_ms)
     }
 
     /// Updates size, offsets, max timestamp and (at Kafka's cadence) the indexes for a

@@ -33,8 +33,8 @@
 //! offset i64, last offset i64, max timestamp i64.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::offset::Offset;
@@ -629,20 +629,7 @@ impl ProducerSnapshot {
     /// Writes the snapshot durably (write temp, fsync, rename, fsync dir). Blocking.
     pub fn write(&self) -> io::Result<()> {
         let path = snapshot_path(&self.dir, self.offset);
-        let tmp = path.with_extension(format!(
-            "{SNAPSHOT_EXTENSION}{}",
-            crate::checkpoint::TMP_SUFFIX
-        ));
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        file.write_all(&self.bytes)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, &path)?;
-        crate::checkpoint::sync_dir(&self.dir)
+        logbook_common::replace(&path, |out| out.write_all(&self.bytes))
     }
 }
 

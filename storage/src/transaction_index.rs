@@ -231,22 +231,11 @@ pub(crate) fn write_entries(path: &Path, entries: &[AbortedTxn]) -> io::Result<(
     if entries.is_empty() {
         return remove_if_exists(path);
     }
-    let tmp = path.with_extension(format!("txnindex{}", crate::checkpoint::TMP_SUFFIX));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)?;
-    for entry in entries {
-        file.write_all(&entry.encode())?;
-    }
-    file.sync_all()?;
-    drop(file);
-    fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        crate::checkpoint::sync_dir(dir)?;
-    }
-    Ok(())
+    logbook_common::replace(path, |out| {
+        entries
+            .iter()
+            .try_for_each(|entry| out.write_all(&entry.encode()))
+    })
 }
 
 /// Reads the entries of the index file at `path` (none if it does not exist).

@@ -35,11 +35,7 @@ pub const TRANSACTION_VERSION_MAX: i16 = 2;
 /// epoch and takes the new level.
 fn finalized_features_epoch() -> i64 {
     static EPOCH: OnceLock<i64> = OnceLock::new();
-    *EPOCH.get_or_init(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-    })
+    *EPOCH.get_or_init(logbook_common::now_ms)
 }
 
 /// The full table of served APIs, sorted by key, and the features, for a broker whose

@@ -41,6 +41,7 @@ use crate::broker::Broker;
 use crate::errors;
 use crate::handlers::ResponseFuture;
 use crate::topics::{Topic, TopicError};
+use logbook_common::now_ms;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
@@ -100,12 +101,6 @@ fn fill_current_leaders(
             }
         }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn partition_error(

@@ -136,9 +136,7 @@ fn groups(broker: &Broker, lag_partitions_max: usize) {
         let count = listings.iter().filter(|g| g.state == state).count();
         gauge!("logbook_consumer_groups", "state" => state.name()).set(count as f64);
     }
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let now_ms = logbook_common::now_ms();
     let mut series = 0usize;
     for listing in &listings {
         let Ok(topics) = broker.groups.fetch_offsets(&listing.group_id, None) else {

@@ -10,7 +10,7 @@
 //! acknowledgement when it has matched the whole log, and -1 (unknown, as Kafka reports a
 //! replica it never heard from) when it lags.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use logbook_metadata::BrokerId;
 use serde::{Deserialize, Serialize};
@@ -47,10 +47,7 @@ pub struct QuorumDescription {
     pub endpoints: Vec<(BrokerId, String, u16)>,
 }
 
-fn wall_ms(at: SystemTime) -> i64 {
-    at.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
+use logbook_common::time::unix_ms as wall_ms;
 
 fn end_of(index: Option<u64>) -> i64 {
     index.map_or(0, |i| {

@@ -2,24 +2,19 @@
 //! as KRaft names it), the committed log id and the last purged log id.
 //!
 //! Format: a 4-byte big-endian CRC32C of the body, then the body (JSON). Written as
-//! storage's checkpoints are: write a temporary file, fsync it, rename it over the old
-//! one, fsync the directory, so a crash leaves the old or the new content. A body whose
+//! every checkpoint is (`logbook_common::replace`: write a temporary file, fsync it,
+//! rename it over the old one, fsync the directory), so a crash leaves the old or the new content. A body whose
 //! CRC does not match is reported as `InvalidData`, never silently read as absent: a
 //! forgotten vote could let this node vote twice in one term.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs;
 use std::io::{self, Write};
 use std::path::Path;
 
-/// Suffix of the temporary file written before the rename.
-const TMP_SUFFIX: &str = ".tmp";
+pub(crate) use logbook_common::sync_dir;
+
 /// Bytes of the CRC prefix.
 const CRC_BYTES: usize = 4;
-
-/// fsyncs a directory so that creations, renames and deletions in it are durable.
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
 
 /// Durably replaces `dir/name` with `body`.
 pub(crate) fn write(dir: &Path, name: &str, body: &[u8]) -> io::Result<()> {
@@ -34,23 +29,16 @@ pub(crate) fn write_unsynced(dir: &Path, name: &str, body: &[u8]) -> io::Result<
 }
 
 fn write_file(dir: &Path, name: &str, body: &[u8], sync: bool) -> io::Result<()> {
-    let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)?;
-    file.write_all(&crc32c::crc32c(body).to_be_bytes())?;
-    file.write_all(body)?;
+    let path = dir.join(name);
+    let write = |out: &mut dyn Write| {
+        out.write_all(&crc32c::crc32c(body).to_be_bytes())?;
+        out.write_all(body)
+    };
     if sync {
-        file.sync_all()?;
+        logbook_common::replace(&path, write)
+    } else {
+        logbook_common::replace_unsynced(&path, write)
     }
-    drop(file);
-    fs::rename(&tmp, dir.join(name))?;
-    if sync {
-        sync_dir(dir)?;
-    }
-    Ok(())
 }
 
 /// Reads `dir/name`: `Ok(None)` if it does not exist, `InvalidData` if its CRC is wrong.

@@ -7,8 +7,8 @@
 //! deleted, so the log is never purged past a snapshot that is not on disk. A damaged
 //! newest snapshot is an error at startup rather than an empty state.
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use openraft::SnapshotMeta;
@@ -18,8 +18,6 @@ use super::types::ControllerNode;
 
 /// Suffix of snapshot files.
 const SNAPSHOT_SUFFIX: &str = ".snapshot";
-/// Suffix while being written.
-const TMP_SUFFIX: &str = ".tmp";
 
 /// openraft's snapshot meta for this type configuration.
 pub type Meta = SnapshotMeta<u64, ControllerNode>;
@@ -39,18 +37,10 @@ pub(crate) fn write(dir: &Path, meta: &Meta, data: &[u8]) -> io::Result<()> {
     body.extend_from_slice(&meta_json);
     body.extend_from_slice(data);
     let name = file_name(meta);
-    let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)?;
-    file.write_all(&crc32c::crc32c(&body).to_be_bytes())?;
-    file.write_all(&body)?;
-    file.sync_all()?;
-    drop(file);
-    fs::rename(&tmp, dir.join(&name))?;
-    sync_dir(dir)?;
+    logbook_common::replace(&dir.join(&name), |out| {
+        out.write_all(&crc32c::crc32c(&body).to_be_bytes())?;
+        out.write_all(&body)
+    })?;
     for old in list(dir)? {
         if old
             .file_name()

@@ -40,6 +40,7 @@ pub use commit::{CommitPartition, CommitResult, FetchedTopic};
 use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError};
 use crate::topic_config::TopicConfig;
 use crate::topics::{NewTopic, Topic, Topics};
+use logbook_common::now_ms;
 use persistence::{GroupValue, MemberValue, Persisted};
 
 /// Why a group operation failed; each variant is a Kafka error a client acts on, mapped to
@@ -174,12 +175,6 @@ pub struct JoinRequest {
 /// How long a member that joined has to complete its first rebalance (Kafka's
 /// `NewMemberJoinTimeoutMs`).
 const NEW_MEMBER_JOIN_TIMEOUT_MS: i32 = 5 * 60 * 1000;
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
 
 /// Runs blocking I/O from async code: `block_in_place` on the multi-threaded runtime (the
 /// broker's), directly elsewhere (single-threaded test runtimes, which cannot hand the

@@ -49,6 +49,7 @@ use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeEr
 use crate::inter_broker::InterBrokerClient;
 use crate::topic_config::TopicConfig;
 use crate::topics::{NewTopic, Topic, Topics};
+use logbook_common::now_ms;
 use metadata::is_epoch_exhausted;
 
 /// The internal topic holding transaction state.
@@ -269,12 +270,6 @@ pub struct TransactionListing {
 const COMPLETION_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// Longest wait between two attempts of a background completion.
 const COMPLETION_RETRY_BACKOFF_MAX: Duration = Duration::from_secs(5);
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
 
 /// See `group::blocking`: blocking I/O from async code.
 fn blocking<T>(f: impl FnOnce() -> T) -> T {

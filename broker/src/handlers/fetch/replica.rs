@@ -24,9 +24,7 @@ pub(super) fn follower_partition(
     records: &mut FileRecords,
 ) -> PartitionData {
     let index = partition.topic_partition().partition;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let now_ms = logbook_common::now_ms();
     let result = partition
         .fetch_for_follower(fetch, now_ms)
         .and_then(|result| match result {
