@@ -23,6 +23,8 @@ pub struct Broker {
     pub advertised_host: String,
     /// Port advertised to clients.
     pub advertised_port: i32,
+    /// Decides what each request's principal may do ([`crate::authorizer`]).
+    pub authorizer: std::sync::Arc<dyn crate::authorizer::Authorizer>,
 }
 
 impl Broker {

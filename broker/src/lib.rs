@@ -5,6 +5,7 @@
 
 pub mod alloc;
 pub mod alter_partition_manager;
+pub mod authorizer;
 pub mod broker;
 pub mod broker_config;
 pub mod cli;

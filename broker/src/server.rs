@@ -325,6 +325,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         groups,
         transactions,
         advertised_host,
+        authorizer: std::sync::Arc::new(crate::authorizer::AllowEveryone),
         advertised_port,
     });
     tracing::info!(

@@ -17,10 +17,12 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::VersionRange;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::transaction::TxnError;
 use crate::errors;
 use crate::handlers::ResponseFuture;
+use kafka_protocol::ResponseError;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
@@ -34,14 +36,47 @@ const BATCHED_VERSION: i16 = 4;
 pub fn handle(ctx: &super::RequestContext, request: AddPartitionsToTxnRequest) -> ResponseFuture {
     let broker = Arc::clone(&ctx.broker);
     let version = ctx.api_version;
+    // The batched form comes from brokers only: CLUSTER_ACTION, or nothing is done.
+    if version >= BATCHED_VERSION && !ctx.authorize_cluster(AclOperation::ClusterAction) {
+        let response = AddPartitionsToTxnResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+        return super::ready(ResponseKind::AddPartitionsToTxn(response));
+    }
+    // The client form needs WRITE on the transactional id and on each topic (an internal
+    // topic is never writable by a client).
+    let denied = (version < BATCHED_VERSION).then(|| {
+        let transactional_id = request.v3_and_below_transactional_id.as_str();
+        if !ctx.authorize(
+            AclOperation::Write,
+            ResourceType::TransactionalId,
+            transactional_id,
+        ) {
+            return Denied::TransactionalId;
+        }
+        Denied::Topics(
+            request
+                .v3_and_below_topics
+                .iter()
+                .map(|t| t.name.0.as_str())
+                .filter(|name| {
+                    crate::topics::is_internal(name)
+                        || !ctx.authorize(AclOperation::Write, ResourceType::Topic, name)
+                })
+                .map(str::to_string)
+                .collect(),
+        )
+    });
     Box::pin(async move {
         let mut response = AddPartitionsToTxnResponse::default();
         if version < BATCHED_VERSION {
             response.results_by_topic_v3_and_below = process(
                 &broker,
-                request.v3_and_below_transactional_id.as_str(),
-                request.v3_and_below_producer_id.0,
-                request.v3_and_below_producer_epoch,
+                denied.as_ref(),
+                Producer {
+                    transactional_id: request.v3_and_below_transactional_id.as_str(),
+                    producer_id: request.v3_and_below_producer_id.0,
+                    producer_epoch: request.v3_and_below_producer_epoch,
+                },
                 false,
                 &request.v3_and_below_topics,
                 version,
@@ -51,9 +86,12 @@ pub fn handle(ctx: &super::RequestContext, request: AddPartitionsToTxnRequest) -
             for txn in &request.transactions {
                 let topic_results = process(
                     &broker,
-                    txn.transactional_id.as_str(),
-                    txn.producer_id.0,
-                    txn.producer_epoch,
+                    None,
+                    Producer {
+                        transactional_id: txn.transactional_id.as_str(),
+                        producer_id: txn.producer_id.0,
+                        producer_epoch: txn.producer_epoch,
+                    },
                     txn.verify_only,
                     &txn.topics,
                     version,
@@ -74,13 +112,17 @@ pub fn handle(ctx: &super::RequestContext, request: AddPartitionsToTxnRequest) -
 /// and OPERATION_NOT_ATTEMPTED for the others (as Kafka), else the coordinator's answer.
 async fn process(
     broker: &Broker,
-    transactional_id: &str,
-    producer_id: i64,
-    producer_epoch: i16,
+    denied: Option<&Denied>,
+    producer: Producer<'_>,
     verify_only: bool,
     topics: &[AddPartitionsToTxnTopic],
     version: i16,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
+    let Producer {
+        transactional_id,
+        producer_id,
+        producer_epoch,
+    } = producer;
     let fenced_as_epoch = version < PRODUCER_FENCED_VERSION;
     let batched = version >= BATCHED_VERSION;
     // The batched form adds only for a partition leader serving a transaction protocol v2
@@ -90,13 +132,23 @@ async fn process(
     } else {
         0
     };
+    let code = |e: TxnError| errors::txn_error(&e, fenced_as_epoch).code();
+    if matches!(denied, Some(Denied::TransactionalId)) {
+        let refused = ResponseError::TransactionalIdAuthorizationFailed.code();
+        return results(topics, |_| refused);
+    }
     let mut partitions = Vec::new();
     let mut unknown = Vec::new();
+    let mut unauthorized = Vec::new();
     for topic in topics {
         let known = broker.topics.get(topic.name.0.as_str());
+        let refused =
+            matches!(denied, Some(Denied::Topics(names)) if names.contains(topic.name.0.as_str()));
         for p in &topic.partitions {
             let tp = (topic.name.0.to_string(), *p);
-            if known
+            if refused {
+                unauthorized.push(tp);
+            } else if known
                 .as_ref()
                 .is_some_and(|t| (0..t.partition_count).contains(p))
             {
@@ -106,13 +158,20 @@ async fn process(
             }
         }
     }
-    let outcomes: Vec<((String, i32), Option<TxnError>)> = if !unknown.is_empty() {
+    let outcomes: Vec<((String, i32), i16)> = if !unknown.is_empty() || !unauthorized.is_empty() {
+        // Any refused partition fails the whole transaction's request.
         let not_attempted = partitions
             .into_iter()
-            .map(|tp| (tp, Some(TxnError::OperationNotAttempted)));
-        unknown
+            .map(|tp| (tp, code(TxnError::OperationNotAttempted)));
+        let refused = ResponseError::TopicAuthorizationFailed.code();
+        unauthorized
             .into_iter()
-            .map(|tp| (tp, Some(TxnError::UnknownTopicOrPartition)))
+            .map(|tp| (tp, refused))
+            .chain(
+                unknown
+                    .into_iter()
+                    .map(|tp| (tp, code(TxnError::UnknownTopicOrPartition))),
+            )
             .chain(not_attempted)
             .collect()
     } else if verify_only {
@@ -123,7 +182,7 @@ async fn process(
                     .transactions
                     .verify_local_partition(transactional_id, producer_id, producer_epoch, &tp)
                     .err();
-                (tp, r)
+                (tp, r.map_or(errors::NONE, code))
             })
             .collect()
     } else {
@@ -138,9 +197,37 @@ async fn process(
             )
             .await
             .err();
+        let result = result.map_or(errors::NONE, code);
         partitions.into_iter().map(|tp| (tp, result)).collect()
     };
-    let outcome = |tp: &(String, i32)| outcomes.iter().find(|(p, _)| p == tp).and_then(|(_, e)| *e);
+    results(topics, |tp| {
+        outcomes
+            .iter()
+            .find(|(p, _)| p == tp)
+            .map_or(errors::NONE, |(_, e)| *e)
+    })
+}
+
+/// The transactional producer a request speaks for.
+struct Producer<'a> {
+    transactional_id: &'a str,
+    producer_id: i64,
+    producer_epoch: i16,
+}
+
+/// What the client form may not do.
+enum Denied {
+    /// No WRITE on the transactional id: every partition is refused.
+    TransactionalId,
+    /// The topics without WRITE (internal ones included).
+    Topics(std::collections::HashSet<String>),
+}
+
+/// The answer for `topics`, each partition with the code `code_of` gives it.
+fn results(
+    topics: &[AddPartitionsToTxnTopic],
+    code_of: impl Fn(&(String, i32)) -> i16,
+) -> Vec<AddPartitionsToTxnTopicResult> {
     topics
         .iter()
         .map(|topic| {
@@ -151,12 +238,9 @@ async fn process(
                         .partitions
                         .iter()
                         .map(|p| {
-                            let e = outcome(&(topic.name.0.to_string(), *p));
                             AddPartitionsToTxnPartitionResult::default()
                                 .with_partition_index(*p)
-                                .with_partition_error_code(e.map_or(errors::NONE, |e| {
-                                    errors::txn_error(&e, fenced_as_epoch).code()
-                                }))
+                                .with_partition_error_code(code_of(&(topic.name.0.to_string(), *p)))
                         })
                         .collect(),
                 )

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::broker_config::BrokerScope;
 use crate::errors;
@@ -22,6 +23,8 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 /// Kafka's `ConfigResource.Type` codes.
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
+/// Config resource type BROKER_LOGGER.
+pub(crate) const RESOURCE_BROKER_LOGGER: i8 = 8;
 
 /// What an alter request names: a topic, or one of this broker's dynamic layers.
 pub(crate) enum Target {
@@ -77,6 +80,7 @@ fn duplicated<'a>(ids: impl Iterator<Item = (i8, &'a str)> + Clone) -> HashSet<u
 /// `api`'s name. Returns each resource's error code and message, for the API's own
 /// response type.
 pub(crate) fn decide_each<'a, R>(
+    ctx: &super::RequestContext,
     api: &str,
     resources: &'a [R],
     id: impl Fn(&'a R) -> (i8, &'a str),
@@ -93,7 +97,9 @@ pub(crate) fn decide_each<'a, R>(
                     "Each resource must appear at most once.".to_string(),
                 ))
             } else {
-                decide(resource)
+                let (resource_type, name) = id(resource);
+                authorize_config(ctx, AclOperation::AlterConfigs, resource_type, name)
+                    .and_then(|()| decide(resource))
             };
             match outcome {
                 Ok(()) => (0, None),
@@ -104,6 +110,47 @@ pub(crate) fn decide_each<'a, R>(
             }
         })
         .collect()
+}
+
+/// Config resource type GROUP (KIP-848 group configs).
+const RESOURCE_GROUP: i8 = 32;
+
+/// Whether the sender may do `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config
+/// resource: a broker's or the broker loggers' configs are the cluster's, a topic's the
+/// topic's, a group's the group's (Kafka's `configsAuthorizationApiError` names the code).
+/// Other types are left to the handler, which refuses them.
+pub(crate) fn authorize_config(
+    ctx: &super::RequestContext,
+    operation: AclOperation,
+    resource_type: i8,
+    name: &str,
+) -> Result<(), Refusal> {
+    let (resource, name, error) = match resource_type {
+        RESOURCE_TOPIC => (
+            ResourceType::Topic,
+            name,
+            ResponseError::TopicAuthorizationFailed,
+        ),
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => (
+            ResourceType::Cluster,
+            crate::authorizer::CLUSTER_NAME,
+            ResponseError::ClusterAuthorizationFailed,
+        ),
+        RESOURCE_GROUP => (
+            ResourceType::Group,
+            name,
+            ResponseError::GroupAuthorizationFailed,
+        ),
+        _ => return Ok(()),
+    };
+    if ctx.authorize(operation, resource, name) {
+        Ok(())
+    } else {
+        Err((
+            error,
+            format!("{error:?}: not authorized to {operation:?} this resource"),
+        ))
+    }
 }
 
 /// Checks the configs of one resource before anything else (Kafka's `preprocess`): no name
@@ -154,6 +201,7 @@ pub(crate) fn alter(
 pub fn handle(ctx: &super::RequestContext, request: AlterConfigsRequest) -> AlterConfigsResponse {
     let broker = &ctx.broker;
     let outcomes = decide_each(
+        ctx,
         "AlterConfigs",
         &request.resources,
         |r| (r.resource_type, r.resource_name.as_str()),

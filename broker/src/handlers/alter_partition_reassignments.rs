@@ -13,6 +13,7 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
 use super::RequestContext;
+use crate::authorizer::AclOperation;
 use crate::errors;
 
 /// Versions served (Kafka 4.x serves 0-1; v1 adds `AllowReplicationFactorChange`, KIP-860).
@@ -25,6 +26,9 @@ pub fn handle(
 ) -> AlterPartitionReassignmentsResponse {
     let response = AlterPartitionReassignmentsResponse::default()
         .with_allow_replication_factor_change(request.allow_replication_factor_change);
+    if !ctx.authorize_cluster(AclOperation::Alter) {
+        return response.with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let Some(cluster) = ctx.broker.topics.cluster() else {
         return response.with_error_code(ResponseError::NotController.code());
     };

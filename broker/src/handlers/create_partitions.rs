@@ -7,6 +7,7 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::errors;
 
@@ -60,6 +61,13 @@ pub fn handle(
                 return result
                     .with_error_code(ResponseError::InvalidRequest.code())
                     .with_error_message(Some(StrBytes::from_static_str("duplicate topic in request")));
+            }
+            if !ctx.authorize(AclOperation::Alter, ResourceType::Topic, &t.name) {
+                return result
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "The topic authorization is failed.",
+                    )));
             }
             let assignment: Vec<Vec<i32>> = t
                 .assignments

@@ -8,10 +8,12 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::errors;
 use crate::topic_config::TopicConfig;
 use crate::topics::{NewTopic, TopicError};
+use kafka_protocol::ResponseError;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 7 };
@@ -114,6 +116,19 @@ fn requested_partitions(broker: &Broker, t: &CreatableTopic) -> u64 {
     u64::try_from(count).unwrap_or(0)
 }
 
+/// TOPIC_AUTHORIZATION_FAILED for a topic whose configs the sender may not see (the
+/// answer then leaves them out), else NONE.
+fn describe_configs_error(ctx: &super::RequestContext, topic: &str) -> i16 {
+    if ctx
+        .authorizer
+        .authorize_quietly(AclOperation::DescribeConfigs, ResourceType::Topic, topic)
+    {
+        errors::NONE
+    } else {
+        ResponseError::TopicAuthorizationFailed.code()
+    }
+}
+
 /// Answers a CreateTopics request.
 pub fn handle(ctx: &super::RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse {
     let (broker, version) = (&ctx.broker, ctx.api_version);
@@ -141,6 +156,10 @@ pub fn handle(ctx: &super::RequestContext, request: CreateTopicsRequest) -> Crea
         return CreateTopicsResponse::default().with_topics(topics);
     }
     let mut seen = std::collections::HashSet::new();
+    // CREATE on the cluster, or else on each topic.
+    let may_create_any = ctx
+        .authorizer
+        .authorize_cluster_quietly(AclOperation::Create);
     let topics = request
         .topics
         .iter()
@@ -153,7 +172,22 @@ pub fn handle(ctx: &super::RequestContext, request: CreateTopicsRequest) -> Crea
                         "duplicate topic in request",
                     )));
             }
+            if !may_create_any && !ctx.authorize(AclOperation::Create, ResourceType::Topic, &t.name)
+            {
+                return result
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(StrBytes::from_static_str("Authorization failed.")))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1)
+                    .with_topic_config_error_code(describe_configs_error(ctx, &t.name));
+            }
+            let config_error = describe_configs_error(ctx, &t.name);
             match create_one(broker, t, request.validate_only) {
+                Ok((id, partitions, factor, _)) if config_error != errors::NONE => result
+                    .with_topic_id(id)
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(factor)
+                    .with_topic_config_error_code(config_error),
                 Ok((id, partitions, factor, config)) => {
                     let configs = (version >= 5).then(|| {
                         config

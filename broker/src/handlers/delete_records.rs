@@ -19,6 +19,7 @@ use kafka_protocol::ResponseError;
 use logbook_replication::{Offset, Partition, TopicPartition};
 
 use super::{RequestContext, ResponseFuture};
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::errors;
 use crate::topics;
@@ -100,19 +101,29 @@ async fn wait_low_watermark(
 pub fn handle(ctx: &RequestContext, request: DeleteRecordsRequest) -> ResponseFuture {
     let broker = Arc::clone(&ctx.broker);
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms.max(0)).unwrap_or(0));
+    // DELETE on each topic, checked before its existence is revealed.
+    let may_delete: Vec<bool> = request
+        .topics
+        .iter()
+        .map(|t| ctx.authorize(AclOperation::Delete, ResourceType::Topic, &t.name))
+        .collect();
     Box::pin(async move {
         let deadline = tokio::time::Instant::now() + timeout;
         let work = tokio::task::spawn_blocking(move || {
             request
                 .topics
                 .into_iter()
-                .map(|t| {
+                .zip(may_delete)
+                .map(|(t, may_delete)| {
                     let partitions: Vec<_> = t
                         .partitions
                         .iter()
                         .map(|p| {
-                            let result =
-                                delete_one(&broker, t.name.as_str(), p.partition_index, p.offset);
+                            let result = if may_delete {
+                                delete_one(&broker, t.name.as_str(), p.partition_index, p.offset)
+                            } else {
+                                Err(ResponseError::TopicAuthorizationFailed)
+                            };
                             (p.partition_index, result)
                         })
                         .collect();

@@ -5,6 +5,7 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicN
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::errors;
 
@@ -30,16 +31,39 @@ fn delete_by_name(broker: &Broker, name: TopicName) -> DeletableTopicResult {
 /// Answers a DeleteTopics request.
 pub fn handle(ctx: &super::RequestContext, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let (broker, version) = (&ctx.broker, ctx.api_version);
+    // DELETE on the topic, checked before its existence is revealed.
+    let delete = |name: TopicName| {
+        if ctx.authorize(AclOperation::Delete, ResourceType::Topic, &name) {
+            delete_by_name(broker, name)
+        } else {
+            DeletableTopicResult::default()
+                .with_name(Some(name))
+                .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+        }
+    };
     let responses = if version >= 6 {
         request
             .topics
             .into_iter()
             .map(|t| match t.name {
-                Some(name) => delete_by_name(broker, name),
+                Some(name) => delete(name),
                 None => match broker.topics.get_by_id(&t.topic_id) {
+                    // Without DESCRIBE the name stays unsaid (the id is not secret).
+                    Some(topic)
+                        if !ctx.authorize(
+                            AclOperation::Describe,
+                            ResourceType::Topic,
+                            &topic.name,
+                        ) =>
+                    {
+                        DeletableTopicResult::default()
+                            .with_name(None)
+                            .with_topic_id(t.topic_id)
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    }
                     Some(topic) => {
                         let name = TopicName(StrBytes::from_string(topic.name.clone()));
-                        delete_by_name(broker, name)
+                        delete(name).with_topic_id(t.topic_id)
                     }
                     None => DeletableTopicResult::default()
                         .with_topic_id(t.topic_id)
@@ -48,11 +72,7 @@ pub fn handle(ctx: &super::RequestContext, request: DeleteTopicsRequest) -> Dele
             })
             .collect()
     } else {
-        request
-            .topic_names
-            .into_iter()
-            .map(|name| delete_by_name(broker, name))
-            .collect()
+        request.topic_names.into_iter().map(delete).collect()
     };
     DeleteTopicsResponse::default().with_responses(responses)
 }

@@ -11,6 +11,7 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
+use crate::authorizer::AclOperation;
 use crate::broker::Broker;
 use crate::broker_config::{broker_config_type, broker_definition, Synonym};
 use crate::config::SETTINGS;
@@ -157,7 +158,14 @@ pub fn handle(
         .iter()
         .map(|resource| {
             let name = resource.resource_name.as_str();
+            let authorized = super::alter_configs::authorize_config(
+                ctx,
+                AclOperation::DescribeConfigs,
+                resource.resource_type,
+                name,
+            );
             let entries = match resource.resource_type {
+                _ if authorized.is_err() => authorized.map(|()| Vec::new()),
                 RESOURCE_TOPIC => topic_configs(broker, name),
                 RESOURCE_BROKER => broker_configs(broker, name),
                 // No dynamic logger levels: an empty list, as for a broker with none set.

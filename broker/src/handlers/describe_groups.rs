@@ -5,8 +5,10 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::coordinator::group::GroupError;
 use crate::errors;
+use kafka_protocol::ResponseError;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
@@ -32,6 +34,11 @@ pub fn handle(
             let mut described = DescribedGroup::default().with_group_id(group_id.clone());
             if version >= 3 && request.include_authorized_operations {
                 described.authorized_operations = GROUP_AUTHORIZED_OPERATIONS;
+            }
+            if !ctx.authorize(AclOperation::Describe, ResourceType::Group, group_id) {
+                return described
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code())
+                    .with_authorized_operations(i32::MIN);
             }
             match broker.groups.describe_group(group_id.0.as_str()) {
                 Ok(d) => described

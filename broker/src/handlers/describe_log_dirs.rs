@@ -12,7 +12,9 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, 
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
 use super::RequestContext;
+use crate::authorizer::AclOperation;
 use crate::broker::Broker;
+use kafka_protocol::ResponseError;
 
 /// Versions served (Kafka 4.x serves 1-4).
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
@@ -66,6 +68,11 @@ fn describe_topic(
 /// `block_in_place`).
 pub fn handle(ctx: &RequestContext, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
     let broker = &ctx.broker;
+    if !ctx.authorize_cluster(AclOperation::Describe) {
+        // No log dirs; the code is carried from v3 on.
+        return DescribeLogDirsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let topics: Vec<DescribeLogDirsTopic> = match &request.topics {
         None => {
             let mut names: Vec<String> =

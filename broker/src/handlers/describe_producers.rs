@@ -13,6 +13,7 @@ use kafka_protocol::ResponseError;
 use logbook_replication::{ActiveProducer, TopicPartition};
 
 use super::RequestContext;
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::errors;
 
@@ -66,12 +67,19 @@ pub fn handle(
         .topics
         .into_iter()
         .map(|t| {
-            let known = broker.topics.get(t.name.as_str()).is_some();
+            // READ on the topic, checked before its existence is revealed.
+            let readable = ctx.authorize(AclOperation::Read, ResourceType::Topic, &t.name);
+            let known = readable && broker.topics.get(t.name.as_str()).is_some();
             let partitions = t
                 .partition_indexes
                 .iter()
                 .map(|&index| {
-                    if known {
+                    if !readable {
+                        error_response(
+                            PartitionResponse::default().with_partition_index(index),
+                            ResponseError::TopicAuthorizationFailed,
+                        )
+                    } else if known {
                         describe_partition(broker, t.name.as_str(), index)
                     } else {
                         error_response(

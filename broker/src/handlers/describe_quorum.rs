@@ -16,6 +16,7 @@ use kafka_protocol::ResponseError;
 use logbook_controller::quorum::{QuorumDescription, ReplicaProgress};
 
 use super::RequestContext;
+use crate::authorizer::AclOperation;
 use crate::errors;
 
 /// Versions served (Kafka 4.x serves 0-2).
@@ -30,6 +31,10 @@ const CONTROLLER_LISTENER: &str = "CONTROLLER";
 /// Answers a DescribeQuorum request.
 pub fn handle(ctx: &RequestContext, request: DescribeQuorumRequest) -> DescribeQuorumResponse {
     let version = ctx.api_version;
+    if !ctx.authorize_cluster(AclOperation::Describe) {
+        return DescribeQuorumResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let asks_metadata_log = request.topics.len() == 1
         && request.topics[0].topic_name.as_str() == METADATA_TOPIC
         && request.topics[0].partitions.len() == 1

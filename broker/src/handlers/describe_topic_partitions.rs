@@ -17,6 +17,7 @@ use kafka_protocol::ResponseError;
 
 use super::metadata::TOPIC_OPERATIONS_ALL;
 use super::RequestContext;
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::topics::{self, Topic};
 
@@ -133,6 +134,18 @@ pub fn handle(
                     .with_partition_index(0),
             );
             break;
+        }
+        // DESCRIBE on the topic, checked before its existence is revealed; with "all
+        // topics" the others are left out.
+        if !ctx.authorize(AclOperation::Describe, ResourceType::Topic, name) {
+            if !all {
+                response.topics.push(
+                    DescribeTopicPartitionsResponseTopic::default()
+                        .with_name(Some(topic_name(name)))
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+                );
+            }
+            continue;
         }
         let Some(topic) = broker.topics.get(name) else {
             if !all {

@@ -9,7 +9,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::errors;
+use kafka_protocol::ResponseError;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
@@ -25,6 +27,13 @@ pub fn handle(
         .iter()
         .map(|id| {
             let state = TransactionState::default().with_transactional_id(id.clone());
+            if !ctx.authorize(AclOperation::Describe, ResourceType::TransactionalId, id) {
+                return state
+                    .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1)
+                    .with_transaction_start_time_ms(-1);
+            }
             match ctx.broker.transactions.describe(id.as_str()) {
                 Err(e) => state
                     .with_error_code(errors::txn_error(&e, false).code())
@@ -45,6 +54,14 @@ pub fn handle(
                         .with_topics(
                             topics
                                 .into_iter()
+                                // Only the topics the sender may DESCRIBE.
+                                .filter(|(topic, _)| {
+                                    ctx.authorize(
+                                        AclOperation::Describe,
+                                        ResourceType::Topic,
+                                        topic,
+                                    )
+                                })
                                 .map(|(topic, partitions)| {
                                     TopicData::default()
                                         .with_topic(StrBytes::from_string(topic).into())

@@ -8,15 +8,16 @@
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
-use kafka_protocol::ResponseError;
 
 use logbook_controller::quorum::QuorumError;
 use logbook_metadata::Election;
 
 use super::RequestContext;
+use crate::authorizer::AclOperation;
 use crate::broker::Broker;
 use crate::cluster::ClusterContext;
 use crate::errors;
+use kafka_protocol::ResponseError;
 
 /// Versions served (Kafka 4.x serves 0-2).
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
@@ -62,6 +63,33 @@ fn result(partition: i32, (error, message): (ResponseError, String)) -> Partitio
         .with_error_message(Some(StrBytes::from_string(message)))
 }
 
+/// The answer refusing the whole request with `error`: at the top (v1+) and on every
+/// named partition.
+fn refused(request: &ElectLeadersRequest, error: ResponseError) -> ElectLeadersResponse {
+    let results = request
+        .topic_partitions
+        .iter()
+        .flatten()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    PartitionResult::default()
+                        .with_partition_id(*p)
+                        .with_error_code(error.code())
+                })
+                .collect();
+            ReplicaElectionResult::default()
+                .with_topic(t.topic.clone())
+                .with_partition_result(partitions)
+        })
+        .collect();
+    ElectLeadersResponse::default()
+        .with_error_code(error.code())
+        .with_replica_election_results(results)
+}
+
 /// Answers an ElectLeaders request: through the controller when this broker has one
 /// (every broker started by `server`), else as a lone replica (see [`elect`]).
 pub fn handle(ctx: &RequestContext, request: ElectLeadersRequest) -> ElectLeadersResponse {
@@ -69,6 +97,9 @@ pub fn handle(ctx: &RequestContext, request: ElectLeadersRequest) -> ElectLeader
     if ctx.api_version >= 1 && !ELECTION_TYPES.contains(&request.election_type) {
         return ElectLeadersResponse::default()
             .with_error_code(ResponseError::InvalidRequest.code());
+    }
+    if !ctx.authorize_cluster(AclOperation::Alter) {
+        return refused(&request, ResponseError::ClusterAuthorizationFailed);
     }
     if let Some(cluster) = broker.topics.cluster() {
         return through_controller(broker, cluster, &request);

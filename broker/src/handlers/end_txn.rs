@@ -15,10 +15,12 @@ use std::sync::Arc;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId, ResponseKind};
 use kafka_protocol::protocol::VersionRange;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::coordinator::transaction::metadata::{NO_PRODUCER_EPOCH, NO_PRODUCER_ID};
 use crate::coordinator::transaction::TransactionResult;
 use crate::errors;
 use crate::handlers::ResponseFuture;
+use kafka_protocol::ResponseError;
 
 /// Versions served (v5 only with `transaction.version` 2, see `handlers::supported_at`).
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
@@ -37,6 +39,17 @@ pub fn handle(ctx: &super::RequestContext, request: EndTxnRequest) -> ResponseFu
     } else {
         0
     };
+    if !ctx.authorize(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &request.transactional_id,
+    ) {
+        let response = EndTxnResponse::default()
+            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+            .with_producer_id(ProducerId(NO_PRODUCER_ID))
+            .with_producer_epoch(NO_PRODUCER_EPOCH);
+        return super::ready(ResponseKind::EndTxn(response));
+    }
     Box::pin(async move {
         let result = if request.committed {
             TransactionResult::Commit

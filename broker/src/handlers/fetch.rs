@@ -42,6 +42,7 @@ use logbook_protocol::{FileRecords, FileRegion};
 use logbook_replication::{AbortedTxn, FollowerFetch, Offset, Partition, TopicPartition};
 use tokio::sync::watch;
 
+use crate::authorizer::{AclOperation, RequestAuthorizer, ResourceType};
 use crate::broker::Broker;
 use crate::errors;
 use crate::fetch_session::{Answer, FetchContext, PartitionKey, FINAL_EPOCH, INVALID_SESSION_ID};
@@ -91,8 +92,9 @@ struct ResolvedTopic {
 pub fn handle(ctx: &super::RequestContext, request: FetchRequest) -> ResponseFuture {
     let (broker, version) = (&ctx.broker, ctx.api_version);
     let broker = Arc::clone(broker);
+    let authorizer = ctx.authorizer.clone();
     Box::pin(async move {
-        let (response, records) = fetch(&broker, request, version).await;
+        let (response, records) = fetch(&broker, &authorizer, request, version).await;
         Some(Response {
             body: ResponseKind::Fetch(response),
             records,
@@ -100,7 +102,14 @@ pub fn handle(ctx: &super::RequestContext, request: FetchRequest) -> ResponseFut
     })
 }
 
-fn resolve(broker: &Broker, request: FetchRequest, version: i16) -> Vec<ResolvedTopic> {
+/// Resolves the requested topics, each only if the sender may read it (Kafka's order: a
+/// name is checked before its existence is revealed, an id is resolved first).
+fn resolve(
+    broker: &Broker,
+    may_read: impl Fn(&str) -> bool,
+    request: FetchRequest,
+    version: i16,
+) -> Vec<ResolvedTopic> {
     request
         .topics
         .into_iter()
@@ -110,6 +119,15 @@ fn resolve(broker: &Broker, request: FetchRequest, version: i16) -> Vec<Resolved
                     .topics
                     .get_by_id(&t.topic_id)
                     .ok_or(ResponseError::UnknownTopicId)
+                    .and_then(|topic| {
+                        if may_read(&topic.name) {
+                            Ok(topic)
+                        } else {
+                            Err(ResponseError::TopicAuthorizationFailed)
+                        }
+                    })
+            } else if !may_read(t.topic.as_str()) {
+                Err(ResponseError::TopicAuthorizationFailed)
             } else {
                 broker
                     .topics
@@ -338,6 +356,7 @@ fn subscribe(topics: &[ResolvedTopic], follower: bool) -> Vec<watch::Receiver<Of
 
 async fn fetch(
     broker: &Broker,
+    authorizer: &RequestAuthorizer,
     request: FetchRequest,
     version: i16,
 ) -> (FetchResponse, FileRecords) {
@@ -379,7 +398,18 @@ async fn fetch(
         }
         FetchContext::Sessionless | FetchContext::Full => {}
     }
-    let topics = resolve(broker, request, version);
+    // A follower's fetch needs CLUSTER_ACTION (then every topic); a consumer's, READ on
+    // each topic.
+    let cluster_action =
+        follower.is_some() && authorizer.authorize_cluster(AclOperation::ClusterAction);
+    let may_read = |name: &str| {
+        if follower.is_some() {
+            cluster_action
+        } else {
+            authorizer.authorize(AclOperation::Read, ResourceType::Topic, name)
+        }
+    };
+    let topics = resolve(broker, may_read, request, version);
     let deadline = tokio::time::Instant::now() + max_wait;
     let respond = |mut pass: Pass| {
         for (topic, bytes, offsets) in &pass.delivered {

@@ -9,6 +9,7 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinator
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 
 /// Versions served.
@@ -21,11 +22,20 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 
 /// The coordinator of one key: (node id, host, port) or the error.
 fn coordinator_of(
-    broker: &Broker,
+    ctx: &super::RequestContext,
     key: &str,
     key_type: i8,
 ) -> Result<(i32, String, i32), ResponseError> {
+    let broker: &Broker = &ctx.broker;
     match key_type {
+        KEY_TYPE_GROUP if !ctx.authorize(AclOperation::Describe, ResourceType::Group, key) => {
+            Err(ResponseError::GroupAuthorizationFailed)
+        }
+        KEY_TYPE_TRANSACTION
+            if !ctx.authorize(AclOperation::Describe, ResourceType::TransactionalId, key) =>
+        {
+            Err(ResponseError::TransactionalIdAuthorizationFailed)
+        }
         KEY_TYPE_GROUP => {
             // The leader of the group's __consumer_offsets partition; on a single node every
             // partition is led by this broker. Like Kafka, the first lookup creates the
@@ -94,7 +104,7 @@ pub fn handle(
     ctx: &super::RequestContext,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let (broker, version) = (&ctx.broker, ctx.api_version);
+    let version = ctx.api_version;
     let mut response = FindCoordinatorResponse::default();
     if version >= BATCHED_VERSION {
         response.error_message = None;
@@ -102,7 +112,7 @@ pub fn handle(
             .coordinator_keys
             .iter()
             .map(
-                |key| match coordinator_of(broker, key.as_str(), request.key_type) {
+                |key| match coordinator_of(ctx, key.as_str(), request.key_type) {
                     Ok((node_id, host, port)) => Coordinator::default()
                         .with_key(key.clone())
                         .with_node_id(BrokerId(node_id))
@@ -122,7 +132,7 @@ pub fn handle(
     }
     // Kafka sends `Errors.message()`, which is "NONE" on success.
     let error_message = |m: String| (version >= 1).then(|| StrBytes::from_string(m));
-    match coordinator_of(broker, request.key.as_str(), request.key_type) {
+    match coordinator_of(ctx, request.key.as_str(), request.key_type) {
         Ok((node_id, host, port)) => {
             response.node_id = BrokerId(node_id);
             response.host = StrBytes::from_string(host);

@@ -4,7 +4,9 @@
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::errors;
+use kafka_protocol::ResponseError;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
@@ -13,6 +15,10 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 #[must_use]
 pub fn handle(ctx: &super::RequestContext, request: HeartbeatRequest) -> HeartbeatResponse {
     let broker = &ctx.broker;
+    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &request.group_id) {
+        return HeartbeatResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let result = broker.groups.heartbeat(
         request.group_id.0.as_str(),
         request.member_id.as_str(),

@@ -22,6 +22,7 @@ pub fn handle(
 ) -> IncrementalAlterConfigsResponse {
     let broker = &ctx.broker;
     let outcomes = decide_each(
+        ctx,
         "IncrementalAlterConfigs",
         &request.resources,
         |r| (r.resource_type, r.resource_name.as_str()),

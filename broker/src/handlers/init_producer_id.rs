@@ -10,8 +10,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::VersionRange;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::errors;
 use crate::handlers::{ready, ResponseFuture};
+use kafka_protocol::ResponseError;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
@@ -29,6 +31,29 @@ pub fn handle(ctx: &super::RequestContext, request: InitProducerIdRequest) -> Re
     let expected = (request.producer_id.0 >= 0 && request.producer_epoch >= 0)
         .then_some((request.producer_id.0, request.producer_epoch));
     let fenced_as_epoch = ctx.api_version < PRODUCER_FENCED_VERSION;
+    // A transactional producer needs WRITE on its id; an idempotent one IDEMPOTENT_WRITE on
+    // the cluster or WRITE on some topic.
+    let refused = match &request.transactional_id {
+        Some(id) if !ctx.authorize(AclOperation::Write, ResourceType::TransactionalId, id) => {
+            Some(ResponseError::TransactionalIdAuthorizationFailed)
+        }
+        Some(_) => None,
+        None if !ctx
+            .authorizer
+            .authorize_cluster_quietly(AclOperation::IdempotentWrite)
+            && !ctx
+                .authorizer
+                .authorize_any(AclOperation::Write, ResourceType::Topic) =>
+        {
+            Some(ResponseError::ClusterAuthorizationFailed)
+        }
+        None => None,
+    };
+    if let Some(error) = refused {
+        return super::ready(ResponseKind::InitProducerId(
+            response.with_error_code(error.code()),
+        ));
+    }
     if let Some(transactional_id) = request.transactional_id {
         let transactions = std::sync::Arc::clone(&broker.transactions);
         return Box::pin(async move {

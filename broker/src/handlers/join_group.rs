@@ -8,9 +8,11 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, ResponseKind};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::coordinator::group::{GroupError, JoinRequest, JoinResult};
 use crate::errors;
 use crate::handlers::ResponseFuture;
+use kafka_protocol::ResponseError;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };
@@ -59,6 +61,15 @@ fn response(result: JoinResult, version: i16) -> JoinGroupResponse {
 /// Parks the join in the coordinator and returns the future of its answer.
 pub fn handle(ctx: &super::RequestContext, request: JoinGroupRequest) -> ResponseFuture {
     let (broker, version) = (&ctx.broker, ctx.api_version);
+    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &request.group_id) {
+        // Kafka's error answer: no member id, generation -1.
+        let mut refused = response(
+            JoinResult::error("", GroupError::CoordinatorNotAvailable),
+            version,
+        );
+        refused.error_code = ResponseError::GroupAuthorizationFailed.code();
+        return super::ready(ResponseKind::JoinGroup(refused));
+    }
     let rebalance_timeout_ms = if version >= 1 {
         request.rebalance_timeout_ms
     } else {

@@ -5,7 +5,9 @@ use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::errors;
+use kafka_protocol::ResponseError;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
@@ -17,6 +19,10 @@ const BATCH_VERSION: i16 = 3;
 #[must_use]
 pub fn handle(ctx: &super::RequestContext, request: LeaveGroupRequest) -> LeaveGroupResponse {
     let (broker, version) = (&ctx.broker, ctx.api_version);
+    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &request.group_id) {
+        return LeaveGroupResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let members: Vec<(String, Option<String>)> = if version >= BATCH_VERSION {
         request
             .members

@@ -2,6 +2,7 @@
 //! hold offsets; filtered by state (v4+, case-insensitive) and type (v5+: all our groups are
 //! "classic").
 
+use crate::authorizer::{AclOperation, ResourceType};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
@@ -29,10 +30,18 @@ pub fn handle(ctx: &super::RequestContext, request: ListGroupsRequest) -> ListGr
         .iter()
         .map(ToString::to_string)
         .collect();
+    // DESCRIBE on the cluster lists every group; without it, the groups the sender may
+    // DESCRIBE.
+    let all_groups = ctx
+        .authorizer
+        .authorize_cluster_quietly(AclOperation::Describe);
     let groups = broker
         .groups
         .list_groups(&states)
         .into_iter()
+        .filter(|g| {
+            all_groups || ctx.authorize(AclOperation::Describe, ResourceType::Group, &g.group_id)
+        })
         .map(|g| {
             let mut listed = ListedGroup::default()
                 .with_group_id(StrBytes::from_string(g.group_id).into())

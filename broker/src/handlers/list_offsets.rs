@@ -20,6 +20,7 @@ use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
 use logbook_replication::{Partition, TopicPartition};
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::errors;
 
 /// Versions served.
@@ -171,7 +172,15 @@ pub fn handle(ctx: &super::RequestContext, request: ListOffsetsRequest) -> ListO
         .topics
         .into_iter()
         .map(|t| {
-            let topic = broker.topics.get(t.name.as_str());
+            // DESCRIBE on the topic, checked before its existence is revealed.
+            let topic = if ctx.authorize(AclOperation::Describe, ResourceType::Topic, &t.name) {
+                broker
+                    .topics
+                    .get(t.name.as_str())
+                    .ok_or(ResponseError::UnknownTopicOrPartition)
+            } else {
+                Err(ResponseError::TopicAuthorizationFailed)
+            };
             let partitions = t
                 .partitions
                 .iter()
@@ -179,7 +188,7 @@ pub fn handle(ctx: &super::RequestContext, request: ListOffsetsRequest) -> ListO
                     let response = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
                     let partition = match &topic {
-                        Some(topic) => broker
+                        Ok(topic) => broker
                             .replicas
                             .get_partition_or_error(
                                 &TopicPartition {
@@ -189,7 +198,7 @@ pub fn handle(ctx: &super::RequestContext, request: ListOffsetsRequest) -> ListO
                                 p.current_leader_epoch,
                             )
                             .map_err(|e| errors::replication_error(&e)),
-                        None => Err(ResponseError::UnknownTopicOrPartition),
+                        Err(e) => Err(*e),
                     };
                     let partition = match partition {
                         Ok(partition) => partition,

@@ -13,6 +13,7 @@ use kafka_protocol::ResponseError;
 use logbook_metadata::{MetadataImage, PartitionRegistration};
 
 use super::RequestContext;
+use crate::authorizer::AclOperation;
 
 /// Versions served (Kafka 4.x serves 0).
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
@@ -55,6 +56,10 @@ pub fn handle(
     ctx: &RequestContext,
     request: ListPartitionReassignmentsRequest,
 ) -> ListPartitionReassignmentsResponse {
+    if !ctx.authorize_cluster(AclOperation::Describe) {
+        return ListPartitionReassignmentsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let Some(cluster) = ctx.broker.topics.cluster() else {
         return ListPartitionReassignmentsResponse::default()
             .with_error_code(ResponseError::NotController.code());

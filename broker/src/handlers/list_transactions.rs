@@ -9,6 +9,7 @@
 //! [`PATTERN_SIZE_MAX`] are answered INVALID_REGULAR_EXPRESSION. Matching is linear in the id,
 //! whatever the pattern. An empty or null pattern lists all.
 
+use crate::authorizer::{AclOperation, ResourceType};
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
@@ -93,6 +94,14 @@ pub fn handle(
                 pattern
                     .as_ref()
                     .is_none_or(|p| p.matches(&m.transactional_id))
+            })
+            // Only the transactional ids the sender may DESCRIBE.
+            .filter(|m| {
+                ctx.authorize(
+                    AclOperation::Describe,
+                    ResourceType::TransactionalId,
+                    &m.transactional_id,
+                )
             })
             .map(|m| {
                 TransactionState::default()

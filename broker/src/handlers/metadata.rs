@@ -9,6 +9,7 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::errors;
 use crate::topics::{self, Topic, TopicError};
@@ -207,11 +208,27 @@ pub fn handle(ctx: &super::RequestContext, request: MetadataRequest) -> Metadata
         } else {
             OPERATIONS_NOT_REQUESTED
         };
+    let may_describe =
+        |name: &str| ctx.authorize(AclOperation::Describe, ResourceType::Topic, name);
+    let may_create_any = auto_create
+        && ctx
+            .authorizer
+            .authorize_cluster_quietly(AclOperation::Create);
+    // A topic asked for by id: ids are not secret, so an unauthorized one is named as such.
+    let by_id = |id: uuid::Uuid| match broker.topics.get_by_id(&id) {
+        Some(topic) if may_describe(&topic.name) => {
+            describe_topic(broker, &topic, topic_operations)
+        }
+        Some(_) => failed_topic(None, id, ResponseError::TopicAuthorizationFailed),
+        None => failed_topic(None, id, ResponseError::UnknownTopicId),
+    };
     let topics = if all_topics {
+        // Every topic the sender may DESCRIBE; the others are left out without a word.
         broker
             .topics
             .all()
             .iter()
+            .filter(|t| ctx.authorize(AclOperation::Describe, ResourceType::Topic, &t.name))
             .map(|t| describe_topic(broker, t, topic_operations))
             .collect()
     } else {
@@ -221,14 +238,27 @@ pub fn handle(ctx: &super::RequestContext, request: MetadataRequest) -> Metadata
             .into_iter()
             .map(|wanted| match wanted.name {
                 // Clients that ask by id (v10+) may still send an empty name, not null.
-                Some(_) if !wanted.topic_id.is_nil() => match broker.topics.get_by_id(&wanted.topic_id) {
-                    Some(topic) => describe_topic(broker, &topic, topic_operations),
-                    None => failed_topic(None, wanted.topic_id, ResponseError::UnknownTopicId),
-                },
+                Some(_) if !wanted.topic_id.is_nil() => by_id(wanted.topic_id),
+                Some(name) if !may_describe(name.as_str()) => {
+                    // Existence is not revealed, so no topic id either.
+                    failed_topic(Some(name), uuid::Uuid::nil(), ResponseError::TopicAuthorizationFailed)
+                }
                 Some(name) if topics::is_internal(name.as_str()) => {
                     internal_topic(broker, name, auto_create, topic_operations)
                 }
                 Some(name) => {
+                    // Creating a missing topic needs CREATE on the cluster or on the topic.
+                    let may_create = || {
+                        may_create_any
+                            || ctx.authorize(AclOperation::Create, ResourceType::Topic, name.as_str())
+                    };
+                    if auto_create && broker.topics.get(name.as_str()).is_none() && !may_create() {
+                        return failed_topic(
+                            Some(name),
+                            uuid::Uuid::nil(),
+                            ResponseError::TopicAuthorizationFailed,
+                        );
+                    }
                     let result = tokio::task::block_in_place(|| {
                         broker
                             .topics
@@ -244,10 +274,7 @@ pub fn handle(ctx: &super::RequestContext, request: MetadataRequest) -> Metadata
                         }
                     }
                 }
-                None => match broker.topics.get_by_id(&wanted.topic_id) {
-                    Some(topic) => describe_topic(broker, &topic, topic_operations),
-                    None => failed_topic(None, wanted.topic_id, ResponseError::UnknownTopicId),
-                },
+                None => by_id(wanted.topic_id),
             })
             .collect()
     };

@@ -21,6 +21,7 @@ use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use logbook_protocol::FileRecords;
 
+use crate::authorizer::{AclOperation, KafkaPrincipal, RequestAuthorizer, ResourceType};
 use crate::broker::Broker;
 
 pub mod add_offsets_to_txn;
@@ -64,10 +65,6 @@ pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
 
-/// The principal every connection has until authentication exists (Kafka's
-/// `KafkaPrincipal.ANONYMOUS`).
-pub const ANONYMOUS_PRINCIPAL: &str = "User:ANONYMOUS";
-
 /// The name of the one listener, as Kafka names a plaintext listener by default.
 pub const PLAINTEXT_LISTENER: &str = "PLAINTEXT";
 
@@ -80,8 +77,9 @@ pub struct RequestContext {
     pub broker: Arc<Broker>,
     /// The client's socket address.
     pub client_address: SocketAddr,
-    /// The authenticated principal ([`ANONYMOUS_PRINCIPAL`] until SASL/TLS exist).
-    pub principal: &'static str,
+    /// The broker's authorizer with this request's principal (`User:ANONYMOUS` until
+    /// SASL/TLS exist).
+    pub authorizer: RequestAuthorizer,
     /// The listener the connection came in on.
     pub listener_name: &'static str,
     /// The request's API.
@@ -108,10 +106,17 @@ impl RequestContext {
         correlation_id: i32,
         client_id: Option<StrBytes>,
     ) -> Self {
+        let authorizer = RequestAuthorizer::new(
+            Arc::clone(&broker.authorizer),
+            anonymous(),
+            client_address,
+            PLAINTEXT_LISTENER,
+            api_key,
+        );
         Self {
             broker,
             client_address,
-            principal: ANONYMOUS_PRINCIPAL,
+            authorizer,
             listener_name: PLAINTEXT_LISTENER,
             api_key,
             api_version,
@@ -134,11 +139,37 @@ impl RequestContext {
         self.close_connection.store(true, Ordering::Relaxed);
     }
 
+    /// Whether the request's principal may do `operation` on `resource_type`/`name`: the
+    /// one door to the broker's [`Authorizer`](crate::authorizer::Authorizer), asked at
+    /// each point where Kafka's `KafkaApis` asks (see `authorizer::REQUIRED_CHECKS`).
+    #[must_use]
+    pub fn authorize(
+        &self,
+        operation: AclOperation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        self.authorizer.authorize(operation, resource_type, name)
+    }
+
+    /// [`Self::authorize`] on the cluster resource.
+    #[must_use]
+    pub fn authorize_cluster(&self, operation: AclOperation) -> bool {
+        self.authorizer.authorize_cluster(operation)
+    }
+
     /// Whether a handler asked for the connection to close.
     #[must_use]
     pub fn closes_connection(&self) -> bool {
         self.close_connection.load(Ordering::Relaxed)
     }
+}
+
+/// The principal of every connection until authentication exists, shared.
+fn anonymous() -> Arc<KafkaPrincipal> {
+    static ANONYMOUS: std::sync::LazyLock<Arc<KafkaPrincipal>> =
+        std::sync::LazyLock::new(|| Arc::new(KafkaPrincipal::anonymous()));
+    Arc::clone(&ANONYMOUS)
 }
 
 /// A response body, with the record sets it sends straight from segment files (Fetch).

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse, Respon
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::coordinator::group::CommitPartition;
 use crate::errors;
 use crate::handlers::ResponseFuture;
@@ -18,16 +19,52 @@ use crate::handlers::ResponseFuture;
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 9 };
 
 /// Commits what can be committed now and returns the future of the answer.
+/// The answer that gives every requested partition `error`.
+fn every_partition(request: &OffsetCommitRequest, error: ResponseError) -> OffsetCommitResponse {
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(error.code())
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// Answers OffsetCommit once the commit is durable.
 pub fn handle(ctx: &super::RequestContext, request: OffsetCommitRequest) -> ResponseFuture {
     let (broker, version) = (&ctx.broker, ctx.api_version);
+    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &request.group_id) {
+        return super::ready(ResponseKind::OffsetCommit(every_partition(
+            &request,
+            ResponseError::GroupAuthorizationFailed,
+        )));
+    }
     // Per partition in request order: Some(error) decided here, or None = handed to the group.
     let mut decided: Vec<Vec<Option<ResponseError>>> = Vec::with_capacity(request.topics.len());
     let mut commits = Vec::new();
     for topic in &request.topics {
         let name = topic.name.0.as_str();
+        // READ on the topic, checked before its existence is revealed.
+        let may_read = ctx.authorize(AclOperation::Read, ResourceType::Topic, name);
         let known = broker.topics.get(name);
         let mut row = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
+            if !may_read {
+                row.push(Some(ResponseError::TopicAuthorizationFailed));
+                continue;
+            }
             let exists = known
                 .as_ref()
                 .is_some_and(|t| (0..t.partition_count).contains(&p.partition_index));

@@ -8,6 +8,7 @@ use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::errors;
 
 /// Versions served.
@@ -17,8 +18,17 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 #[must_use]
 pub fn handle(ctx: &super::RequestContext, request: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let broker = &ctx.broker;
+    if !ctx.authorize(AclOperation::Delete, ResourceType::Group, &request.group_id) {
+        return OffsetDeleteResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
+    // READ on each topic, checked before its existence is revealed.
+    let may_read = |topic: &str| ctx.authorize(AclOperation::Read, ResourceType::Topic, topic);
     let mut known = Vec::new();
     for topic in &request.topics {
+        if !may_read(&topic.name) {
+            continue;
+        }
         let t = broker.topics.get(topic.name.0.as_str());
         for p in &topic.partitions {
             let exists = t
@@ -43,7 +53,8 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetDeleteRequest) -> Offs
         .topics
         .iter()
         .map(|topic| {
-            let t = broker.topics.get(topic.name.0.as_str());
+            let may = may_read(&topic.name);
+            let t = broker.topics.get(topic.name.0.as_str()).filter(|_| may);
             OffsetDeleteResponseTopic::default()
                 .with_name(topic.name.clone())
                 .with_partitions(
@@ -58,6 +69,8 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetDeleteRequest) -> Offs
                             });
                             let code = if exists {
                                 errors::group_code(results.next().flatten())
+                            } else if !may {
+                                ResponseError::TopicAuthorizationFailed.code()
                             } else {
                                 ResponseError::UnknownTopicOrPartition.code()
                             };

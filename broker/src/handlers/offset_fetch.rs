@@ -11,6 +11,7 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::group::offsets::OffsetAndMetadata;
 use crate::coordinator::group::FetchedTopic;
@@ -28,16 +29,36 @@ const NO_OFFSET: i64 = -1;
 /// transactional commit of it is pending.
 type Fetched = (String, Vec<(i32, Result<Option<OffsetAndMetadata>, i16>)>);
 
+/// The group's committed offsets for `topics` (all if `None`), as far as the sender may
+/// see them: DESCRIBE on the group, and on each topic (a topic asked for without it
+/// answers TOPIC_AUTHORIZATION_FAILED; one found by "all topics" is left out).
 fn fetch(
-    broker: &Broker,
+    ctx: &super::RequestContext,
     group_id: &str,
     topics: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
 ) -> Result<Vec<Fetched>, i16> {
-    let fetched: Vec<FetchedTopic> = broker
+    let broker: &Broker = &ctx.broker;
+    if !ctx.authorize(AclOperation::Describe, ResourceType::Group, group_id) {
+        return Err(ResponseError::GroupAuthorizationFailed.code());
+    }
+    let may_describe =
+        |topic: &str| ctx.authorize(AclOperation::Describe, ResourceType::Topic, topic);
+    let (topics, unauthorized): (Option<Vec<_>>, Vec<_>) = match topics {
+        None => (None, Vec::new()),
+        Some(topics) => {
+            let (allowed, denied) = topics.into_iter().partition(|(t, _)| may_describe(t));
+            (Some(allowed), denied)
+        }
+    };
+    let all_topics = topics.is_none();
+    let mut fetched: Vec<FetchedTopic> = broker
         .groups
         .fetch_offsets(group_id, topics.as_deref())
         .map_err(|e| crate::errors::group_error(&e).code())?;
+    if all_topics {
+        fetched.retain(|(topic, _)| may_describe(topic));
+    }
     let unstable = if require_stable {
         broker.groups.pending_txn_partitions(group_id)
     } else {
@@ -58,6 +79,13 @@ fn fetch(
                 .collect();
             (topic, partitions)
         })
+        .chain(unauthorized.into_iter().map(|(topic, partitions)| {
+            let denied = ResponseError::TopicAuthorizationFailed.code();
+            (
+                topic,
+                partitions.into_iter().map(|p| (p, Err(denied))).collect(),
+            )
+        }))
         .collect())
 }
 
@@ -72,7 +100,7 @@ fn split(committed: Result<Option<OffsetAndMetadata>, i16>) -> (Option<OffsetAnd
 /// Answers OffsetFetch.
 #[must_use]
 pub fn handle(ctx: &super::RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse {
-    let (broker, version) = (&ctx.broker, ctx.api_version);
+    let version = ctx.api_version;
     let epoch = |e: i32| if version >= 5 { e } else { -1 };
     if version >= GROUPS_VERSION {
         let groups = request
@@ -84,15 +112,11 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetFetchRequest) -> Offse
                         .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
                         .collect()
                 });
-                let (fetched, error_code) = match fetch(
-                    broker,
-                    g.group_id.0.as_str(),
-                    topics,
-                    request.require_stable,
-                ) {
-                    Ok(fetched) => (fetched, 0),
-                    Err(code) => (Vec::new(), code),
-                };
+                let (fetched, error_code) =
+                    match fetch(ctx, g.group_id.0.as_str(), topics, request.require_stable) {
+                        Ok(fetched) => (fetched, 0),
+                        Err(code) => (Vec::new(), code),
+                    };
                 OffsetFetchResponseGroup::default()
                     .with_group_id(g.group_id.clone())
                     .with_error_code(error_code)
@@ -135,7 +159,7 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetFetchRequest) -> Offse
             .collect()
     });
     let (fetched, error_code) = match fetch(
-        broker,
+        ctx,
         request.group_id.0.as_str(),
         topics,
         request.require_stable,

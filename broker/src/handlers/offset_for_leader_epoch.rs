@@ -16,7 +16,9 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 use kafka_protocol::protocol::VersionRange;
 use logbook_replication::TopicPartition;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::errors;
+use kafka_protocol::ResponseError;
 
 /// Versions served: Kafka 4.x serves 2–4 (v0 and v1 were removed by KIP-896).
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 4 };
@@ -32,10 +34,16 @@ pub fn handle(
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let broker = &ctx.broker;
+    // Followers hold CLUSTER_ACTION; consumers (KIP-320) need DESCRIBE on each topic.
+    let cluster_action = ctx
+        .authorizer
+        .authorize_cluster_quietly(AclOperation::ClusterAction);
     let topics = request
         .topics
         .into_iter()
         .map(|t| {
+            let authorized = cluster_action
+                || ctx.authorize(AclOperation::Describe, ResourceType::Topic, &t.topic);
             let partitions = t
                 .partitions
                 .iter()
@@ -44,6 +52,10 @@ pub fn handle(
                         .with_partition(p.partition)
                         .with_leader_epoch(UNDEFINED)
                         .with_end_offset(UNDEFINED_OFFSET);
+                    if !authorized {
+                        return response
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code());
+                    }
                     let topic_partition = TopicPartition {
                         topic: t.topic.to_string(),
                         partition: p.partition,

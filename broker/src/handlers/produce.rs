@@ -37,6 +37,7 @@ use logbook_storage::log_validator::{self, AppendOrigin, ValidatedBatches, Valid
 use logbook_storage::record_batch::RecordBatchHeader;
 use logbook_storage::ValidationError;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::errors;
 use crate::handlers::ResponseFuture;
@@ -306,12 +307,23 @@ fn append_partition(
     }
 }
 
+/// The topic the client may write to: WRITE on it is checked before anything reveals
+/// whether it exists or creates it (Kafka's `filterByAuthorized` comes first), except that
+/// a topic id must first be resolved to the name the ACLs use.
 fn resolve_topic(
-    broker: &Broker,
+    ctx: &super::RequestContext,
     data: &TopicProduceData,
     version: i16,
 ) -> Result<Arc<Topic>, ResponseError> {
+    let broker = &ctx.broker;
+    let may_write = |name: &str| ctx.authorize(AclOperation::Write, ResourceType::Topic, name);
+    if version < TOPIC_ID_VERSION && !may_write(data.name.as_str()) {
+        return Err(ResponseError::TopicAuthorizationFailed);
+    }
     let topic = resolve_any_topic(broker, data, version)?;
+    if version >= TOPIC_ID_VERSION && !may_write(&topic.name) {
+        return Err(ResponseError::TopicAuthorizationFailed);
+    }
     // Internal topics belong to the coordinators; Kafka refuses client appends to them.
     if crate::topics::is_internal(&topic.name) {
         return Err(ResponseError::InvalidTopicException);
@@ -352,11 +364,24 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let mut topic_names = Vec::with_capacity(request.topic_data.len());
     let mut waits = Vec::new();
+    // A transactional produce needs WRITE on its transactional id; without it every
+    // partition is refused (Kafka answers the whole request with the error).
+    let may_use_transactional_id = request.transactional_id.as_ref().is_none_or(|id| {
+        ctx.authorize(
+            AclOperation::Write,
+            ResourceType::TransactionalId,
+            id.as_str(),
+        )
+    });
     for (topic_index, data) in request.topic_data.iter().enumerate() {
         let mut topic_response = TopicProduceResponse::default()
             .with_name(data.name.clone())
             .with_topic_id(data.topic_id);
-        let resolved = resolve_topic(broker, data, version);
+        let resolved = if may_use_transactional_id {
+            resolve_topic(ctx, data, version)
+        } else {
+            Err(ResponseError::TransactionalIdAuthorizationFailed)
+        };
         topic_names.push(resolved.as_ref().ok().map(|t| t.name.clone()));
         let partitions = match (acks, resolved) {
             (-1..=1, Ok(topic)) => data

@@ -6,9 +6,11 @@ use std::time::Duration;
 use kafka_protocol::messages::{ResponseKind, SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::coordinator::group::{GroupError, SyncResult};
 use crate::errors;
 use crate::handlers::ResponseFuture;
+use kafka_protocol::ResponseError;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
@@ -20,6 +22,11 @@ const SYNC_WAIT_MAX: Duration = Duration::from_secs(10 * 60);
 /// Hands the request to the coordinator and returns the future of its answer.
 pub fn handle(ctx: &super::RequestContext, request: SyncGroupRequest) -> ResponseFuture {
     let (broker, version) = (&ctx.broker, ctx.api_version);
+    if !ctx.authorize(AclOperation::Read, ResourceType::Group, &request.group_id) {
+        let response = SyncGroupResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+        return super::ready(ResponseKind::SyncGroup(response));
+    }
     let assignments = request
         .assignments
         .iter()

@@ -26,6 +26,14 @@ use crate::topic_config::BrokerDefaults;
 use crate::topics::Topics;
 
 fn broker(dir: &std::path::Path) -> Arc<Broker> {
+    broker_with(dir, Arc::new(crate::authorizer::AllowEveryone))
+}
+
+/// A broker whose requests are decided by `authorizer`.
+fn broker_with(
+    dir: &std::path::Path,
+    authorizer: Arc<dyn crate::authorizer::Authorizer>,
+) -> Arc<Broker> {
     let config = Config::parse_from(["logbook", "--data-dir", dir.to_str().expect("utf-8 path")]);
     let replicas = Arc::new(logbook_replication::ReplicaManager::new(
         dir,
@@ -65,6 +73,7 @@ fn broker(dir: &std::path::Path) -> Arc<Broker> {
         groups,
         transactions,
         advertised_host: "127.0.0.1".into(),
+        authorizer,
         advertised_port: 9092,
     })
 }
@@ -636,6 +645,7 @@ fn api_versions_finalizes_transaction_version() {
     );
 }
 
+mod authorization;
 mod produce_verification;
 mod replication;
 mod transactions;

@@ -27,10 +27,12 @@ use kafka_protocol::messages::{ResponseKind, TxnOffsetCommitRequest, TxnOffsetCo
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
+use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::coordinator::group::CommitPartition;
 use crate::errors;
 use crate::handlers::ResponseFuture;
+use std::collections::HashSet;
 
 /// Versions served (v5 only with `transaction.version` 2, see `handlers::supported_at`).
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
@@ -39,8 +41,32 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 /// future of the answer.
 pub fn handle(ctx: &super::RequestContext, request: TxnOffsetCommitRequest) -> ResponseFuture {
     let version = ctx.api_version;
+    let refused = if !ctx.authorize(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        &request.transactional_id,
+    ) {
+        Some(ResponseError::TransactionalIdAuthorizationFailed)
+    } else if !ctx.authorize(AclOperation::Read, ResourceType::Group, &request.group_id) {
+        Some(ResponseError::GroupAuthorizationFailed)
+    } else {
+        None
+    };
+    if let Some(error) = refused {
+        return super::ready(ResponseKind::TxnOffsetCommit(every_partition(
+            &request, error,
+        )));
+    }
+    // READ on each topic; the others answer TOPIC_AUTHORIZATION_FAILED.
+    let unreadable: HashSet<String> = request
+        .topics
+        .iter()
+        .map(|t| t.name.0.as_str())
+        .filter(|name| !ctx.authorize(AclOperation::Read, ResourceType::Topic, name))
+        .map(str::to_string)
+        .collect();
     if version <= super::LAST_VERSION_BEFORE_TRANSACTION_V2 {
-        return commit(&ctx.broker, version, &request);
+        return commit(&ctx.broker, version, &request, &unreadable);
     }
     let broker = Arc::clone(&ctx.broker);
     Box::pin(async move {
@@ -59,12 +85,17 @@ pub fn handle(ctx: &super::RequestContext, request: TxnOffsetCommitRequest) -> R
             let error = errors::txn_error(&e, false);
             return Some(ResponseKind::TxnOffsetCommit(every_partition(&request, error)).into());
         }
-        commit(&broker, version, &request).await
+        commit(&broker, version, &request, &unreadable).await
     })
 }
 
 /// Writes the pending offsets (the v1 flow's TxnOffsetCommit).
-fn commit(broker: &Arc<Broker>, version: i16, request: &TxnOffsetCommitRequest) -> ResponseFuture {
+fn commit(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: &TxnOffsetCommitRequest,
+    unreadable: &HashSet<String>,
+) -> ResponseFuture {
     if version <= super::LAST_VERSION_BEFORE_TRANSACTION_V2 {
         if let Err(error) = verify_transaction(broker, request) {
             return Box::pin(std::future::ready(Some(
@@ -79,7 +110,9 @@ fn commit(broker: &Arc<Broker>, version: i16, request: &TxnOffsetCommitRequest) 
         let known = broker.topics.get(name);
         let mut row = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
-            if known
+            if unreadable.contains(name) {
+                row.push(Some(ResponseError::TopicAuthorizationFailed));
+            } else if known
                 .as_ref()
                 .is_some_and(|t| (0..t.partition_count).contains(&p.partition_index))
             {

@@ -22,6 +22,7 @@ use kafka_protocol::ResponseError;
 use logbook_replication::{Offset, TopicPartition, TxnResult};
 
 use super::{RequestContext, ResponseFuture};
+use crate::authorizer::AclOperation;
 use crate::broker::Broker;
 use crate::coordinator::GROUP_METADATA_TOPIC_NAME;
 use crate::errors;
@@ -81,6 +82,11 @@ async fn write_one(
 /// Answers a WriteTxnMarkers request once every marker is durable or has failed.
 pub fn handle(ctx: &RequestContext, request: WriteTxnMarkersRequest) -> ResponseFuture {
     let broker = Arc::clone(&ctx.broker);
+    // Only brokers write markers: ALTER or CLUSTER_ACTION on the cluster.
+    let allowed = ctx
+        .authorizer
+        .authorize_cluster_quietly(AclOperation::Alter)
+        || ctx.authorize_cluster(AclOperation::ClusterAction);
     Box::pin(async move {
         let mut markers = Vec::with_capacity(request.markers.len());
         for marker in &request.markers {
@@ -88,7 +94,11 @@ pub fn handle(ctx: &RequestContext, request: WriteTxnMarkersRequest) -> Response
             for topic in &marker.topics {
                 let mut partitions = Vec::with_capacity(topic.partition_indexes.len());
                 for &index in &topic.partition_indexes {
-                    let result = write_one(&broker, topic.name.as_str(), index, marker).await;
+                    let result = if allowed {
+                        write_one(&broker, topic.name.as_str(), index, marker).await
+                    } else {
+                        Err(ResponseError::ClusterAuthorizationFailed)
+                    };
                     if let Err(code) = result {
                         tracing::info!(topic = %topic.name.as_str(), partition = index, producer_id = marker.producer_id.0, error = ?code, "transaction marker refused");
                     }
