@@ -200,34 +200,6 @@ pub fn quorum_error(e: &logbook_controller::quorum::QuorumError) -> ResponseErro
     }
 }
 
-/// What a coordinator runtime's refusal means to a group client: a shard not hosted here
-/// (never loaded, unloaded, or failed to load) is NOT_COORDINATOR, so the client looks the
-/// coordinator up again; one still replaying is COORDINATOR_LOAD_IN_PROGRESS (retry).
-#[must_use]
-pub fn coordinator_runtime_error(
-    e: &crate::coordinator::runtime::RuntimeError,
-) -> crate::coordinator::group::GroupError {
-    use crate::coordinator::group::GroupError;
-    use crate::coordinator::runtime::RuntimeError;
-    match e {
-        RuntimeError::NotCoordinator(_) | RuntimeError::Load { .. } => GroupError::NotCoordinator,
-        RuntimeError::LoadInProgress(_) => GroupError::CoordinatorLoadInProgress,
-    }
-}
-
-/// What a coordinator runtime's refusal means to a transactional client (as for groups).
-#[must_use]
-pub fn txn_runtime_error(
-    e: &crate::coordinator::runtime::RuntimeError,
-) -> crate::coordinator::transaction::TxnError {
-    use crate::coordinator::runtime::RuntimeError;
-    use crate::coordinator::transaction::TxnError;
-    match e {
-        RuntimeError::NotCoordinator(_) | RuntimeError::Load { .. } => TxnError::NotCoordinator,
-        RuntimeError::LoadInProgress(_) => TxnError::CoordinatorLoadInProgress,
-    }
-}
-
 /// ListTransactions v2 with a `transactional_id_pattern` that does not compile (Kafka:
 /// INVALID_REGULAR_EXPRESSION for a `PatternSyntaxException`; here also for Java regex
 /// syntax outside the subset served, see `handlers::list_transactions`).

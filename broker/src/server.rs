@@ -282,7 +282,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let transactions = tokio::task::block_in_place(|| {
         crate::coordinator::TransactionCoordinator::load(
             &topics,
-            Arc::clone(&groups),
+            groups.clone(),
             producer_ids,
             transaction_config(&config),
         )

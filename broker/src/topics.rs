@@ -46,10 +46,18 @@ fn checkpoint(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
 /// refused to clients' Produce, CreateTopics, CreatePartitions and DeleteTopics. Other
 /// names starting with `__` are ordinary user topics.
 pub const INTERNAL_TOPICS: [&str; 3] = [
-    crate::coordinator::GROUP_METADATA_TOPIC_NAME,
-    "__transaction_state",
+    GROUP_METADATA_TOPIC_NAME,
+    TRANSACTION_STATE_TOPIC_NAME,
     "__share_group_state",
 ];
+
+/// The internal topic holding committed offsets and group metadata (Kafka's
+/// `Topic.GROUP_METADATA_TOPIC_NAME`), the group coordinator's.
+pub const GROUP_METADATA_TOPIC_NAME: &str = "__consumer_offsets";
+
+/// The internal topic holding transaction state (Kafka's
+/// `Topic.TRANSACTION_STATE_TOPIC_NAME`), the transaction coordinator's.
+pub const TRANSACTION_STATE_TOPIC_NAME: &str = "__transaction_state";
 
 /// Whether `name` is one of Kafka's [`INTERNAL_TOPICS`].
 #[must_use]

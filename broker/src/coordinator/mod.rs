@@ -11,8 +11,7 @@ pub use group::GroupCoordinator;
 pub use roles::{CoordinatorRoles, PartitionRole};
 pub use transaction::TransactionCoordinator;
 
-/// The internal topic holding committed offsets and group metadata.
-pub const GROUP_METADATA_TOPIC_NAME: &str = "__consumer_offsets";
+pub use crate::topics::GROUP_METADATA_TOPIC_NAME;
 
 /// Java's `String.hashCode` over UTF-16 code units, as Kafka uses to place groups.
 #[must_use]

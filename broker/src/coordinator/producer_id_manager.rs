@@ -17,7 +17,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 
-use super::transaction::TxnError;
+/// No producer id block has arrived from the controller yet; ask again shortly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no producer id block yet")]
+pub struct NoBlockYet;
 
 /// A contiguous range of producer ids this broker may give out: `[first, first + len)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,8 +142,9 @@ impl RpcProducerIdManager {
     /// spawned).
     ///
     /// # Errors
-    /// `CoordinatorLoadInProgress` while no block is ready (retriable).
-    pub fn generate(&self) -> Result<i64, TxnError> {
+    /// [`NoBlockYet`] while no block is ready (retriable: the transaction coordinator
+    /// answers COORDINATOR_LOAD_IN_PROGRESS, as Kafka's `RPCProducerIdManager` does).
+    pub fn generate(&self) -> Result<i64, NoBlockYet> {
         let mut blocks = self.blocks.lock();
         if blocks.current.is_none_or(|c| c.end() <= c.next) {
             blocks.current = blocks.next.take().map(|block| Current {
@@ -163,7 +167,7 @@ impl RpcProducerIdManager {
         if wants_next {
             self.maybe_fetch(&mut blocks);
         }
-        id.ok_or(TxnError::CoordinatorLoadInProgress)
+        id.ok_or(NoBlockYet)
     }
 
     fn maybe_fetch(&self, blocks: &mut Blocks) {

@@ -57,7 +57,7 @@ fn broker_with(
     .expect("group coordinator");
     let transactions = crate::coordinator::TransactionCoordinator::load(
         &topics,
-        Arc::clone(&groups),
+        groups.clone(),
         producer_ids,
         crate::coordinator::transaction::TransactionConfig::default(),
     )

@@ -164,12 +164,8 @@ impl Topics {
         self.check_partition_dirs(new.name, 0..new.partitions)?;
         let internal = is_internal(new.name);
         let replication_factor = match new.name {
-            crate::coordinator::GROUP_METADATA_TOPIC_NAME => {
-                cluster.offsets_topic_replication_factor
-            }
-            crate::coordinator::transaction::TRANSACTION_STATE_TOPIC_NAME => {
-                cluster.transaction_state_replication_factor
-            }
+            super::GROUP_METADATA_TOPIC_NAME => cluster.offsets_topic_replication_factor,
+            super::TRANSACTION_STATE_TOPIC_NAME => cluster.transaction_state_replication_factor,
             _ => new.replication_factor,
         };
         let topic = creatable(&new, replication_factor, internal, assignment);

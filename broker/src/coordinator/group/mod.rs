@@ -104,6 +104,18 @@ pub enum GroupError {
     Storage,
 }
 
+/// What a coordinator runtime's refusal means to a group client: a shard not hosted here
+/// (never loaded, unloaded, or failed to load) is NOT_COORDINATOR, so the client looks the
+/// coordinator up again; one still replaying is COORDINATOR_LOAD_IN_PROGRESS (retry).
+impl From<&RuntimeError> for GroupError {
+    fn from(e: &RuntimeError) -> Self {
+        match e {
+            RuntimeError::NotCoordinator(_) | RuntimeError::Load { .. } => Self::NotCoordinator,
+            RuntimeError::LoadInProgress(_) => Self::CoordinatorLoadInProgress,
+        }
+    }
+}
+
 /// Group coordinator settings (broker flags named as Kafka's configs).
 #[derive(Clone, Debug)]
 pub struct GroupConfig {
@@ -592,7 +604,7 @@ impl GroupCoordinator {
         self.runtime
             .shard(self.partition_for(group_id))
             .map(Some)
-            .map_err(|e| crate::errors::coordinator_runtime_error(&e))
+            .map_err(|e| GroupError::from(&e))
     }
 
     /// The group, if its shard is loaded and holds it (timers use this: an unloaded shard's

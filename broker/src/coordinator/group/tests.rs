@@ -603,9 +603,7 @@ fn runtime_errors_are_kafkas_codes() {
     // Proves: a shard not hosted here (or whose load failed) is NOT_COORDINATOR (16), one
     // still replaying COORDINATOR_LOAD_IN_PROGRESS (14).
     use crate::coordinator::runtime::RuntimeError;
-    let code = |e: RuntimeError| {
-        crate::errors::group_error(&crate::errors::coordinator_runtime_error(&e)).code()
-    };
+    let code = |e: RuntimeError| crate::errors::group_error(&super::GroupError::from(&e)).code();
     assert_eq!(code(RuntimeError::NotCoordinator(1)), 16);
     assert_eq!(code(RuntimeError::LoadInProgress(1)), 14);
     assert_eq!(

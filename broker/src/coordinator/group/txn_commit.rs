@@ -164,3 +164,34 @@ impl GroupCoordinator {
             .collect()
     }
 }
+
+/// The group coordinator as the transaction coordinator sees it.
+impl crate::coordinator::transaction::GroupOffsets for GroupCoordinator {
+    fn offsets_topic_ready(&self) -> bool {
+        self.offsets_topic().is_ok()
+    }
+
+    fn partition_for(&self, group_id: &str) -> i32 {
+        GroupCoordinator::partition_for(self, group_id)
+    }
+
+    fn accepts_txn_markers(&self, partition_index: i32) -> bool {
+        GroupCoordinator::accepts_txn_markers(self, partition_index)
+    }
+
+    fn complete_txn_offsets(
+        &self,
+        partition_index: i32,
+        producer_id: i64,
+        commit: bool,
+        marker_offset: i64,
+    ) {
+        GroupCoordinator::complete_txn_offsets(
+            self,
+            partition_index,
+            producer_id,
+            commit,
+            marker_offset,
+        );
+    }
+}

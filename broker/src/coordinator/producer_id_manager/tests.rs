@@ -8,7 +8,6 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::{ProducerIdBlock, ProducerIdBlocks, RpcProducerIdManager};
-use crate::coordinator::transaction::TxnError;
 
 /// Blocks of 10 ids from 1000 up, counting the fetches; the first `failures` fail.
 struct Controller {
@@ -47,7 +46,7 @@ async fn next_id(m: &RpcProducerIdManager) -> i64 {
     for _ in 0..200 {
         match m.generate() {
             Ok(id) => return id,
-            Err(e) => assert_eq!(e, TxnError::CoordinatorLoadInProgress),
+            Err(e) => assert_eq!(e, super::NoBlockYet),
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -59,7 +58,7 @@ async fn ids_come_from_blocks_with_prefetch_at_ninety_percent() {
     let c = controller(0);
     let m = RpcProducerIdManager::new(Arc::clone(&c) as Arc<dyn ProducerIdBlocks>);
     // No block yet: retriable, and the first fetch starts.
-    assert_eq!(m.generate(), Err(TxnError::CoordinatorLoadInProgress));
+    assert_eq!(m.generate(), Err(super::NoBlockYet));
     let mut ids = vec![next_id(&m).await];
     for _ in 1..8 {
         ids.push(m.generate().expect("id"));

@@ -55,7 +55,7 @@ fn open(path: &std::path::Path, initial_rebalance_delay_ms: i32) -> Setup {
     .expect("groups");
     let txn = TransactionCoordinator::load(
         &topics,
-        Arc::clone(&groups),
+        groups.clone(),
         producer_ids,
         TransactionConfig {
             state_log_num_partitions: 2,

@@ -17,9 +17,7 @@ use logbook_replication::{Offset, Partition};
 
 use super::metadata::{TransactionMetadata, TransactionResult};
 use super::remote::{self, MarkerOutcome, Remote};
-use super::TxnError;
-use crate::coordinator::group::GroupCoordinator;
-use crate::errors;
+use super::{GroupOffsets, TxnError};
 use crate::inter_broker::BrokerEndpoint;
 use crate::topics::Topics;
 
@@ -75,7 +73,7 @@ struct Round {
 /// when markers were still missing at the deadline (a later load retries them).
 pub(super) async fn write_markers(
     topics: &Topics,
-    groups: &GroupCoordinator,
+    groups: &dyn GroupOffsets,
     remote: Option<&Remote>,
     meta: &TransactionMetadata,
     coordinator_epoch: i32,
@@ -124,7 +122,7 @@ pub(super) async fn write_markers(
 /// to their leaders together.
 async fn write_round(
     topics: &Topics,
-    groups: &GroupCoordinator,
+    groups: &dyn GroupOffsets,
     remote: Option<&Remote>,
     meta: &TransactionMetadata,
     coordinator_epoch: i32,
@@ -178,9 +176,8 @@ async fn write_round(
                         round.written.push((partition, Offset(offset.get() + 1)));
                     }
                     Err(e) => {
-                        let code = errors::replication_error(&e).code();
                         tracing::info!(%topic, partition = index, error = %e, "transaction marker not written here");
-                        settle(&mut round, (topic, index), code)?;
+                        settle(&mut round, (topic, index), local_outcome(&e))?;
                     }
                 }
             }
@@ -211,7 +208,7 @@ async fn write_round(
                     if code != 0 {
                         tracing::info!(topic = %tp.0, partition = tp.1, broker = leader.id, code, "transaction marker refused by the leader");
                     }
-                    settle(&mut round, tp, code)?;
+                    settle(&mut round, tp, remote::marker_outcome(code))?;
                 }
             }
             Err(e) => {
@@ -223,16 +220,29 @@ async fn write_round(
     Ok(round)
 }
 
-/// Files a partition's marker answer `code` into the round.
-fn settle(round: &mut Round, tp: (String, i32), code: i16) -> Result<(), TxnError> {
-    match remote::marker_outcome(code) {
+/// What a marker this broker failed to write means (as `remote::marker_outcome` for a
+/// leader's code): a fenced producer epoch or coordinator stops the transaction's
+/// completion; anything else (not the leader now, a storage error) is tried again.
+fn local_outcome(e: &logbook_replication::Error) -> MarkerOutcome {
+    use logbook_storage::Error as Storage;
+    match e {
+        logbook_replication::Error::Storage(
+            Storage::InvalidProducerEpoch { .. } | Storage::TransactionCoordinatorFenced { .. },
+        ) => MarkerOutcome::Fenced,
+        _ => MarkerOutcome::Retry,
+    }
+}
+
+/// Files a partition's marker outcome into the round.
+fn settle(round: &mut Round, tp: (String, i32), outcome: MarkerOutcome) -> Result<(), TxnError> {
+    match outcome {
         MarkerOutcome::Written | MarkerOutcome::Skip => Ok(()),
         MarkerOutcome::Retry => {
             round.retry.push(tp);
             Ok(())
         }
         MarkerOutcome::Fenced => {
-            tracing::warn!(topic = %tp.0, partition = tp.1, code, "transaction marker fenced: a newer coordinator owns the transaction");
+            tracing::warn!(topic = %tp.0, partition = tp.1, "transaction marker fenced: a newer coordinator owns the transaction");
             Err(TxnError::NotCoordinator)
         }
     }

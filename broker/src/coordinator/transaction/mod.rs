@@ -43,7 +43,6 @@ pub use metadata::{TransactionMetadata, TransactionResult, TransactionState};
 pub use remote::{PartitionLeaders, Remote};
 
 use super::group::persistence::{encode_batch, replay_with, Replayed};
-use super::group::GroupCoordinator;
 use super::producer_id_manager::RpcProducerIdManager;
 use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError};
 use crate::inter_broker::InterBrokerClient;
@@ -52,8 +51,7 @@ use crate::topics::{NewTopic, Topic, Topics};
 use logbook_common::now_ms;
 use metadata::is_epoch_exhausted;
 
-/// The internal topic holding transaction state.
-pub const TRANSACTION_STATE_TOPIC_NAME: &str = "__transaction_state";
+pub use crate::topics::TRANSACTION_STATE_TOPIC_NAME;
 
 /// Why a transaction request failed; each variant is the Kafka error a client acts on,
 /// mapped to its code in `errors::txn_error`.
@@ -98,6 +96,38 @@ pub enum TxnError {
     /// The producer id block or the coordinator's log could not be written.
     #[error("storage failure")]
     Storage,
+}
+
+/// What the transaction coordinator needs of the group coordinator, and nothing more:
+/// where a group's offsets live, and the transactional offset commits a marker written to
+/// `__consumer_offsets` completes (Kafka's `GroupCoordinator.onTransactionCompleted`). The
+/// group coordinator implements it; transactions never see groups otherwise.
+pub trait GroupOffsets: Send + Sync {
+    /// Whether `__consumer_offsets` exists (created on first use).
+    fn offsets_topic_ready(&self) -> bool;
+    /// The `__consumer_offsets` partition of `group_id`.
+    fn partition_for(&self, group_id: &str) -> i32;
+    /// Whether the group shard of `partition_index` can take a marker now (loaded here).
+    fn accepts_txn_markers(&self, partition_index: i32) -> bool;
+    /// Applies a commit or abort marker written at `marker_offset` to the pending
+    /// transactional offsets of `producer_id` in that shard.
+    fn complete_txn_offsets(
+        &self,
+        partition_index: i32,
+        producer_id: i64,
+        commit: bool,
+        marker_offset: i64,
+    );
+}
+
+/// What a coordinator runtime's refusal means to a transactional client (as for groups).
+impl From<&RuntimeError> for TxnError {
+    fn from(e: &RuntimeError) -> Self {
+        match e {
+            RuntimeError::NotCoordinator(_) | RuntimeError::Load { .. } => Self::NotCoordinator,
+            RuntimeError::LoadInProgress(_) => Self::CoordinatorLoadInProgress,
+        }
+    }
 }
 
 /// Transaction coordinator settings (broker settings under Kafka's names).
@@ -286,7 +316,7 @@ pub struct TransactionCoordinator {
     config: TransactionConfig,
     runtime: Arc<CoordinatorRuntime<TransactionShard>>,
     topics: Arc<Topics>,
-    groups: Arc<GroupCoordinator>,
+    groups: Arc<dyn GroupOffsets>,
     /// Producer ids from the controller's blocks (KIP-730).
     producer_ids: Arc<RpcProducerIdManager>,
     /// Other brokers, once the cluster is wired: markers for partitions led elsewhere and
@@ -308,7 +338,7 @@ impl TransactionCoordinator {
     /// The topic's log cannot be read.
     pub fn load(
         topics: &Arc<Topics>,
-        groups: Arc<GroupCoordinator>,
+        groups: Arc<dyn GroupOffsets>,
         producer_ids: Arc<RpcProducerIdManager>,
         config: TransactionConfig,
     ) -> Result<Arc<Self>, String> {
@@ -567,7 +597,7 @@ impl TransactionCoordinator {
         let shard = self
             .runtime
             .shard(self.partition_for(transactional_id))
-            .map_err(|e| crate::errors::txn_runtime_error(&e))?;
+            .map_err(|e| TxnError::from(&e))?;
         shard.lease.coordinator_epoch()?;
         Ok(shard)
     }
@@ -748,7 +778,9 @@ impl TransactionCoordinator {
     }
 
     fn next_producer_id(&self) -> Result<i64, TxnError> {
-        self.producer_ids.generate()
+        self.producer_ids
+            .generate()
+            .map_err(|_| TxnError::CoordinatorLoadInProgress)
     }
 
     /// A new producer id (InitProducerId of an idempotent producer), from the controller's
@@ -984,7 +1016,7 @@ impl TransactionCoordinator {
         if group_id.is_empty() {
             return Err(TxnError::InvalidRequest);
         }
-        if self.groups.offsets_topic().is_err() {
+        if !self.groups.offsets_topic_ready() {
             return Err(TxnError::CoordinatorNotAvailable);
         }
         let partition = (
@@ -1087,7 +1119,7 @@ impl TransactionCoordinator {
             () = lease.resigned.cancelled() => return Err(TxnError::NotCoordinator),
             r = markers::write_markers(
                 &self.topics,
-                &self.groups,
+                self.groups.as_ref(),
                 self.remote.get(),
                 &meta,
                 coordinator_epoch,

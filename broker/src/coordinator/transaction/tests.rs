@@ -45,7 +45,7 @@ fn open_config(path: &std::path::Path, adjust: impl FnOnce(&mut TransactionConfi
         .expect("topics"),
     );
     let producer_ids = crate::coordinator::producer_id_manager::RpcProducerIdManager::for_tests();
-    let groups = GroupCoordinator::load(
+    let groups = crate::coordinator::GroupCoordinator::load(
         &topics,
         GroupConfig {
             offsets_topic_num_partitions: 2,
