@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Message, Request, StrBytes};
 use parking_lot::Mutex;
 
-use crate::inter_broker::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig, InterBrokerError};
+use logbook_client::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig, InterBrokerError};
 
 /// How a tool failed; decides its exit status.
 #[derive(Debug, thiserror::Error)]

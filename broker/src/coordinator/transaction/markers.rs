@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use logbook_client::BrokerEndpoint;
 use logbook_replication::{Offset, Partition};
 
 use super::metadata::{TransactionMetadata, TransactionResult};
@@ -20,7 +21,6 @@ use super::remote::{self, MarkerOutcome, Remote};
 use super::TxnError;
 use crate::coordinator::group::GroupCoordinator;
 use crate::errors;
-use crate::inter_broker::BrokerEndpoint;
 use crate::topics::Topics;
 
 /// First wait before a round of retries; it grows by this much per round, up to

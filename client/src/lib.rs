@@ -1,7 +1,13 @@
-//! `InterBrokerClient`: Kafka-protocol requests from this broker to another one (Kafka's
-//! `NodeToNodeChannelManager` / `InterBrokerSendThread`), for what the coordinators send:
-//! WriteTxnMarkers to partition leaders and AddPartitionsToTxn (verify only) to
-//! transaction coordinators.
+//! The Kafka-protocol client of the workspace (Kafka's `clients` module): `InterBrokerClient`
+//! sends typed requests to a broker and decodes its answers, and [`error_name`] names an
+//! error code as Kafka does.
+//!
+//! Two users share it. The broker's coordinators send requests from this broker to another
+//! one (Kafka's `NodeToNodeChannelManager` / `InterBrokerSendThread`): WriteTxnMarkers to
+//! partition leaders and AddPartitionsToTxn (verify only) to transaction coordinators. The
+//! admin CLI (`logbook-cli`: its `KafkaClient` and `logbook healthcheck`) reaches any
+//! Kafka-compatible broker through it. It depends on no other workspace crate but
+//! `logbook-protocol` (for the frame codec), so the CLI does not pull in the broker.
 //!
 //! One connection per destination broker, owned by a task ([`channel`]) fed through a
 //! bounded queue; up to `inflight_max` requests are pipelined on it and their answers matched
@@ -17,8 +23,11 @@
 //! share one destination.
 
 mod channel;
+mod errors;
 #[cfg(test)]
 mod tests;
+
+pub use errors::error_name;
 
 use std::collections::HashMap;
 use std::sync::Arc;
