@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use kafka_protocol::messages::ApiVersionsRequest;
 use kafka_protocol::protocol::StrBytes;
-
 use logbook_client::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig};
 
 /// Flags of `logbook healthcheck`.
