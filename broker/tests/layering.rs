@@ -6,6 +6,9 @@
 //! - replication may use storage (and protocol-adapter, for the follower's fetch
 //!   client), never the broker;
 //! - the controller's Raft layer uses no other workspace crate;
+//! - the Kafka-protocol client (`logbook-client`) uses protocol-adapter only;
+//! - the admin tools (`logbook-cli`) reach brokers only through that client: never the
+//!   broker, storage, replication or the controller;
 //! - only the broker sits on top.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,6 +71,8 @@ fn crates_keep_their_layers() {
         "logbook-replication",
         "logbook-broker",
     ];
+    // Every workspace crate (`--no-deps` lists only those), so a crate added later counts too.
+    let members: Vec<&str> = deps.keys().map(String::as_str).collect();
     assert_none(&deps, "logbook-storage", &workspace);
     assert_none(
         &deps,
@@ -78,4 +83,22 @@ fn crates_keep_their_layers() {
     assert_none(&deps, "logbook-replication", &["logbook-broker"]);
     // The Raft layer knows no broker, partition or log: its state machine is a trait.
     assert_none(&deps, "logbook-controller", &workspace);
+    // The client speaks the protocol through protocol-adapter's framing and nothing else,
+    // so the tools that use it do not drag the broker in.
+    let not_protocol: Vec<&str> = members
+        .iter()
+        .copied()
+        .filter(|name| *name != "logbook-protocol")
+        .collect();
+    assert_none(&deps, "logbook-client", &not_protocol);
+    assert_none(
+        &deps,
+        "logbook-cli",
+        &[
+            "logbook-broker",
+            "logbook-storage",
+            "logbook-replication",
+            "logbook-controller",
+        ],
+    );
 }
