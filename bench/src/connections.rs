@@ -147,7 +147,7 @@ pub fn run(
 
 async fn exchange(stream: &mut TcpStream, correlation_id: i32) -> Res<()> {
     stream
-        .write_all(&api_versions_request(correlation_id))
+        .write_all(&api_versions_request(correlation_id)?)
         .await?;
     let size = stream.read_i32().await?;
     let mut body = vec![0_u8; usize::try_from(size)?];

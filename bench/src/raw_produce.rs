@@ -8,6 +8,13 @@
 //!
 //! The broker sees ordinary non-idempotent Produce v7 requests (no producer id), so
 //! every resend is appended as new records, validated (CRC, record walk) like any other.
+//!
+//! The request is framed and the answers decoded by `logbook-client`'s framing functions,
+//! as its `InterBrokerClient` frames and decodes; that client itself is not used to send:
+//! it encodes every request anew and routes each through a queue, a oneshot answer and a
+//! connection task, work per request that would bring back the client cost this section
+//! exists to avoid. Here each connection writes the same bytes with a patched correlation
+//! id and one reader counts the answers.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,10 +23,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
@@ -245,31 +250,18 @@ fn produce_request(acks: i16, topic: &str, partitions: &[i32], batch: &Bytes) ->
                     })
                     .collect(),
             )]);
-    let header = RequestHeader::default()
-        .with_request_api_key(ProduceRequest::KEY)
-        .with_request_api_version(PRODUCE_VERSION)
-        .with_correlation_id(0)
-        .with_client_id(Some(StrBytes::from_static_str("logbook-bench-raw")));
-    let mut body = BytesMut::new();
-    header
-        .encode(&mut body, ProduceRequest::header_version(PRODUCE_VERSION))
-        .map_err(|e| format!("encode request header: {e}"))?;
-    request
-        .encode(&mut body, PRODUCE_VERSION)
+    let body = logbook_client::encode_request(PRODUCE_VERSION, "logbook-bench-raw", &request)
         .map_err(|e| format!("encode Produce: {e}"))?;
-    let mut frame = i32::try_from(body.len())?.to_be_bytes().to_vec();
-    frame.extend_from_slice(&body);
-    Ok(frame)
+    Ok(logbook_client::with_size_prefix(&body)?.to_vec())
 }
 
 /// The correlation id of a Produce answer and how many of its partitions carry an error
 /// code; an answer for another number of partitions than `partitions` is an error.
 fn produce_errors(body: &[u8], partitions: usize) -> Result<(i32, u64), String> {
     let mut buf = Bytes::copy_from_slice(body);
-    let header = ResponseHeader::decode(&mut buf, ProduceResponse::header_version(PRODUCE_VERSION))
-        .map_err(|e| format!("Produce answer header: {e}"))?;
-    let answer = ProduceResponse::decode(&mut buf, PRODUCE_VERSION)
-        .map_err(|e| format!("Produce answer: {e}"))?;
+    let (header, answer) =
+        logbook_client::decode_response::<ProduceRequest>(&mut buf, PRODUCE_VERSION)
+            .map_err(|e| format!("Produce answer: {e}"))?;
     let codes: Vec<i16> = answer
         .responses
         .iter()

@@ -17,7 +17,6 @@ pub mod coordinator;
 pub mod errors;
 pub mod fetch_session;
 pub mod handlers;
-pub mod inter_broker;
 pub mod metrics;
 pub mod partition_budget;
 pub mod records;

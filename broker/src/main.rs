@@ -1,5 +1,5 @@
 //! The `logbook` binary: parse the command line; run the broker (stopping cleanly on SIGTERM
-//! or Ctrl-C) or one of the tools.
+//! or Ctrl-C) or one of the tools (`logbook-cli`).
 
 use clap::Parser;
 use logbook_broker::cli::{Cli, Command};
@@ -12,16 +12,7 @@ fn main() -> std::process::ExitCode {
     logbook_broker::alloc::tune_malloc();
     let config = match Cli::parse().into_command() {
         Command::Serve(config) => *config,
-        Command::Healthcheck(args) => {
-            return match logbook_broker::cli::healthcheck(&args) {
-                Ok(()) => std::process::ExitCode::SUCCESS,
-                Err(message) => {
-                    eprintln!("logbook healthcheck: {message}");
-                    std::process::ExitCode::FAILURE
-                }
-            }
-        }
-        tool => return std::process::ExitCode::from(logbook_broker::cli::run_tool(tool)),
+        Command::Tool(tool) => return std::process::ExitCode::from(logbook_cli::run_tool(tool)),
     };
     let config = match serve_config(config) {
         Ok(config) => config,

@@ -308,9 +308,9 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
             metadata.clone(),
             node_id,
         )),
-        crate::inter_broker::InterBrokerClient::new(crate::inter_broker::InterBrokerConfig {
+        logbook_client::InterBrokerClient::new(logbook_client::InterBrokerConfig {
             client_id: format!("broker-{node_id}"),
-            ..crate::inter_broker::InterBrokerConfig::default()
+            ..logbook_client::InterBrokerConfig::default()
         }),
     );
     let listener = TcpListener::bind(config.listen).await?;

@@ -1,11 +1,16 @@
 //! The workspace's layering, enforced (as rust-analyzer's tidy test does): reads
 //! `cargo metadata` and fails if a crate gains a dependency its layer forbids.
 //!
-//! - storage and protocol-adapter are leaves: no other workspace crate, and storage
-//!   never sees the wire protocol (no `kafka-protocol`) or the async runtime;
+//! - common (the clock, durable file replacement) is the floor: no workspace crate;
+//! - storage and protocol-adapter are leaves above it: no other workspace crate, and
+//!   storage never sees the wire protocol (no `kafka-protocol`) or the async runtime;
+//! - metadata (image, records) is pure: nothing but common;
 //! - replication may use storage (and protocol-adapter, for the follower's fetch
-//!   client), never the broker;
-//! - the controller's Raft layer uses no other workspace crate;
+//!   client), nothing above them;
+//! - the controller's Raft layer uses only metadata and common: never a partition or log;
+//! - the Kafka-protocol client (`logbook-client`) uses protocol-adapter only;
+//! - the admin tools (`logbook-cli`) reach brokers only through that client: never the
+//!   broker, storage, replication or the controller;
 //! - only the broker sits on top.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,14 +73,55 @@ fn crates_keep_their_layers() {
         "logbook-replication",
         "logbook-broker",
     ];
-    assert_none(&deps, "logbook-storage", &workspace);
+    // Every workspace crate (`--no-deps` lists only those), so a crate added later counts too.
+    let members: Vec<&str> = deps.keys().map(String::as_str).collect();
+    // common is the floor: the clock and the durable file replacement, nothing else.
+    let all_but = |allowed: &[&str]| -> Vec<&str> {
+        members
+            .iter()
+            .copied()
+            .filter(|name| !allowed.contains(name))
+            .collect()
+    };
+    assert_none(&deps, "logbook-common", &all_but(&[]));
+    // The metadata image and records are pure: no other workspace crate but common.
+    assert_none(&deps, "logbook-metadata", &all_but(&["logbook-common"]));
+    // The controller sees only the metadata crate (and common), never partitions or logs.
+    assert_none(
+        &deps,
+        "logbook-controller",
+        &all_but(&["logbook-common", "logbook-metadata"]),
+    );
+    assert_none(&deps, "logbook-storage", &all_but(&["logbook-common"]));
     assert_none(
         &deps,
         "logbook-storage",
         &["kafka-protocol", "tokio", "tokio-util"],
     );
     assert_none(&deps, "logbook-protocol", &workspace);
-    assert_none(&deps, "logbook-replication", &["logbook-broker"]);
+    assert_none(
+        &deps,
+        "logbook-replication",
+        &all_but(&["logbook-common", "logbook-storage", "logbook-protocol"]),
+    );
     // The Raft layer knows no broker, partition or log: its state machine is a trait.
     assert_none(&deps, "logbook-controller", &workspace);
+    // The client speaks the protocol through protocol-adapter's framing and nothing else,
+    // so the tools that use it do not drag the broker in.
+    let not_protocol: Vec<&str> = members
+        .iter()
+        .copied()
+        .filter(|name| *name != "logbook-protocol" && *name != "logbook-common")
+        .collect();
+    assert_none(&deps, "logbook-client", &not_protocol);
+    assert_none(
+        &deps,
+        "logbook-cli",
+        &[
+            "logbook-broker",
+            "logbook-storage",
+            "logbook-replication",
+            "logbook-controller",
+        ],
+    );
 }

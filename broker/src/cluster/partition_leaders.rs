@@ -2,8 +2,9 @@
 //! broker's image and the endpoint it registered, so markers and KIP-890 checks reach the
 //! broker the clients would.
 
+use logbook_client::BrokerEndpoint;
+
 use crate::coordinator::transaction::remote::PartitionLeaders;
-use crate::inter_broker::BrokerEndpoint;
 
 use super::MetadataCache;
 

@@ -32,9 +32,9 @@ use logbook_broker::coordinator::transaction::{
     PartitionLeaders, TransactionConfig, TransactionCoordinator, TransactionResult, TxnError,
     TRANSACTION_STATE_TOPIC_NAME,
 };
-use logbook_broker::inter_broker::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig};
 use logbook_broker::topic_config::{BrokerDefaults, TopicConfig};
 use logbook_broker::topics::{NewTopic, Topics};
+use logbook_client::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig};
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer;
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use logbook_client::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig};
 use logbook_replication::TopicPartition;
 
 use super::{CoordinatorRoles, PartitionRole};
@@ -17,7 +18,6 @@ use crate::coordinator::transaction::{
     TRANSACTION_STATE_TOPIC_NAME,
 };
 use crate::coordinator::GROUP_METADATA_TOPIC_NAME;
-use crate::inter_broker::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig};
 use crate::topic_config::{BrokerDefaults, TopicConfig};
 use crate::topics::{NewTopic, Topics};
 

@@ -13,12 +13,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use logbook_client::BrokerEndpoint;
 use logbook_replication::{Offset, Partition};
 
 use super::metadata::{TransactionMetadata, TransactionResult};
 use super::remote::{self, MarkerOutcome, Remote};
 use super::{GroupOffsets, TxnError};
-use crate::inter_broker::BrokerEndpoint;
 use crate::topics::Topics;
 
 /// First wait before a round of retries; it grows by this much per round, up to

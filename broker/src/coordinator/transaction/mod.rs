@@ -35,6 +35,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
+use logbook_client::InterBrokerClient;
 use logbook_replication::{Offset, Partition};
 use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
@@ -45,7 +46,6 @@ pub use remote::{PartitionLeaders, Remote};
 use super::group::persistence::{encode_batch, replay_with, Replayed};
 use super::producer_id_manager::RpcProducerIdManager;
 use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError};
-use crate::inter_broker::InterBrokerClient;
 use crate::topic_config::TopicConfig;
 use crate::topics::{NewTopic, Topic, Topics};
 use logbook_common::now_ms;
@@ -813,7 +813,7 @@ impl TransactionCoordinator {
     fn remote_coordinator(
         &self,
         transactional_id: &str,
-    ) -> Result<Option<(&Remote, crate::inter_broker::BrokerEndpoint)>, TxnError> {
+    ) -> Result<Option<(&Remote, logbook_client::BrokerEndpoint)>, TxnError> {
         let Some(remote) = self.remote.get() else {
             return Ok(None);
         };
@@ -834,7 +834,7 @@ impl TransactionCoordinator {
     /// Runs a KIP-890 call to another broker's coordinator from the ordered part of Produce
     /// (blocking, as the local add does).
     fn ask_remote_coordinator(
-        (remote, coordinator): (&Remote, crate::inter_broker::BrokerEndpoint),
+        (remote, coordinator): (&Remote, logbook_client::BrokerEndpoint),
         transactional_id: &str,
         producer_id: i64,
         producer_epoch: i16,

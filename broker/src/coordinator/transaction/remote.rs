@@ -18,9 +18,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+use logbook_client::{BrokerEndpoint, InterBrokerClient, InterBrokerError};
 
 use super::TxnError;
-use crate::inter_broker::{BrokerEndpoint, InterBrokerClient, InterBrokerError};
 
 /// WriteTxnMarkers version sent (the one `handlers::write_txn_markers` serves).
 pub const WRITE_TXN_MARKERS_VERSION: i16 = 1;

@@ -19,7 +19,9 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, IsTerminal};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+use logbook_common::now_ms;
 
 use bytes::{Bytes, BytesMut};
 use futures::future::join_all;
@@ -726,12 +728,6 @@ fn key_less_round_robin(fixed_partition: Option<i32>, records: &[Record]) -> boo
 }
 
 /// Milliseconds since the epoch, the records' CreateTime.
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

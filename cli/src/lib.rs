@@ -1,7 +1,8 @@
-//! The `logbook` command line: `serve` runs the broker (and is what runs with no
-//! subcommand, so `cargo run --release` starts a broker); the other subcommands are tools
-//! that talk to a running broker over the Kafka protocol, any Kafka-compatible one (as
-//! Redpanda's `rpk` does).
+//! The admin tools of `logbook`: `topic`, `group`, `produce`, `consume`, `cluster` and
+//! `healthcheck`, which talk to a running broker over the Kafka protocol, any
+//! Kafka-compatible one (as Redpanda's `rpk` does). The `logbook` binary offers them as
+//! subcommands beside `serve`; this crate knows nothing of the broker, only of the protocol,
+//! through `logbook-client`.
 //!
 //! Tools print human tables by default and JSON with `--json`; they exit 0 on success,
 //! 1 when the broker refused or the operation failed (a missing topic or group, a Kafka
@@ -11,10 +12,10 @@
 /// tool quietly with status 0, as Unix tools end, where `println!` would panic.
 macro_rules! outln {
     () => {
-        $crate::cli::output::write_line("")
+        $crate::output::write_line("")
     };
     ($($arg:tt)*) => {
-        $crate::cli::output::write_line(&format!($($arg)*))
+        $crate::output::write_line(&format!($($arg)*))
     };
 }
 
@@ -29,35 +30,15 @@ mod topic;
 
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 
-use crate::config::Config;
 use client::{CliError, KafkaClient};
 
 pub use healthcheck::{run as healthcheck, HealthcheckArgs};
 
-/// Everything `logbook` accepts: a subcommand, or the broker's own flags.
-#[derive(Debug, Parser)]
-#[command(
-    name = "logbook",
-    version,
-    about = "A Kafka-protocol broker, and tools to run it",
-    args_conflicts_with_subcommands = true
-)]
-pub struct Cli {
-    /// What to do; without one, `serve`.
-    #[command(subcommand)]
-    pub command: Option<Command>,
-    /// The broker's flags when no subcommand is named.
-    #[command(flatten)]
-    pub serve: Config,
-}
-
-/// The subcommands.
+/// The tool subcommands; `logbook`'s command line flattens them in beside `serve`.
 #[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the broker (the default).
-    Serve(Box<Config>),
+pub enum Tool {
     /// Exit 0 if the broker listening here answers ApiVersions, 1 otherwise: Docker's
     /// HEALTHCHECK, which must not need tools the image does not carry.
     Healthcheck(HealthcheckArgs),
@@ -106,40 +87,20 @@ impl Connection {
     }
 }
 
-impl Cli {
-    /// The subcommand to run: `serve` with the top-level flags when none was named.
-    pub fn into_command(self) -> Command {
-        self.command
-            .unwrap_or_else(|| Command::Serve(Box::new(self.serve)))
-    }
-
-    /// `argv` parsed with every default removed: the matches hold exactly the flags and
-    /// `LOGBOOK_*` variables that were given, which is what a `--config` file must not
-    /// override ([`Config::layer_config_file`]). The matches are the `serve` subcommand's
-    /// when it was named, else the top level's.
-    ///
-    /// # Errors
-    /// `argv` does not parse (it parsed once already with the defaults, so it will not).
-    pub fn given_args(
-        argv: impl IntoIterator<Item = std::ffi::OsString>,
-    ) -> Result<clap::ArgMatches, clap::Error> {
-        use clap::CommandFactory;
-        let no_default = |arg: clap::Arg| arg.default_value(None::<&str>);
-        let command = Cli::command()
-            .mut_args(no_default)
-            .mut_subcommand("serve", |serve| serve.mut_args(no_default));
-        let matches = command.try_get_matches_from(argv)?;
-        Ok(match matches.subcommand_matches("serve") {
-            Some(serve) => serve.clone(),
-            None => matches,
-        })
-    }
-}
-
-/// Runs a tool subcommand to its end; returns the process exit status. (`serve` and
-/// `healthcheck` are run by `main`.)
+/// Runs a tool to its end and returns the process exit status; errors go to stderr.
+/// `healthcheck` exits 1 whatever failed (Docker reads only zero or not); the other tools
+/// exit as the crate docs say.
 #[must_use]
-pub fn run_tool(command: Command) -> u8 {
+pub fn run_tool(tool: Tool) -> u8 {
+    if let Tool::Healthcheck(args) = &tool {
+        return match healthcheck(args) {
+            Ok(()) => 0,
+            Err(message) => {
+                eprintln!("logbook healthcheck: {message}");
+                1
+            }
+        };
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -151,13 +112,14 @@ pub fn run_tool(command: Command) -> u8 {
         }
     };
     let result = runtime.block_on(async {
-        match command {
-            Command::Topic(args) => topic::run(args).await,
-            Command::Group(args) => group::run(args).await,
-            Command::Produce(args) => produce::run(args).await,
-            Command::Consume(args) => consume::run(args).await,
-            Command::Cluster(args) => cluster::run(args).await,
-            Command::Serve(_) | Command::Healthcheck(_) => Ok(()),
+        match tool {
+            Tool::Topic(args) => topic::run(args).await,
+            Tool::Group(args) => group::run(args).await,
+            Tool::Produce(args) => produce::run(args).await,
+            Tool::Consume(args) => consume::run(args).await,
+            Tool::Cluster(args) => cluster::run(args).await,
+            // Answered above, on its own runtime.
+            Tool::Healthcheck(_) => Ok(()),
         }
     });
     match result {

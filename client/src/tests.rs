@@ -1,6 +1,6 @@
 //! The inter-broker client against scripted peers on loopback: pipelined answers matched by
 //! correlation id, a silent peer timed out and the next request reconnecting, a refused
-//! connection, and an answer out of order closing the connection.
+//! connection, and an answer out of order closing the connection. Also Kafka's error names.
 
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::FramedRead;
 
-use super::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig, InterBrokerError};
+use super::{error_name, BrokerEndpoint, InterBrokerClient, InterBrokerConfig, InterBrokerError};
 
 const VERSION: i16 = 3;
 
@@ -192,4 +192,14 @@ async fn answer_out_of_order_is_a_protocol_error() {
         matches!(result, Err(InterBrokerError::Protocol { broker_id: 7, .. })),
         "{result:?}"
     );
+}
+
+// Error codes are named as Kafka's `Errors` enum spells them; a code kafka-protocol does not
+// know keeps its number (as does 0, which names no error).
+#[test]
+fn error_names_are_kafkas() {
+    assert_eq!(error_name(0), "0");
+    assert_eq!(error_name(6), "NOT_LEADER_OR_FOLLOWER");
+    assert_eq!(error_name(-1), "UNKNOWN_SERVER_ERROR");
+    assert_eq!(error_name(9999), "9999");
 }

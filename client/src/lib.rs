@@ -1,7 +1,13 @@
-//! `InterBrokerClient`: Kafka-protocol requests from this broker to another one (Kafka's
-//! `NodeToNodeChannelManager` / `InterBrokerSendThread`), for what the coordinators send:
-//! WriteTxnMarkers to partition leaders and AddPartitionsToTxn (verify only) to
-//! transaction coordinators.
+//! The Kafka-protocol client of the workspace (Kafka's `clients` module): `InterBrokerClient`
+//! sends typed requests to a broker and decodes its answers, and [`error_name`] names an
+//! error code as Kafka does.
+//!
+//! Two users share it. The broker's coordinators send requests from this broker to another
+//! one (Kafka's `NodeToNodeChannelManager` / `InterBrokerSendThread`): WriteTxnMarkers to
+//! partition leaders and AddPartitionsToTxn (verify only) to transaction coordinators. The
+//! admin CLI (`logbook-cli`: its `KafkaClient` and `logbook healthcheck`) reaches any
+//! Kafka-compatible broker through it. It depends on no other workspace crate but
+//! `logbook-protocol` (for the frame codec), so the CLI does not pull in the broker.
 //!
 //! One connection per destination broker, owned by a task ([`channel`]) fed through a
 //! bounded queue; up to `inflight_max` requests are pipelined on it and their answers matched
@@ -15,10 +21,19 @@
 //! It follows `replication::fetcher::RemoteLeaderEndPoint` (same framing and header
 //! handling), with pipelining and a task per broker because many coordinator operations
 //! share one destination.
+//!
+//! The framing steps are public for a caller that drives its own connection:
+//! [`encode_request`], [`set_correlation_id`], [`with_size_prefix`] and
+//! [`decode_response`]. The bench's raw producer encodes one Produce request with them and
+//! resends it at full speed, which this client (an encode and a queued call per send) would
+//! slow down.
 
 mod channel;
+mod errors;
 #[cfg(test)]
 mod tests;
+
+pub use errors::error_name;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -185,10 +200,9 @@ impl InterBrokerClient {
                     })
                 }
             };
-        let header_version = <R::Response as HeaderVersion>::header_version(version);
-        ResponseHeader::decode(&mut body, header_version)
-            .map_err(|e| protocol(format!("response header: {e}")))?;
-        R::Response::decode(&mut body, version).map_err(|e| protocol(format!("response body: {e}")))
+        decode_response::<R>(&mut body, version)
+            .map(|(_header, response)| response)
+            .map_err(protocol)
     }
 
     /// The queue of `broker`'s connection task, started on first use (again if its address
@@ -233,8 +247,13 @@ impl Drop for InterBrokerClient {
     }
 }
 
-/// Header then body of one request, with correlation id 0 (set by the channel).
-fn encode_request<R: Request>(
+/// Header then body of one request at `version`, without the size prefix, with correlation
+/// id 0: the channel sets it per send ([`set_correlation_id`]), and the bench's raw producer
+/// encodes a request once with it to resend it.
+///
+/// # Errors
+/// kafka-protocol cannot encode `request` at `version`.
+pub fn encode_request<R: Request>(
     version: i16,
     client_id: &str,
     request: &R,
@@ -255,7 +274,10 @@ fn encode_request<R: Request>(
 }
 
 /// Sets the correlation id of an encoded request (bytes 4..8 of every request header).
-fn set_correlation_id(frame: &mut BytesMut, correlation_id: i32) -> Result<(), String> {
+///
+/// # Errors
+/// `frame` is shorter than a request header's fixed fields.
+pub fn set_correlation_id(frame: &mut [u8], correlation_id: i32) -> Result<(), String> {
     let slot = frame
         .get_mut(4..8)
         .ok_or_else(|| "request shorter than its header".to_string())?;
@@ -269,8 +291,28 @@ fn correlation_id_of(frame: &[u8]) -> Option<i32> {
     Some(i32::from_be_bytes(bytes))
 }
 
-/// A size-prefixed frame of `body`.
-fn with_size_prefix(body: &[u8]) -> Result<Bytes, String> {
+/// An answer frame (after its size prefix) to a request `R` sent at `version`: its header,
+/// which carries the correlation id, and its body.
+///
+/// # Errors
+/// The header or the body does not decode.
+pub fn decode_response<R: Request>(
+    frame: &mut Bytes,
+    version: i16,
+) -> Result<(ResponseHeader, R::Response), String> {
+    let header_version = <R::Response as HeaderVersion>::header_version(version);
+    let header = ResponseHeader::decode(frame, header_version)
+        .map_err(|e| format!("response header: {e}"))?;
+    let response =
+        R::Response::decode(frame, version).map_err(|e| format!("response body: {e}"))?;
+    Ok((header, response))
+}
+
+/// A size-prefixed frame of `body`, as it goes on the wire.
+///
+/// # Errors
+/// `body` is longer than a size prefix can say (2 GiB).
+pub fn with_size_prefix(body: &[u8]) -> Result<Bytes, String> {
     let size = i32::try_from(body.len()).map_err(|_| "request too large".to_string())?;
     let mut frame = BytesMut::with_capacity(body.len() + 4);
     frame.put_i32(size);

@@ -1,10 +1,10 @@
 //! `KafkaClient`: the admin tools' Kafka-protocol client, for any Kafka-compatible broker.
 //!
-//! Requests travel over [`InterBrokerClient`] connections (the broker's own framing,
-//! pipelining and timeouts). Each broker is asked ApiVersions once and every request goes
-//! at the highest version both sides know, as Kafka's clients negotiate. Requests that
-//! belong to one broker (a partition's leader, a group's coordinator) go there, after
-//! Metadata or FindCoordinator says which it is.
+//! Requests travel over `logbook-client`'s [`InterBrokerClient`] connections (the broker's
+//! own framing, pipelining and timeouts). Each broker is asked ApiVersions once and every
+//! request goes at the highest version both sides know, as Kafka's clients negotiate.
+//! Requests that belong to one broker (a partition's leader, a group's coordinator) go
+//! there, after Metadata or FindCoordinator says which it is.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,9 +16,8 @@ use kafka_protocol::messages::{
     TopicName,
 };
 use kafka_protocol::protocol::{Message, Request, StrBytes};
+use logbook_client::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig, InterBrokerError};
 use parking_lot::Mutex;
-
-use crate::inter_broker::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig, InterBrokerError};
 
 /// How a tool failed; decides its exit status.
 #[derive(Debug, thiserror::Error)]
@@ -100,7 +99,7 @@ fn description(code: i16) -> Option<&'static str> {
     })
 }
 
-pub use crate::errors::error_name;
+pub use logbook_client::error_name;
 
 /// ListOffsets' special timestamps: the log start and the end (the high watermark).
 pub const EARLIEST_TIMESTAMP: i64 = -2;

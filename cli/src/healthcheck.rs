@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::ApiVersionsRequest;
 use kafka_protocol::protocol::StrBytes;
-
-use crate::inter_broker::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig};
+use logbook_client::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig};
 
 /// Flags of `logbook healthcheck`.
 #[derive(Clone, Debug, clap::Args)]
