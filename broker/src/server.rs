@@ -83,10 +83,6 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         );
         logbook_replication::failpoint::abort_after_txn_markers(count);
     }
-    let policy = match config.flush_policy {
-        FlushPolicyArg::EveryWrite => FlushPolicy::EveryWrite,
-        FlushPolicyArg::Os => FlushPolicy::Os,
-    };
     let cluster_config = config.cluster()?;
     if !cluster_config.roles.broker {
         if let Some(metrics) = &metrics {
@@ -98,24 +94,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     }
     let node_id = config.node_id;
     let metadata = MetadataCache::new();
-    let replicas = Arc::new(
-        ReplicaManager::new(&config.data_dir, policy, config.flush_threads)
-            .with_broker_id(node_id)
-            .with_replica_lag_time_max_ms(config.replica_lag_time_max_ms)
-            .with_controller_leadership()
-            .with_broker_endpoints(Arc::new(metadata.clone())),
-    );
-    replicas.set_isr_eligibility(Arc::new(metadata.clone()));
-    replicas.start_log_cleaner(log_cleaner_config(&config));
-    replicas.start_maintenance();
-    let defaults = BrokerDefaults::new(
-        config.limits.message_max_bytes,
-        config.log_segment_bytes,
-        config.log_retention_ms,
-    )
-    .with_preallocate_bytes_max(config.log_preallocate_bytes_max)
-    .with_page_cache_tail_bytes(config.page_cache_tail_bytes)
-    .with_static_configs(&config.static_broker_configs);
+    let (replicas, defaults) = open_storage(&config, &metadata);
     let (advertised_host, advertised_port) = config.advertised();
     let voters = controller_voters(&cluster_config, node_id)?;
     let mut quorum_config = quorum_config(&config);
@@ -254,65 +233,15 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         }
     }
     tokio::task::block_in_place(|| topics.remove_orphans_after_catch_up())?;
-    // Producer ids come from the controller's blocks; the first is fetched now, so the
-    // first InitProducerId after startup need not be retried.
-    let first_block = {
-        use crate::coordinator::producer_id_manager::ProducerIdBlocks;
-        match tokio::time::timeout(STARTUP_TIMEOUT, cluster.next_block()).await {
-            Ok(Ok(block)) => Some(block),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "no producer id block at startup; fetched on first use");
-                None
-            }
-            Err(_) => {
-                tracing::warn!("no producer id block at startup in time; fetched on first use");
-                None
-            }
-        }
-    };
-    let producer_ids =
-        crate::coordinator::producer_id_manager::RpcProducerIdManager::with_first_block(
-            Arc::clone(&cluster)
-                as Arc<dyn crate::coordinator::producer_id_manager::ProducerIdBlocks>,
-            first_block,
-        );
-    let groups = tokio::task::block_in_place(|| {
-        crate::coordinator::GroupCoordinator::load(&topics, group_config(&config))
-    })?;
-    let transactions = tokio::task::block_in_place(|| {
-        crate::coordinator::TransactionCoordinator::load(
-            &topics,
-            groups.clone(),
-            producer_ids,
-            transaction_config(&config),
-        )
-    })?;
-    // Coordinators follow their partitions' leadership from now on; the changes applied
-    // before this hook existed are replayed into it (loads of shards already loaded above
-    // are skipped).
-    let roles = crate::coordinator::roles::CoordinatorRoles::new(
-        Arc::clone(&groups),
-        Arc::clone(&transactions),
-    );
-    {
-        let roles = Arc::clone(&roles);
-        role_hooks.add(Arc::new(move |changes| {
-            let mapped: Vec<crate::coordinator::roles::PartitionRole> =
-                changes.iter().map(partition_role).collect();
-            drop(roles.on_partition_changes(&mapped));
-        }));
-    }
-    drop(roles.on_partition_changes(&internal_partition_roles(&replicas)));
-    transactions.connect_cluster(
-        Arc::new(crate::cluster::partition_leaders::ImageLeaders::new(
-            metadata.clone(),
-            node_id,
-        )),
-        logbook_client::InterBrokerClient::new(logbook_client::InterBrokerConfig {
-            client_id: format!("broker-{node_id}"),
-            ..logbook_client::InterBrokerConfig::default()
-        }),
-    );
+    let (groups, transactions) = load_coordinators(
+        &config,
+        &topics,
+        &cluster,
+        &replicas,
+        &metadata,
+        &role_hooks,
+    )
+    .await?;
     let listener = TcpListener::bind(config.listen).await?;
     let broker = Arc::new(Broker {
         fetch_sessions: crate::fetch_session::FetchSessionCache::new(
@@ -344,6 +273,171 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     tracker.spawn(retention_loop(Arc::clone(&broker), shutdown.clone()));
+    accept_connections(&broker, &listener, &shutdown, &tracker).await;
+    tracing::info!("shutting down");
+    if let Some(metrics) = &metrics {
+        metrics.endpoint.set_ready(false);
+    }
+    lifecycle
+        .controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT)
+        .await;
+    shutdown.cancel();
+    tracker.close();
+    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections did not finish within the grace period");
+    }
+    broker.groups.shutdown();
+    broker.transactions.shutdown();
+    background_stop.cancel();
+    background.close();
+    bounded_step("background tasks", background.wait()).await;
+    bounded_step("controller client", client.shutdown()).await;
+    metadata_stop.cancel();
+    if let Some(quorum) = &quorum {
+        if let Some(Err(e)) = bounded_step("controller quorum", quorum.shutdown()).await {
+            tracing::warn!(error = %e, "the controller did not stop cleanly");
+        }
+    }
+    publisher_task.abort();
+    tokio::task::block_in_place(|| replicas.shutdown());
+    stop_metrics(metrics).await;
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+/// The metrics endpoint while it runs.
+struct RunningMetrics {
+    endpoint: Arc<crate::metrics::endpoint::MetricsEndpoint>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Installs the Prometheus recorder and serves it on `--metrics-listen`, if given.
+/// Start-up phase "open storage": the replica manager over the data dir (its flushers, log
+/// cleaner and maintenance started; partitions are opened as the metadata replay names
+/// them) and the broker-wide defaults of topic configs.
+fn open_storage(
+    config: &Config,
+    metadata: &MetadataCache,
+) -> (Arc<ReplicaManager>, BrokerDefaults) {
+    let policy = match config.flush_policy {
+        FlushPolicyArg::EveryWrite => FlushPolicy::EveryWrite,
+        FlushPolicyArg::Os => FlushPolicy::Os,
+    };
+    let replicas = Arc::new(
+        ReplicaManager::new(&config.data_dir, policy, config.flush_threads)
+            .with_broker_id(config.node_id)
+            .with_replica_lag_time_max_ms(config.replica_lag_time_max_ms)
+            .with_controller_leadership()
+            .with_broker_endpoints(Arc::new(metadata.clone())),
+    );
+    replicas.set_isr_eligibility(Arc::new(metadata.clone()));
+    replicas.start_log_cleaner(log_cleaner_config(config));
+    replicas.start_maintenance();
+    let defaults = BrokerDefaults::new(
+        config.limits.message_max_bytes,
+        config.log_segment_bytes,
+        config.log_retention_ms,
+    )
+    .with_preallocate_bytes_max(config.log_preallocate_bytes_max)
+    .with_page_cache_tail_bytes(config.page_cache_tail_bytes)
+    .with_static_configs(&config.static_broker_configs);
+    (replicas, defaults)
+}
+
+/// Start-up phase "load coordinators": the producer-id manager (with the controller's
+/// first block, so the first InitProducerId after start-up need not be retried), the group
+/// and transaction coordinators replaying the internal partitions this broker leads, and
+/// the hook that makes both follow leadership changes from now on.
+async fn load_coordinators(
+    config: &Config,
+    topics: &Arc<Topics>,
+    cluster: &Arc<ClusterContext>,
+    replicas: &Arc<ReplicaManager>,
+    metadata: &MetadataCache,
+    role_hooks: &RoleChangeHooks,
+) -> Result<
+    (
+        Arc<crate::coordinator::GroupCoordinator>,
+        Arc<crate::coordinator::TransactionCoordinator>,
+    ),
+    Box<dyn std::error::Error + Send + Sync>,
+> {
+    let node_id = config.node_id;
+    // Producer ids come from the controller's blocks; the first is fetched now, so the
+    // first InitProducerId after startup need not be retried.
+    let first_block = {
+        use crate::coordinator::producer_id_manager::ProducerIdBlocks;
+        match tokio::time::timeout(STARTUP_TIMEOUT, cluster.next_block()).await {
+            Ok(Ok(block)) => Some(block),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "no producer id block at startup; fetched on first use");
+                None
+            }
+            Err(_) => {
+                tracing::warn!("no producer id block at startup in time; fetched on first use");
+                None
+            }
+        }
+    };
+    let producer_ids =
+        crate::coordinator::producer_id_manager::RpcProducerIdManager::with_first_block(
+            Arc::clone(cluster)
+                as Arc<dyn crate::coordinator::producer_id_manager::ProducerIdBlocks>,
+            first_block,
+        );
+    let groups = tokio::task::block_in_place(|| {
+        crate::coordinator::GroupCoordinator::load(topics, group_config(config))
+    })?;
+    let transactions = tokio::task::block_in_place(|| {
+        crate::coordinator::TransactionCoordinator::load(
+            topics,
+            groups.clone(),
+            producer_ids,
+            transaction_config(config),
+        )
+    })?;
+    // Coordinators follow their partitions' leadership from now on; the changes applied
+    // before this hook existed are replayed into it (loads of shards already loaded above
+    // are skipped).
+    let roles = crate::coordinator::roles::CoordinatorRoles::new(
+        Arc::clone(&groups),
+        Arc::clone(&transactions),
+    );
+    {
+        let roles = Arc::clone(&roles);
+        role_hooks.add(Arc::new(move |changes| {
+            let mapped: Vec<crate::coordinator::roles::PartitionRole> =
+                changes.iter().map(partition_role).collect();
+            drop(roles.on_partition_changes(&mapped));
+        }));
+    }
+    drop(roles.on_partition_changes(&internal_partition_roles(replicas)));
+    transactions.connect_cluster(
+        Arc::new(crate::cluster::partition_leaders::ImageLeaders::new(
+            metadata.clone(),
+            node_id,
+        )),
+        logbook_client::InterBrokerClient::new(logbook_client::InterBrokerConfig {
+            client_id: format!("broker-{node_id}"),
+            ..logbook_client::InterBrokerConfig::default()
+        }),
+    );
+    Ok((groups, transactions))
+}
+
+/// Start-up phase "listen": accepts connections until a shutdown signal, each under the
+/// `connections_max` semaphore and the per-IP quota, each served on `tracker` and stopped
+/// by `shutdown`.
+async fn accept_connections(
+    broker: &Arc<Broker>,
+    listener: &TcpListener,
+    shutdown: &CancellationToken,
+    tracker: &TaskTracker,
+) {
     let connections = Arc::new(Semaphore::new(broker.config.limits.connections_max.max(1)));
     let quotas = ConnectionQuotas::new(broker.config.limits.max_connections_per_ip);
     let stop = shutdown_signal();
@@ -387,48 +481,8 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
             }
         }
     }
-    tracing::info!("shutting down");
-    if let Some(metrics) = &metrics {
-        metrics.endpoint.set_ready(false);
-    }
-    lifecycle
-        .controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT)
-        .await;
-    shutdown.cancel();
-    tracker.close();
-    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("connections did not finish within the grace period");
-    }
-    broker.groups.shutdown();
-    broker.transactions.shutdown();
-    background_stop.cancel();
-    background.close();
-    bounded_step("background tasks", background.wait()).await;
-    bounded_step("controller client", client.shutdown()).await;
-    metadata_stop.cancel();
-    if let Some(quorum) = &quorum {
-        if let Some(Err(e)) = bounded_step("controller quorum", quorum.shutdown()).await {
-            tracing::warn!(error = %e, "the controller did not stop cleanly");
-        }
-    }
-    publisher_task.abort();
-    tokio::task::block_in_place(|| replicas.shutdown());
-    stop_metrics(metrics).await;
-    tracing::info!("shutdown complete");
-    Ok(())
 }
 
-/// The metrics endpoint while it runs.
-struct RunningMetrics {
-    endpoint: Arc<crate::metrics::endpoint::MetricsEndpoint>,
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
-}
-
-/// Installs the Prometheus recorder and serves it on `--metrics-listen`, if given.
 async fn start_metrics(
     config: &Config,
 ) -> Result<Option<RunningMetrics>, Box<dyn std::error::Error + Send + Sync>> {
