@@ -465,7 +465,7 @@ async fn accept_connections(
                     continue;
                 };
                 connection_metrics.opened();
-                let broker = Arc::clone(&broker);
+                let broker = Arc::clone(broker);
                 let shutdown = shutdown.clone();
                 tracker.spawn(async move {
                     crate::connection::serve(broker, stream, peer, shutdown).await;

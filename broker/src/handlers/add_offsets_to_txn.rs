@@ -9,10 +9,8 @@ use std::sync::Arc;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ResponseKind};
 use kafka_protocol::protocol::VersionRange;
 
-use crate::authorizer::{AclOperation, ResourceType};
 use crate::errors;
 use crate::handlers::ResponseFuture;
-use kafka_protocol::ResponseError;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
@@ -24,17 +22,7 @@ const PRODUCER_FENCED_VERSION: i16 = 2;
 pub fn handle(ctx: &super::RequestContext, request: AddOffsetsToTxnRequest) -> ResponseFuture {
     let transactions = Arc::clone(&ctx.broker.transactions);
     let fenced_as_epoch = ctx.api_version < PRODUCER_FENCED_VERSION;
-    let refused = if !ctx.authorize(
-        AclOperation::Write,
-        ResourceType::TransactionalId,
-        &request.transactional_id,
-    ) {
-        Some(ResponseError::TransactionalIdAuthorizationFailed)
-    } else if !ctx.authorize(AclOperation::Read, ResourceType::Group, &request.group_id) {
-        Some(ResponseError::GroupAuthorizationFailed)
-    } else {
-        None
-    };
+    let refused = ctx.refuse_txn_group(&request.transactional_id, &request.group_id);
     if let Some(error) = refused {
         let response = AddOffsetsToTxnResponse::default().with_error_code(error.code());
         return super::ready(ResponseKind::AddOffsetsToTxn(response));

@@ -248,11 +248,14 @@ pub fn handle(ctx: &super::RequestContext, request: MetadataRequest) -> Metadata
                 }
                 Some(name) => {
                     // Creating a missing topic needs CREATE on the cluster or on the topic.
-                    let may_create = || {
-                        may_create_any
-                            || ctx.authorize(AclOperation::Create, ResourceType::Topic, name.as_str())
-                    };
-                    if auto_create && broker.topics.get(name.as_str()).is_none() && !may_create() {
+                    let may_create =
+                        || ctx.authorize(AclOperation::Create, ResourceType::Topic, name.as_str());
+                    // (The lookup runs only without CREATE on the cluster.)
+                    if auto_create
+                        && !may_create_any
+                        && broker.topics.get(name.as_str()).is_none()
+                        && !may_create()
+                    {
                         return failed_topic(
                             Some(name),
                             uuid::Uuid::nil(),

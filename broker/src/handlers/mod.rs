@@ -158,6 +158,28 @@ impl RequestContext {
         self.authorizer.authorize_cluster(operation)
     }
 
+    /// The refusal of a request that writes a transaction's group offsets (AddOffsetsToTxn,
+    /// TxnOffsetCommit): WRITE on the transactional id is checked first, then READ on the
+    /// group, as Kafka checks them.
+    #[must_use]
+    pub fn refuse_txn_group(
+        &self,
+        transactional_id: &str,
+        group_id: &str,
+    ) -> Option<kafka_protocol::ResponseError> {
+        if !self.authorize(
+            AclOperation::Write,
+            ResourceType::TransactionalId,
+            transactional_id,
+        ) {
+            Some(kafka_protocol::ResponseError::TransactionalIdAuthorizationFailed)
+        } else if !self.authorize(AclOperation::Read, ResourceType::Group, group_id) {
+            Some(kafka_protocol::ResponseError::GroupAuthorizationFailed)
+        } else {
+            None
+        }
+    }
+
     /// Whether a handler asked for the connection to close.
     #[must_use]
     pub fn closes_connection(&self) -> bool {

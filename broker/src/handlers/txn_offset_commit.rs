@@ -41,17 +41,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 /// future of the answer.
 pub fn handle(ctx: &super::RequestContext, request: TxnOffsetCommitRequest) -> ResponseFuture {
     let version = ctx.api_version;
-    let refused = if !ctx.authorize(
-        AclOperation::Write,
-        ResourceType::TransactionalId,
-        &request.transactional_id,
-    ) {
-        Some(ResponseError::TransactionalIdAuthorizationFailed)
-    } else if !ctx.authorize(AclOperation::Read, ResourceType::Group, &request.group_id) {
-        Some(ResponseError::GroupAuthorizationFailed)
-    } else {
-        None
-    };
+    let refused = ctx.refuse_txn_group(&request.transactional_id, &request.group_id);
     if let Some(error) = refused {
         return super::ready(ResponseKind::TxnOffsetCommit(every_partition(
             &request, error,
