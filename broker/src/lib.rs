@@ -14,6 +14,7 @@ pub mod config;
 pub mod connection;
 pub mod connection_quotas;
 pub mod coordinator;
+pub mod coordinator_partition_writer;
 pub mod errors;
 pub mod fetch_session;
 pub mod handlers;

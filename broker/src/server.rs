@@ -389,12 +389,14 @@ async fn load_coordinators(
                 as Arc<dyn crate::coordinator::producer_id_manager::ProducerIdBlocks>,
             first_block,
         );
+    let host: Arc<dyn crate::coordinator::partition_writer::CoordinatorHost> =
+        crate::coordinator_partition_writer::CoordinatorPartitionWriter::new(Arc::clone(topics));
     let groups = tokio::task::block_in_place(|| {
-        crate::coordinator::GroupCoordinator::load(topics, group_config(config))
+        crate::coordinator::GroupCoordinator::load(&host, group_config(config))
     })?;
     let transactions = tokio::task::block_in_place(|| {
         crate::coordinator::TransactionCoordinator::load(
-            topics,
+            &host,
             groups.clone(),
             producer_ids,
             transaction_config(config),

@@ -1,10 +1,13 @@
 //! logbook-common: the few helpers every other crate needs and none should copy (Kafka's
-//! `server-common` and `clients` utilities): the wall clock in Kafka's unit and the
-//! crash-safe replacement of a small file. It depends on nothing, so every crate, the
-//! controller's Raft layer included, may use it without changing the layering.
+//! `server-common` and `clients` utilities): the wall clock in Kafka's unit, the
+//! crash-safe replacement of a small file and the name of a partition. It depends on
+//! nothing, so every crate, the controller's Raft layer included, may use it without
+//! changing the layering.
 
 pub mod durable_file; // write-temp, fsync, rename, fsync the directory
 pub mod time; // milliseconds since the Unix epoch, as Kafka stamps records and state
+pub mod topic_partition; // a topic name and partition index
 
 pub use durable_file::{replace, replace_unsynced, sync_dir, TMP_SUFFIX};
 pub use time::now_ms;
+pub use topic_partition::TopicPartition;

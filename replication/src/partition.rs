@@ -23,7 +23,6 @@
 //! others are published through `watch` channels (high watermark, log end, role), which wake
 //! acks=all producers and long-polling fetches without any polling.
 
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -96,20 +95,7 @@ struct LogState {
     log: Log,
 }
 
-/// A topic name and partition index, as Kafka names it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    /// Topic name.
-    pub topic: String,
-    /// Partition index within the topic.
-    pub partition: i32,
-}
-
-impl fmt::Display for TopicPartition {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
+pub use logbook_common::TopicPartition;
 
 /// The offsets a fetch or ListOffsets answer reports, read together; always
 /// `log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset`.

@@ -2,9 +2,12 @@
 //! The group coordinator and the transaction coordinator, both on one `CoordinatorRuntime`.
 
 pub mod group;
+pub mod partition_writer;
 pub mod producer_id_manager;
 pub mod roles;
 pub mod runtime;
+#[cfg(test)]
+mod test_host;
 pub mod transaction;
 
 pub use group::GroupCoordinator;

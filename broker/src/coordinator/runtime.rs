@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use logbook_replication::Partition;
+use super::partition_writer::CoordinatorPartition;
 use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 
@@ -45,7 +45,7 @@ pub trait CoordinatorShard: Send + Sync + Sized + 'static {
     ///
     /// # Errors
     /// The partition's log cannot be read.
-    fn replay(partition_index: i32, partition: &Partition) -> Result<Self, String>;
+    fn replay(partition_index: i32, partition: &dyn CoordinatorPartition) -> Result<Self, String>;
 }
 
 /// Why a shard cannot serve a request; `errors.rs` maps these to Kafka's codes.
@@ -119,7 +119,11 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
     /// # Errors
     /// `Load` when replay fails (the shard is then unloaded); `NotCoordinator` when the
     /// partition was unloaded while it replayed.
-    pub fn load(&self, partition_index: i32, partition: &Partition) -> Result<(), RuntimeError> {
+    pub fn load(
+        &self,
+        partition_index: i32,
+        partition: &dyn CoordinatorPartition,
+    ) -> Result<(), RuntimeError> {
         let ticket = self.begin_load(partition_index);
         self.complete_load(ticket, partition).map(|_| ())
     }
@@ -157,7 +161,7 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
     pub fn complete_load(
         &self,
         ticket: LoadTicket,
-        partition: &Partition,
+        partition: &dyn CoordinatorPartition,
     ) -> Result<Arc<S>, RuntimeError> {
         let LoadTicket {
             partition_index,

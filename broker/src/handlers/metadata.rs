@@ -176,8 +176,13 @@ fn internal_topic(
     if !auto_create || name.as_str() != crate::coordinator::GROUP_METADATA_TOPIC_NAME {
         return unknown();
     }
-    match broker.groups.offsets_topic() {
-        Ok(topic) => describe_topic(broker, topic, operations),
+    match broker
+        .groups
+        .offsets_topic()
+        .map(|_| broker.topics.get(name.as_str()))
+    {
+        Ok(Some(topic)) => describe_topic(broker, &topic, operations),
+        Ok(None) => unknown(),
         Err(e) => failed_topic(
             Some(name.clone()),
             uuid::Uuid::nil(),

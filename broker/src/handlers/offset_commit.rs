@@ -11,7 +11,7 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
 use crate::authorizer::{AclOperation, ResourceType};
-use crate::coordinator::group::CommitPartition;
+use crate::coordinator::group::{CommitPartition, GroupError};
 use crate::errors;
 use crate::handlers::ResponseFuture;
 
@@ -113,14 +113,9 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetCommitRequest) -> Resp
             .map(|e| e.map(|e| errors::group_error(&e)))
             .collect();
         if let Some((partition, end_offset)) = result.durable {
-            if let Err(e) = partition.wait_durable(end_offset, timeout).await {
+            if let Err(e) = partition.wait_committed(end_offset, timeout).await {
                 tracing::warn!(error = %e, "offset commit not durable");
-                let error = match e {
-                    logbook_replication::Error::Timeout { .. } => {
-                        ResponseError::CoordinatorNotAvailable
-                    }
-                    _ => ResponseError::NotCoordinator,
-                };
+                let error = errors::group_error(&GroupError::from(&e));
                 for slot in &mut group_errors {
                     slot.get_or_insert(error);
                 }

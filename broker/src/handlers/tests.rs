@@ -50,13 +50,15 @@ fn broker_with(
         .expect("topics"),
     );
     let producer_ids = crate::coordinator::producer_id_manager::RpcProducerIdManager::for_tests();
+    let host: Arc<dyn crate::coordinator::partition_writer::CoordinatorHost> =
+        crate::coordinator_partition_writer::CoordinatorPartitionWriter::new(Arc::clone(&topics));
     let groups = crate::coordinator::GroupCoordinator::load(
-        &topics,
+        &host,
         crate::coordinator::group::GroupConfig::default(),
     )
     .expect("group coordinator");
     let transactions = crate::coordinator::TransactionCoordinator::load(
-        &topics,
+        &host,
         groups.clone(),
         producer_ids,
         crate::coordinator::transaction::TransactionConfig::default(),

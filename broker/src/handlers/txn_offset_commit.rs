@@ -29,7 +29,7 @@ use kafka_protocol::ResponseError;
 
 use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
-use crate::coordinator::group::CommitPartition;
+use crate::coordinator::group::{CommitPartition, GroupError};
 use crate::errors;
 use crate::handlers::ResponseFuture;
 use std::collections::HashSet;
@@ -160,9 +160,9 @@ fn commit(
             .map(|e| e.map(|e| errors::group_error(&e)))
             .collect();
         if let Some((partition, end_offset)) = result.durable {
-            if let Err(e) = partition.wait_durable(end_offset, timeout).await {
+            if let Err(e) = partition.wait_committed(end_offset, timeout).await {
                 tracing::warn!(error = %e, "transactional offset commit not durable");
-                let error = errors::replication_error(&e);
+                let error = errors::group_error(&GroupError::from(&e));
                 for slot in &mut group_errors {
                     slot.get_or_insert(error);
                 }

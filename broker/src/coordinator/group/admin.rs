@@ -189,7 +189,7 @@ impl GroupCoordinator {
         if !records.is_empty() {
             let (_, end) = self.append(group_id, &records)?;
             for key in removed {
-                g.offsets.apply(key, None, Some(end.get()));
+                g.offsets.apply(key, None, Some(end));
             }
         }
         Ok(results)

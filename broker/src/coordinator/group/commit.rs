@@ -11,11 +11,9 @@
 
 use std::sync::Arc;
 
-use logbook_replication::{Offset, Partition};
-
 use super::classic_group::GroupState;
 use super::offsets::{OffsetAndMetadata, OFFSET_METADATA_BYTES_MAX};
-use super::{now_ms, persistence, GroupCoordinator, GroupError};
+use super::{now_ms, persistence, Committable, GroupCoordinator, GroupError};
 
 /// One partition of an OffsetCommit.
 #[derive(Clone, Debug)]
@@ -38,7 +36,7 @@ pub struct CommitResult {
     /// Per-partition errors (`None` = committed).
     pub errors: Vec<Option<GroupError>>,
     /// The `__consumer_offsets` partition and the offset the commit's batch ends before.
-    pub durable: Option<(Arc<Partition>, Offset)>,
+    pub durable: Option<Committable>,
 }
 
 /// Committed offsets of one topic, as OffsetFetch returns them (`None` = no commit).
@@ -124,9 +122,9 @@ impl GroupCoordinator {
             Ok(durable) => {
                 // Forget what is committed on every commit too, not only on OffsetFetch: a
                 // group that commits and never fetches would keep every change.
-                g.offsets.prune(durable.0.high_watermark().get());
+                g.offsets.prune(durable.0.high_watermark());
                 for (key, value) in values {
-                    g.offsets.apply(key, Some(value), Some(durable.1.get()));
+                    g.offsets.apply(key, Some(value), Some(durable.1));
                 }
                 CommitResult {
                     errors,
@@ -165,7 +163,7 @@ impl GroupCoordinator {
                 })
                 .collect());
         };
-        let high_watermark = self.offsets_partition(group_id)?.high_watermark().get();
+        let high_watermark = self.offsets_partition(group_id)?.high_watermark();
         let mut g = group.lock();
         g.offsets.prune(high_watermark);
         Ok(match topics {
@@ -306,7 +304,7 @@ impl GroupCoordinator {
         // Removed only once the tombstones are in the log: were they not, a restart would
         // bring the offsets back while this broker had forgotten them.
         let end = match self.append(&group_id, &records) {
-            Ok((_, end)) => end.get(),
+            Ok((_, end)) => end,
             Err(e) => {
                 tracing::warn!(group = %group_id, error = %e, "cannot write offset tombstones; will retry");
                 return;

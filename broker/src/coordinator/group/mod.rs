@@ -29,7 +29,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
 
 use bytes::Bytes;
-use logbook_replication::{Offset, Partition};
 use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
@@ -37,9 +36,8 @@ pub use admin::{GroupDescription, GroupListing, MemberDescription};
 pub use classic_group::{ClassicGroup, GroupState, JoinResult, Member, SyncResult};
 pub use commit::{CommitPartition, CommitResult, FetchedTopic};
 
+use super::partition_writer::{CoordinatorHost, CoordinatorPartition, InternalTopic, WriteError};
 use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError};
-use crate::topic_config::TopicConfig;
-use crate::topics::{NewTopic, Topic, Topics};
 use logbook_common::now_ms;
 use persistence::{GroupValue, MemberValue, Persisted};
 
@@ -212,9 +210,9 @@ pub struct GroupShard {
 }
 
 impl CoordinatorShard for GroupShard {
-    fn replay(partition_index: i32, partition: &Partition) -> Result<Self, String> {
-        let records = persistence::replay(partition)
-            .map_err(|e| format!("{}: {e}", partition.topic_partition()))?;
+    fn replay(partition_index: i32, partition: &dyn CoordinatorPartition) -> Result<Self, String> {
+        let records =
+            persistence::replay(partition).map_err(|e| format!("{}: {e}", partition.name()))?;
         let shard = GroupShard::default();
         let count = records.len();
         shard.apply_loaded(records);
@@ -320,9 +318,11 @@ pub struct GroupCoordinator {
     config: GroupConfig,
     /// One [`GroupShard`] per loaded `__consumer_offsets` partition; owns the timers.
     runtime: Arc<CoordinatorRuntime<GroupShard>>,
-    topics: Arc<Topics>,
-    /// `__consumer_offsets`, once it exists (see [`GroupCoordinator::load`]).
-    offsets_topic: OnceLock<Arc<Topic>>,
+    /// The broker's partitions and internal topics.
+    host: Arc<dyn CoordinatorHost>,
+    /// `__consumer_offsets`'s partition count, once the topic exists (see
+    /// [`GroupCoordinator::load`]).
+    offsets_topic: OnceLock<i32>,
     /// Its partition count: the existing topic's, else `offsets_topic_num_partitions`.
     offsets_partitions: i32,
     /// Serialises the topic's creation.
@@ -341,38 +341,33 @@ impl GroupCoordinator {
     ///
     /// # Errors
     /// The topic's log cannot be read.
-    pub fn load(topics: &Arc<Topics>, config: GroupConfig) -> Result<Arc<Self>, String> {
+    pub fn load(host: &Arc<dyn CoordinatorHost>, config: GroupConfig) -> Result<Arc<Self>, String> {
         let name = super::GROUP_METADATA_TOPIC_NAME;
-        let existing = topics.get(name);
-        let offsets_partitions = existing
-            .as_ref()
-            .map_or(config.offsets_topic_num_partitions, |t| t.partition_count);
+        let existing = host.partition_count(name);
+        let offsets_partitions = existing.unwrap_or(config.offsets_topic_num_partitions);
         let shutdown = CancellationToken::new();
         let coordinator = Arc::new_cyclic(|self_weak| GroupCoordinator {
             config,
             runtime: CoordinatorRuntime::new(shutdown.clone()),
-            topics: Arc::clone(topics),
+            host: Arc::clone(host),
             offsets_topic: OnceLock::new(),
             offsets_partitions,
             offsets_topic_creation: Mutex::new(()),
             shutdown,
             self_weak: self_weak.clone(),
         });
-        if let Some(topic) = existing {
+        if let Some(partition_count) = existing {
             // Only the partitions this broker leads (all of them on a single node); the
             // others load when their leadership comes here (`CoordinatorRoles`).
-            for index in 0..topic.partition_count {
-                let leads = topics
-                    .replicas()
-                    .partition(name, index)
-                    .is_some_and(|p| p.is_leader());
+            for index in 0..partition_count {
+                let leads = host.partition(name, index).is_some_and(|p| p.is_leader());
                 if leads {
                     coordinator
                         .load_partition(index)
                         .map_err(|e| e.to_string())?;
                 }
             }
-            let _ = coordinator.offsets_topic.set(topic);
+            let _ = coordinator.offsets_topic.set(partition_count);
         }
         Ok(coordinator)
     }
@@ -404,14 +399,13 @@ impl GroupCoordinator {
     pub fn complete_load_partition(&self, ticket: LoadTicket) -> Result<(), RuntimeError> {
         let partition_index = ticket.partition_index;
         let Some(partition) = self
-            .topics
-            .replicas()
+            .host
             .partition(super::GROUP_METADATA_TOPIC_NAME, partition_index)
         else {
             self.runtime.abandon_load(ticket);
             return Err(RuntimeError::NotCoordinator(partition_index));
         };
-        let shard = blocking(|| self.runtime.complete_load(ticket, &partition))?;
+        let shard = blocking(|| self.runtime.complete_load(ticket, partition.as_ref()))?;
         self.start_loaded_timers(&shard);
         self.schedule_expiry(partition_index);
         Ok(())
@@ -506,50 +500,44 @@ impl GroupCoordinator {
     ///
     /// # Errors
     /// `Storage` when the topic cannot be created (the partition limit, I/O).
-    pub(crate) fn offsets_topic(&self) -> Result<&Arc<Topic>, GroupError> {
-        if let Some(topic) = self.offsets_topic.get() {
-            return Ok(topic);
+    pub(crate) fn offsets_topic(&self) -> Result<i32, GroupError> {
+        if let Some(count) = self.offsets_topic.get() {
+            return Ok(*count);
         }
         // Waited for off the async workers: the creation goes through the controller,
         // whose tasks need a worker while the creator waits for it.
         let _creating = blocking(|| self.offsets_topic_creation.lock());
-        if let Some(topic) = self.offsets_topic.get() {
-            return Ok(topic);
+        if let Some(count) = self.offsets_topic.get() {
+            return Ok(*count);
         }
         let name = super::GROUP_METADATA_TOPIC_NAME;
         // Created already, by another broker of the cluster: its shards load here as their
         // leadership arrives (`CoordinatorRoles`).
-        if let Some(topic) = self.topics.get(name) {
-            return Ok(self.offsets_topic.get_or_init(|| topic));
+        if let Some(count) = self.host.partition_count(name) {
+            return Ok(*self.offsets_topic.get_or_init(|| count));
         }
         let segment_bytes = self.config.offsets_topic_segment_bytes.to_string();
-        let created = TopicConfig::from_pairs([
-            ("cleanup.policy", Some("compact")),
-            ("compression.type", Some("producer")),
-            ("segment.bytes", Some(segment_bytes.as_str())),
-        ])
-        .map_err(|e| e.to_string())
-        .and_then(|config| {
-            blocking(|| {
-                self.topics.create_internal(NewTopic {
-                    name,
-                    partitions: self.offsets_partitions,
-                    replication_factor: 1,
-                    config,
-                })
+        let created = blocking(|| {
+            self.host.create(InternalTopic {
+                name,
+                partitions: self.offsets_partitions,
+                replication_factor: 1,
+                configs: &[
+                    ("cleanup.policy", "compact"),
+                    ("compression.type", "producer"),
+                    ("segment.bytes", segment_bytes.as_str()),
+                ],
             })
-            .map_err(|e| e.to_string())
         });
         match created {
-            Ok(topic) => {
+            Ok(partition_count) => {
                 tracing::info!(partitions = self.offsets_partitions, "created {name}");
                 // Load the partitions this broker leads (all of them on a single node)
                 // before publishing the topic, so no request sees it without its shards;
                 // the others load where their leaders are.
-                for index in 0..topic.partition_count {
+                for index in 0..partition_count {
                     let leads = self
-                        .topics
-                        .replicas()
+                        .host
                         .partition(name, index)
                         .is_some_and(|p| p.is_leader());
                     if !leads || self.is_hosted(index) {
@@ -560,12 +548,12 @@ impl GroupCoordinator {
                         return Err(GroupError::Storage);
                     }
                 }
-                Ok(self.offsets_topic.get_or_init(|| topic))
+                Ok(*self.offsets_topic.get_or_init(|| partition_count))
             }
             Err(e) => {
                 // Another broker created it meanwhile.
-                if let Some(topic) = self.topics.get(name) {
-                    return Ok(self.offsets_topic.get_or_init(|| topic));
+                if let Some(count) = self.host.partition_count(name) {
+                    return Ok(*self.offsets_topic.get_or_init(|| count));
                 }
                 tracing::error!(error = %e, "cannot create {name}");
                 Err(GroupError::Storage)
@@ -573,11 +561,16 @@ impl GroupCoordinator {
         }
     }
 
-    fn offsets_partition(&self, group_id: &str) -> Result<Arc<Partition>, GroupError> {
-        let topic = self.offsets_topic()?;
-        self.topics
-            .replicas()
-            .partition(&topic.name, self.partition_for(group_id))
+    fn offsets_partition(
+        &self,
+        group_id: &str,
+    ) -> Result<Arc<dyn CoordinatorPartition>, GroupError> {
+        self.offsets_topic()?;
+        self.host
+            .partition(
+                super::GROUP_METADATA_TOPIC_NAME,
+                self.partition_for(group_id),
+            )
             .ok_or(GroupError::Storage)
     }
 
@@ -594,9 +587,9 @@ impl GroupCoordinator {
             // having named the topic here yet: then the shard answers, not "no group". (The
             // failover test failed 1 run in 10 this way: the new coordinator answered
             // OffsetFetch with -1 until a FindCoordinator happened to reach it.)
-            match self.topics.get(super::GROUP_METADATA_TOPIC_NAME) {
-                Some(topic) => {
-                    let _ = self.offsets_topic.set(topic);
+            match self.host.partition_count(super::GROUP_METADATA_TOPIC_NAME) {
+                Some(count) => {
+                    let _ = self.offsets_topic.set(count);
                 }
                 None => return Ok(None),
             }
@@ -668,7 +661,7 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         records: &[(Bytes, Option<Bytes>)],
-    ) -> Result<(Arc<Partition>, Offset), GroupError> {
+    ) -> Result<Committable, GroupError> {
         self.append_as(group_id, records, None)
     }
 
@@ -679,27 +672,22 @@ impl GroupCoordinator {
         group_id: &str,
         records: &[(Bytes, Option<Bytes>)],
         producer: Option<(i64, i16)>,
-    ) -> Result<(Arc<Partition>, Offset), GroupError> {
+    ) -> Result<Committable, GroupError> {
         let partition = self.offsets_partition(group_id)?;
         let batch = persistence::encode_batch_as(records, now_ms(), producer).map_err(|e| {
             tracing::error!(group = group_id, error = %e, "cannot encode a __consumer_offsets batch");
             GroupError::Storage
         })?;
-        match partition.append_for_coordinator(&batch) {
-            Ok(logbook_replication::AppendOutcome::Appended(info)) => {
-                Ok((Arc::clone(&partition), info.log_end_offset))
-            }
-            Ok(logbook_replication::AppendOutcome::Duplicate(_)) => {
+        match partition.append(&batch) {
+            Ok(end_offset) => Ok((partition, end_offset)),
+            Err(e @ WriteError::Duplicate(_)) => {
                 // Our batches carry no producer id, so the sequence check never matches.
-                tracing::error!(
-                    group = group_id,
-                    "__consumer_offsets append seen as a duplicate"
-                );
-                Err(GroupError::Storage)
+                tracing::error!(group = group_id, error = %e, "__consumer_offsets append seen as a duplicate");
+                Err(GroupError::from(&e))
             }
             Err(e) => {
                 tracing::warn!(group = group_id, error = %e, "__consumer_offsets append failed");
-                Err(append_error(&e))
+                Err(GroupError::from(&e))
             }
         }
     }
@@ -708,7 +696,7 @@ impl GroupCoordinator {
     /// group is Dead. Returns the append to wait for: SyncGroup answers only once it is
     /// durable; other callers (a static member's return, deletion) do not wait, as members
     /// hold the same state and a lost record costs at most a rebalance.
-    fn store_group(&self, g: &ClassicGroup) -> Result<(Arc<Partition>, Offset), GroupError> {
+    fn store_group(&self, g: &ClassicGroup) -> Result<Committable, GroupError> {
         let key = persistence::group_key(&g.group_id);
         let value = (g.state != GroupState::Dead).then(|| {
             let protocol = g.protocol_name.clone().unwrap_or_default();
@@ -799,22 +787,19 @@ fn restore_group(g: &mut ClassicGroup, v: GroupValue) {
     };
 }
 
-/// What a failed `__consumer_offsets` append means to a group client (Kafka maps timeouts
-/// to COORDINATOR_NOT_AVAILABLE and log failures to NOT_COORDINATOR).
-fn append_error(e: &logbook_replication::Error) -> GroupError {
-    use logbook_replication::Error;
-    match e {
-        // Kafka's coordinators answer COORDINATOR_NOT_AVAILABLE for these: retry later.
-        Error::Timeout { .. }
-        | Error::NotEnoughReplicas { .. }
-        | Error::NotEnoughReplicasAfterAppend { .. } => GroupError::CoordinatorNotAvailable,
-        Error::Closed(_)
-        | Error::Storage(_)
-        | Error::UnknownTopicOrPartition(_)
-        | Error::NotLeaderOrFollower(_)
-        | Error::FencedLeaderEpoch { .. }
-        | Error::UnknownLeaderEpoch { .. }
-        | Error::InconsistentTopicId { .. }
-        | Error::OffsetNotAvailable { .. } => GroupError::NotCoordinator,
+/// An append to a group's `__consumer_offsets` partition, and the offset that must be
+/// committed before its client is answered.
+pub type Committable = (Arc<dyn CoordinatorPartition>, i64);
+
+/// What a failed `__consumer_offsets` write means to a group client (Kafka's
+/// `normalizeException`: a write timeout or too few replicas is COORDINATOR_NOT_AVAILABLE,
+/// a log this broker cannot write is NOT_COORDINATOR).
+impl From<&WriteError> for GroupError {
+    fn from(e: &WriteError) -> Self {
+        match e {
+            WriteError::Unavailable(_) => GroupError::CoordinatorNotAvailable,
+            WriteError::NotLeader(_) | WriteError::Fenced(_) => GroupError::NotCoordinator,
+            WriteError::Duplicate(_) => GroupError::Storage,
+        }
     }
 }

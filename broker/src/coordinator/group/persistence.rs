@@ -14,12 +14,12 @@
 //!   client_host string, rebalance_timeout i32, session_timeout i32, subscription bytes,
 //!   assignment bytes]` (arrays: i32 count; bytes: i32 length).
 
+use crate::coordinator::partition_writer::CoordinatorPartition;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
     TimestampType, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
 };
-use logbook_replication::{Offset, Partition};
 
 use super::offsets::OffsetAndMetadata;
 
@@ -381,7 +381,7 @@ fn decode_group_value(value: &Bytes) -> Result<GroupValue, String> {
 ///
 /// # Errors
 /// Storage errors, or a batch the record decoder rejects.
-pub fn replay(partition: &Partition) -> Result<Vec<Persisted>, String> {
+pub fn replay(partition: &dyn CoordinatorPartition) -> Result<Vec<Persisted>, String> {
     replay_with(partition, |record| match record {
         Replayed::Data {
             key,
@@ -449,17 +449,48 @@ fn control_is_commit(key: Option<&Bytes>) -> Option<bool> {
     }
 }
 
+/// The v2 record batch header, as far as replay needs it (Kafka's `DefaultRecordBatch`
+/// layout): the base offset, the batch length after the first 12 bytes, the magic byte,
+/// and the last offset delta; 61 bytes in all.
+const BATCH_BASE_OFFSET_AT: usize = 0;
+const BATCH_LENGTH_AT: usize = 8;
+const BATCH_MAGIC_AT: usize = 16;
+const BATCH_LAST_OFFSET_DELTA_AT: usize = 23;
+const BATCH_HEADER_BYTES: usize = 61;
+/// The bytes before the batch length's count starts (base offset and length).
+const BATCH_LOG_OVERHEAD: usize = 12;
+
 /// The last offset of the last whole batch in `buf` by the batch headers (a batch's last
 /// offset survives compaction even when none of its records do); `None` if no header
 /// parses.
 fn last_offset_of_batches(buf: &Bytes) -> Option<i64> {
     let mut rest: &[u8] = buf;
     let mut last = None;
-    while let Ok(header) = logbook_storage::RecordBatchHeader::parse(rest) {
-        let Some(after) = rest.get(header.total_bytes()..) else {
+    while rest.len() >= BATCH_HEADER_BYTES && rest[BATCH_MAGIC_AT] == 2 {
+        let i64_at = |at: usize| {
+            rest.get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(i64::from_be_bytes)
+        };
+        let i32_at = |at: usize| {
+            rest.get(at..at + 4)
+                .and_then(|b| b.try_into().ok())
+                .map(i32::from_be_bytes)
+        };
+        let (Some(base), Some(length), Some(delta)) = (
+            i64_at(BATCH_BASE_OFFSET_AT),
+            i32_at(BATCH_LENGTH_AT),
+            i32_at(BATCH_LAST_OFFSET_DELTA_AT),
+        ) else {
             break;
         };
-        last = Some(header.last_offset());
+        let Some(after) = usize::try_from(length)
+            .ok()
+            .and_then(|l| rest.get(BATCH_LOG_OVERHEAD + l..))
+        else {
+            break;
+        };
+        last = Some(base + i64::from(delta));
         rest = after;
     }
     last
@@ -473,20 +504,20 @@ fn last_offset_of_batches(buf: &Bytes) -> Option<i64> {
 /// # Errors
 /// Storage errors, or a batch the record decoder rejects.
 pub fn replay_with<T>(
-    partition: &Partition,
+    partition: &dyn CoordinatorPartition,
     decode: impl Fn(Replayed<'_>) -> Result<Option<T>, String>,
 ) -> Result<Vec<T>, String> {
     let offsets = partition.offsets().map_err(|e| e.to_string())?;
-    let mut next = offsets.log_start_offset.get();
+    let mut next = offsets.log_start;
     let mut out = Vec::new();
-    while next < offsets.log_end_offset.get() {
-        let read = partition
-            .read_to_log_end(Offset(next), REPLAY_READ_BYTES, true)
+    while next < offsets.log_end {
+        let records = partition
+            .read(next, REPLAY_READ_BYTES)
             .map_err(|e| e.to_string())?;
-        if read.records.is_empty() {
+        if records.is_empty() {
             break;
         }
-        let mut buf = read.records.clone();
+        let mut buf = records.clone();
         let sets = RecordBatchDecoder::decode_all(&mut buf).map_err(|e| e.to_string())?;
         let before = next;
         for record in sets.iter().flat_map(|s| s.records.iter()) {
@@ -515,7 +546,7 @@ pub fn replay_with<T>(
                 Ok(Some(p)) => out.push(p),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(
-                    partition = %partition.topic_partition(),
+                    partition = %partition.name(),
                     offset = record.offset,
                     error = %e,
                     "skipping an undecodable internal record"
@@ -528,7 +559,7 @@ pub fn replay_with<T>(
             // batch did not fit. Step past them by their headers' last offsets: their
             // record counts are 0, so counting records would stop the replay here and
             // leave everything after out.
-            let end = last_offset_of_batches(&read.records).map_or(before, |last| last + 1);
+            let end = last_offset_of_batches(&records).map_or(before, |last| last + 1);
             if end <= before {
                 break;
             }
@@ -556,8 +587,7 @@ mod tests {
         let mut empty = full.get(..61).expect("header").to_vec();
         empty[8..12].copy_from_slice(&49_i32.to_be_bytes());
         empty[57..61].copy_from_slice(&0_i32.to_be_bytes());
-        let header = logbook_storage::RecordBatchHeader::parse(&empty).expect("parse");
-        assert_eq!((header.base_offset, header.last_offset()), (0, 2));
+        assert_eq!(last_offset_of_batches(&Bytes::from(empty.clone())), Some(2));
 
         let mut read = empty.clone();
         read.extend_from_slice(full.get(..100).expect("a partial batch"));

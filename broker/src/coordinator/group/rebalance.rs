@@ -9,7 +9,6 @@ use super::classic_group::{ClassicGroup, GroupState, JoinResult, Member, SyncRes
 use super::persistence;
 use super::NEW_MEMBER_JOIN_TIMEOUT_MS;
 use super::{duration_ms, now_ms, GroupCoordinator, GroupError, JoinRequest};
-use logbook_replication::Offset;
 
 /// Which join-phase timer fired.
 #[derive(Clone, Copy, Debug)]
@@ -639,8 +638,8 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         generation: i32,
-        partition: std::sync::Arc<logbook_replication::Partition>,
-        end_offset: Offset,
+        partition: std::sync::Arc<dyn super::CoordinatorPartition>,
+        end_offset: i64,
     ) {
         let Some(coordinator) = self.self_weak.upgrade() else {
             return;
@@ -651,7 +650,7 @@ impl GroupCoordinator {
         tokio::spawn(async move {
             let durable = tokio::select! {
                 () = shutdown.cancelled() => return,
-                durable = partition.wait_durable(end_offset, timeout) => durable,
+                durable = partition.wait_committed(end_offset, timeout) => durable,
             };
             let Some(group) = coordinator.group(&group_id) else {
                 return;
@@ -665,7 +664,7 @@ impl GroupCoordinator {
                 Ok(()) => coordinator.propagate_assignment(&mut g),
                 Err(e) => {
                     tracing::warn!(group = %g.group_id, generation, error = %e, "group assignment not durable");
-                    coordinator.assignment_not_stored(&mut g, super::append_error(&e));
+                    coordinator.assignment_not_stored(&mut g, GroupError::from(&e));
                 }
             }
         });

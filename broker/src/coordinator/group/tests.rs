@@ -7,23 +7,10 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::*;
-use crate::topic_config::BrokerDefaults;
+use crate::coordinator::test_host::TestHost;
 
-fn topics(dir: &std::path::Path) -> Arc<Topics> {
-    let replicas = Arc::new(logbook_replication::ReplicaManager::new(
-        dir,
-        logbook_replication::FlushPolicy::Os,
-        1,
-    ));
-    Arc::new(
-        Topics::open(
-            dir,
-            Arc::clone(&replicas),
-            BrokerDefaults::new(1_048_588, 1 << 30, -1),
-            1000,
-        )
-        .expect("topics"),
-    )
+fn topics(dir: &std::path::Path) -> Arc<TestHost> {
+    TestHost::open(dir, logbook_replication::FlushPolicy::Os)
 }
 
 fn config(initial_delay_ms: i32) -> GroupConfig {
@@ -102,7 +89,7 @@ async fn single_member_joins_syncs_and_heartbeats() {
     // member leads and gets its own metadata, its SyncGroup assignment comes back, and
     // heartbeats succeed only with the right member and generation.
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let c = GroupCoordinator::load(&topics(dir.path()).host(), config(0)).expect("load");
     let (id, rx) = join_new(&c, &["range"]).await;
     let joined = recv(rx).await;
     assert_eq!(joined.error, None);
@@ -140,7 +127,7 @@ async fn second_member_triggers_rebalance_and_protocol_vote() {
     // votes wins, only the leader gets member metadata, and SyncGroup hands out each
     // member's own assignment; a stale-generation SyncGroup gets ILLEGAL_GENERATION.
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let c = GroupCoordinator::load(&topics(dir.path()).host(), config(0)).expect("load");
     let (a, rx) = join_new(&c, &["roundrobin", "range"]).await;
     assert_eq!(recv(rx).await.generation_id, 1);
     recv(sync(&c, 1, &a, vec![])).await;
@@ -185,7 +172,7 @@ async fn session_timeout_evicts_silent_member() {
     // Proves: a member that stops heartbeating is removed after session.timeout.ms, the
     // survivor is told to rejoin, and the next generation has only the survivor.
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let c = GroupCoordinator::load(&topics(dir.path()).host(), config(0)).expect("load");
     let (a, rx) = join_new(&c, &["range"]).await;
     recv(rx).await;
     recv(sync(&c, 1, &a, vec![])).await;
@@ -220,7 +207,7 @@ async fn rebalance_timeout_removes_member_that_does_not_rejoin() {
     // Proves: the join phase ends after the rebalance timeout even if a member never
     // rejoins; that member is dropped from the new generation.
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let c = GroupCoordinator::load(&topics(dir.path()).host(), config(0)).expect("load");
     let (a, rx) = join_new(&c, &["range"]).await;
     recv(rx).await;
     recv(sync(&c, 1, &a, vec![])).await;
@@ -246,7 +233,7 @@ async fn initial_delay_collects_members_into_one_generation() {
     // Proves: group.initial.rebalance.delay.ms holds the first rebalance open so members
     // joining within it form generation 1 together.
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = GroupCoordinator::load(&topics(dir.path()), config(3000)).expect("load");
+    let c = GroupCoordinator::load(&topics(dir.path()).host(), config(3000)).expect("load");
     let (_a, mut rx_a) = join_new(&c, &["range"]).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert!(
@@ -265,7 +252,7 @@ async fn static_member_rejoins_without_rebalance() {
     // current generation and its old assignment without a rebalance; the old member id is
     // fenced (FENCED_INSTANCE_ID).
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let c = GroupCoordinator::load(&topics(dir.path()).host(), config(0)).expect("load");
     let old = recv(c.join_group(join("", Some("i1"), &["range"]))).await;
     assert_eq!(old.error, None, "static members get an id at once");
     let old_id = old.member_id;
@@ -308,7 +295,7 @@ async fn commits_survive_reload_and_admin_errors() {
     // group and removes an empty one, and OffsetDelete removes offsets.
     let dir = tempfile::tempdir().expect("tempdir");
     let t = topics(dir.path());
-    let c = GroupCoordinator::load(&t, config(0)).expect("load");
+    let c = GroupCoordinator::load(&t.host(), config(0)).expect("load");
     let commit = |p: i32, offset: i64| CommitPartition {
         topic: "t".into(),
         partition: p,
@@ -337,7 +324,7 @@ async fn commits_survive_reload_and_admin_errors() {
     assert_eq!(c.delete_group("nope"), Err(GroupError::GroupIdNotFound));
     c.shutdown();
     drop(c);
-    let c = GroupCoordinator::load(&t, config(0)).expect("reload");
+    let c = GroupCoordinator::load(&t.host(), config(0)).expect("reload");
     let fetched = c.fetch_offsets("g", None).expect("fetch");
     assert_eq!(fetched.len(), 1);
     let (topic, partitions) = &fetched[0];
@@ -371,7 +358,7 @@ async fn commits_survive_reload_and_admin_errors() {
     assert_eq!(c.describe_group("g"), Err(GroupError::GroupIdNotFound));
     c.shutdown();
     drop(c);
-    let c = GroupCoordinator::load(&t, config(0)).expect("reload");
+    let c = GroupCoordinator::load(&t.host(), config(0)).expect("reload");
     assert!(
         c.fetch_offsets("g", None).expect("fetch").is_empty(),
         "deletion survives reload"
@@ -384,7 +371,7 @@ async fn offsets_of_empty_group_expire() {
     // Proves: offsets.retention.minutes removes a standalone group's offsets once expired,
     // and the group with them.
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let c = GroupCoordinator::load(&topics(dir.path()).host(), config(0)).expect("load");
     let r = c.commit_offsets(
         "g",
         -1,
@@ -469,12 +456,19 @@ async fn failed_assignment_write_is_an_error_and_a_new_rebalance() {
     // after a log failure) the leader gets NOT_COORDINATOR (Kafka's mapping of a failed
     // append), no assignment, and the group does not become Stable but rebalances.
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let t = topics(dir.path());
+    let c = GroupCoordinator::load(&t.host(), config(0)).expect("load");
     let (id, rx) = join_new(&c, &["range"]).await;
     let joined = recv(rx).await;
     assert_eq!(joined.generation_id, 1);
     assert_eq!(state(&c), GroupState::CompletingRebalance);
-    let partition = c.offsets_partition("g").expect("offsets partition");
+    let partition = t
+        .replicas
+        .partition(
+            crate::coordinator::GROUP_METADATA_TOPIC_NAME,
+            c.partition_for("g"),
+        )
+        .expect("offsets partition");
     partition.close().expect("close");
     let synced = recv(sync(&c, 1, &id, vec![(id.clone(), Bytes::from("A"))])).await;
     assert_eq!(synced.error, Some(GroupError::NotCoordinator));
@@ -507,7 +501,7 @@ async fn unload_answers_not_coordinator_and_load_replays_its_partition_only() {
     // to every group request while other partitions' groups keep working, and loading a
     // partition restores its groups (offsets and members) from that partition alone.
     let dir = tempfile::tempdir().expect("tempdir");
-    let c = GroupCoordinator::load(&topics(dir.path()), config(0)).expect("load");
+    let c = GroupCoordinator::load(&topics(dir.path()).host(), config(0)).expect("load");
     // Two groups on different partitions of the (3-partition) offsets topic.
     let names: Vec<String> = (0..20).map(|i| format!("grp{i}")).collect();
     let a = names[0].clone();
@@ -653,7 +647,7 @@ fn group_offsets_answer_the_state_at_the_high_watermark() {
 async fn commits_forget_changes_under_the_high_watermark() {
     let dir = tempfile::tempdir().expect("tempdir");
     let t = topics(dir.path());
-    let c = GroupCoordinator::load(&t, config(0)).expect("load");
+    let c = GroupCoordinator::load(&t.host(), config(0)).expect("load");
     let commit = |offset: i64| CommitPartition {
         topic: "t".into(),
         partition: 0,
@@ -666,7 +660,7 @@ async fn commits_forget_changes_under_the_high_watermark() {
         assert_eq!(r.errors, vec![None]);
         let (partition, end) = r.durable.expect("appended");
         partition
-            .wait_durable(end, Duration::from_secs(10))
+            .wait_committed(end, Duration::from_secs(10))
             .await
             .expect("durable");
     }

@@ -13,39 +13,25 @@ use super::{CoordinatorRoles, PartitionRole};
 use crate::coordinator::group::{
     CommitPartition, GroupConfig, GroupCoordinator, GroupError, JoinRequest,
 };
+use crate::coordinator::test_host::TestHost;
 use crate::coordinator::transaction::{
     PartitionLeaders, TransactionConfig, TransactionCoordinator, TransactionResult, TxnError,
     TRANSACTION_STATE_TOPIC_NAME,
 };
 use crate::coordinator::GROUP_METADATA_TOPIC_NAME;
-use crate::topic_config::{BrokerDefaults, TopicConfig};
-use crate::topics::{NewTopic, Topics};
 
 struct Setup {
-    topics: Arc<Topics>,
+    topics: Arc<TestHost>,
     groups: Arc<GroupCoordinator>,
     txn: Arc<TransactionCoordinator>,
     roles: Arc<CoordinatorRoles>,
 }
 
 fn open(path: &std::path::Path, initial_rebalance_delay_ms: i32) -> Setup {
-    let replicas = Arc::new(logbook_replication::ReplicaManager::new(
-        path,
-        logbook_replication::FlushPolicy::Os,
-        1,
-    ));
-    let topics = Arc::new(
-        Topics::open(
-            path,
-            replicas,
-            BrokerDefaults::new(1_048_588, 1 << 30, -1),
-            1000,
-        )
-        .expect("topics"),
-    );
+    let topics = TestHost::open(path, logbook_replication::FlushPolicy::Os);
     let producer_ids = crate::coordinator::producer_id_manager::RpcProducerIdManager::for_tests();
     let groups = GroupCoordinator::load(
-        &topics,
+        &topics.host(),
         GroupConfig {
             offsets_topic_num_partitions: 2,
             initial_rebalance_delay_ms,
@@ -54,7 +40,7 @@ fn open(path: &std::path::Path, initial_rebalance_delay_ms: i32) -> Setup {
     )
     .expect("groups");
     let txn = TransactionCoordinator::load(
-        &topics,
+        &topics.host(),
         groups.clone(),
         producer_ids,
         TransactionConfig {
@@ -65,14 +51,7 @@ fn open(path: &std::path::Path, initial_rebalance_delay_ms: i32) -> Setup {
         },
     )
     .expect("transactions");
-    topics
-        .create(NewTopic {
-            name: "a",
-            partitions: 2,
-            replication_factor: 1,
-            config: TopicConfig::default(),
-        })
-        .expect("topic");
+    topics.create_topic("a", 2);
     let roles = CoordinatorRoles::new(Arc::clone(&groups), Arc::clone(&txn));
     Setup {
         topics,
@@ -138,7 +117,7 @@ async fn follower_transition_fails_parked_join_and_leader_transition_reloads() {
     assert_eq!(r.errors, vec![None]);
     if let Some((partition, end)) = r.durable {
         partition
-            .wait_durable(end, Duration::from_secs(10))
+            .wait_committed(end, Duration::from_secs(10))
             .await
             .expect("durable");
     }
@@ -250,7 +229,7 @@ async fn follower_transition_fails_in_flight_end_txn() {
 /// The coordinator epoch the partition's producer state holds for `pid` (its last marker's).
 fn marker_coordinator_epoch(s: &Setup, topic: &str, index: i32, pid: i64) -> i32 {
     s.topics
-        .replicas()
+        .replicas
         .partition(topic, index)
         .expect("partition")
         .active_producers()
@@ -304,7 +283,7 @@ async fn reload_in_newer_epoch_fences_old_markers() {
     let (pid, epoch) = commit(&s).await;
     assert_eq!(marker_coordinator_epoch(&s, "a", 0, pid), 6);
 
-    let partition = s.topics.replicas().partition("a", 0).expect("partition");
+    let partition = s.topics.replicas.partition("a", 0).expect("partition");
     let stale = partition.write_txn_marker(pid, epoch, 5, logbook_replication::TxnResult::Abort);
     let code = stale
         .map(|_| ())

@@ -6,12 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use logbook_replication::Partition;
 
 use super::{CoordinatorRuntime, CoordinatorShard, RuntimeError};
 use crate::coordinator::group::persistence;
-use crate::topic_config::{BrokerDefaults, TopicConfig};
-use crate::topics::{NewTopic, Topics};
+use crate::coordinator::partition_writer::{CoordinatorPartition, PartitionWriter};
+use crate::coordinator::test_host::TestHost;
 
 /// What replay saw of its partition.
 struct Seen {
@@ -20,10 +19,10 @@ struct Seen {
 }
 
 impl CoordinatorShard for Seen {
-    fn replay(partition_index: i32, partition: &Partition) -> Result<Self, String> {
+    fn replay(partition_index: i32, partition: &dyn CoordinatorPartition) -> Result<Self, String> {
         Ok(Seen {
             partition_index,
-            high_watermark: partition.high_watermark().get(),
+            high_watermark: partition.high_watermark(),
         })
     }
 }
@@ -32,38 +31,22 @@ impl CoordinatorShard for Seen {
 struct Unreadable;
 
 impl CoordinatorShard for Unreadable {
-    fn replay(_: i32, _: &Partition) -> Result<Self, String> {
+    fn replay(_: i32, _: &dyn CoordinatorPartition) -> Result<Self, String> {
         Err("corrupt".to_string())
     }
 }
 
 /// A two-partition internal topic with three records in partition 0 only.
-fn internal_topic(dir: &std::path::Path) -> Vec<Arc<Partition>> {
-    let replicas = Arc::new(logbook_replication::ReplicaManager::new(
-        dir,
-        logbook_replication::FlushPolicy::Os,
-        1,
-    ));
-    let topics = Topics::open(
-        dir,
-        Arc::clone(&replicas),
-        BrokerDefaults::new(1_048_588, 1 << 30, -1),
-        1000,
-    )
-    .expect("topics");
-    let topic = topics
-        .create(NewTopic {
-            name: "__runtime_test",
-            partitions: 2,
-            replication_factor: 1,
-            config: TopicConfig::default(),
-        })
-        .expect("create");
+fn internal_topic(dir: &std::path::Path) -> Vec<Arc<dyn CoordinatorPartition>> {
+    let host = TestHost::open(dir, logbook_replication::FlushPolicy::Os);
+    host.create_topic("__runtime_test", 2);
     let records: Vec<(Bytes, Option<Bytes>)> = (0..3)
         .map(|i| (persistence::group_key(&format!("g{i}")), None))
         .collect();
     let batch = persistence::encode_batch(&records, 0).expect("encode");
-    let partitions = replicas.partitions_of(&topic.name);
+    let partitions: Vec<Arc<dyn CoordinatorPartition>> = (0..2)
+        .map(|i| host.partition("__runtime_test", i).expect("hosted"))
+        .collect();
     partitions[0].append(&batch).expect("append");
     partitions
 }
@@ -80,8 +63,8 @@ fn load_replays_only_its_partition_and_unload_drops_it() {
         runtime.shard(0).err(),
         Some(RuntimeError::NotCoordinator(0))
     );
-    runtime.load(0, &partitions[0]).expect("load 0");
-    runtime.load(1, &partitions[1]).expect("load 1");
+    runtime.load(0, partitions[0].as_ref()).expect("load 0");
+    runtime.load(1, partitions[1].as_ref()).expect("load 1");
     let shard = runtime.shard(0).expect("shard 0");
     assert_eq!((shard.partition_index, shard.high_watermark), (0, 3));
     let shard = runtime.shard(1).expect("shard 1");
@@ -96,7 +79,7 @@ fn load_replays_only_its_partition_and_unload_drops_it() {
 
     let failing = CoordinatorRuntime::<Unreadable>::new(tokio_util::sync::CancellationToken::new());
     assert_eq!(
-        failing.load(0, &partitions[0]).err(),
+        failing.load(0, partitions[0].as_ref()).err(),
         Some(RuntimeError::Load {
             partition_index: 0,
             reason: "corrupt".to_string()
@@ -113,7 +96,7 @@ async fn timers_belong_to_their_load() {
     let dir = tempfile::tempdir().expect("tempdir");
     let partitions = internal_topic(dir.path());
     let runtime = CoordinatorRuntime::<Seen>::new(tokio_util::sync::CancellationToken::new());
-    runtime.load(0, &partitions[0]).expect("load");
+    runtime.load(0, partitions[0].as_ref()).expect("load");
     let fired = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&fired);
     runtime
@@ -131,7 +114,7 @@ async fn timers_belong_to_their_load() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(fired.load(Ordering::SeqCst), 1, "the 1 s timer fired");
     runtime.unload(0);
-    runtime.load(0, &partitions[0]).expect("reload");
+    runtime.load(0, partitions[0].as_ref()).expect("reload");
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(
         fired.load(Ordering::SeqCst),
@@ -151,7 +134,7 @@ async fn timers_belong_to_their_load() {
 fn begun_load_answers_load_in_progress_until_completed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let partitions = internal_topic(dir.path());
-    let p0 = partitions.first().expect("partition 0");
+    let p0 = partitions.first().expect("partition 0").as_ref();
     let runtime = CoordinatorRuntime::<Seen>::new(tokio_util::sync::CancellationToken::new());
     let ticket = runtime.begin_load(0);
     assert_eq!(

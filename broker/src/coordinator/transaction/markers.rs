@@ -1,6 +1,6 @@
 //! Writing a transaction's markers (Kafka's `TransactionMarkerChannelManager`): one control
 //! batch per partition of the transaction, carrying the coordinator epoch. A partition this
-//! broker leads gets its marker through `Partition::write_txn_marker`, waited on until
+//! broker leads gets its marker through `CoordinatorPartition::write_txn_marker`, waited on until
 //! durable (for a `__consumer_offsets` partition the group coordinator also applies or
 //! drops the producer's pending transactional offsets); a partition led elsewhere gets it
 //! through WriteTxnMarkers to its leader, one request per leader broker, answered once the
@@ -14,12 +14,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use logbook_client::BrokerEndpoint;
-use logbook_replication::{Offset, Partition};
 
 use super::metadata::{TransactionMetadata, TransactionResult};
 use super::remote::{self, MarkerOutcome, Remote};
 use super::{GroupOffsets, TxnError};
-use crate::topics::Topics;
+use crate::coordinator::partition_writer::{CoordinatorHost, CoordinatorPartition, WriteError};
 
 /// First wait before a round of retries; it grows by this much per round, up to
 /// [`RETRY_BACKOFF_MAX`] (Kafka retries markers every `retry.backoff.ms`).
@@ -32,18 +31,18 @@ enum Route {
     /// Its topic is gone: no marker needed, as in Kafka.
     Gone,
     /// Led here.
-    Local(Arc<Partition>),
+    Local(Arc<dyn CoordinatorPartition>),
     /// Led by another broker.
     Remote(BrokerEndpoint),
     /// No leader right now (or not yet hosted here): retry later.
     Unavailable,
 }
 
-fn route(topics: &Topics, remote: Option<&Remote>, topic: &str, index: i32) -> Route {
-    let exists = topics
-        .get(topic)
-        .is_some_and(|t| (0..t.partition_count).contains(&index));
-    let local = || topics.replicas().partition(topic, index);
+fn route(host: &dyn CoordinatorHost, remote: Option<&Remote>, topic: &str, index: i32) -> Route {
+    let exists = host
+        .partition_count(topic)
+        .is_some_and(|count| (0..count).contains(&index));
+    let local = || host.partition(topic, index);
     match remote {
         None => local().map_or(Route::Gone, Route::Local),
         Some(_) if !exists => Route::Gone,
@@ -59,7 +58,7 @@ fn route(topics: &Topics, remote: Option<&Remote>, topic: &str, index: i32) -> R
 #[derive(Default)]
 struct Round {
     /// Local markers written, to wait on until durable.
-    written: Vec<(Arc<Partition>, Offset)>,
+    written: Vec<(Arc<dyn CoordinatorPartition>, i64)>,
     /// Partitions to try again.
     retry: Vec<(String, i32)>,
 }
@@ -72,7 +71,7 @@ struct Round {
 /// `NotCoordinator` when a partition fenced this coordinator; `CoordinatorNotAvailable`
 /// when markers were still missing at the deadline (a later load retries them).
 pub(super) async fn write_markers(
-    topics: &Topics,
+    host: &dyn CoordinatorHost,
     groups: &dyn GroupOffsets,
     remote: Option<&Remote>,
     meta: &TransactionMetadata,
@@ -87,7 +86,7 @@ pub(super) async fn write_markers(
     let mut backoff = RETRY_BACKOFF;
     loop {
         let round = write_round(
-            topics,
+            host,
             groups,
             remote,
             meta,
@@ -110,7 +109,7 @@ pub(super) async fn write_markers(
     }
     let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
     for (partition, end) in written {
-        if let Err(e) = partition.wait_durable(end, remaining).await {
+        if let Err(e) = partition.wait_committed(end, remaining).await {
             tracing::warn!(error = %e, "transaction marker not durable");
             return Err(TxnError::CoordinatorNotAvailable);
         }
@@ -121,7 +120,7 @@ pub(super) async fn write_markers(
 /// One attempt at every partition in `pending`: local ones written here, remote ones sent
 /// to their leaders together.
 async fn write_round(
-    topics: &Topics,
+    host: &dyn CoordinatorHost,
     groups: &dyn GroupOffsets,
     remote: Option<&Remote>,
     meta: &TransactionMetadata,
@@ -132,7 +131,7 @@ async fn write_round(
     let mut round = Round::default();
     let mut by_leader: BTreeMap<i32, (BrokerEndpoint, Vec<(String, i32)>)> = BTreeMap::new();
     for (topic, index) in pending {
-        match route(topics, remote, &topic, index) {
+        match route(host, remote, &topic, index) {
             Route::Gone => {
                 tracing::info!(%topic, partition = index, "no marker for a partition that no longer exists");
             }
@@ -152,28 +151,18 @@ async fn write_round(
                 round.retry.push((topic, index));
             }
             Route::Local(partition) => {
-                let marker = if commit {
-                    logbook_replication::TxnResult::Commit
-                } else {
-                    logbook_replication::TxnResult::Abort
-                };
                 let written = partition.write_txn_marker(
                     meta.producer_id,
                     meta.producer_epoch,
                     coordinator_epoch,
-                    marker,
+                    commit,
                 );
                 match written {
                     Ok(offset) => {
                         if topic == crate::coordinator::GROUP_METADATA_TOPIC_NAME {
-                            groups.complete_txn_offsets(
-                                index,
-                                meta.producer_id,
-                                commit,
-                                offset.get(),
-                            );
+                            groups.complete_txn_offsets(index, meta.producer_id, commit, offset);
                         }
-                        round.written.push((partition, Offset(offset.get() + 1)));
+                        round.written.push((partition, offset + 1));
                     }
                     Err(e) => {
                         tracing::info!(%topic, partition = index, error = %e, "transaction marker not written here");
@@ -223,13 +212,12 @@ async fn write_round(
 /// What a marker this broker failed to write means (as `remote::marker_outcome` for a
 /// leader's code): a fenced producer epoch or coordinator stops the transaction's
 /// completion; anything else (not the leader now, a storage error) is tried again.
-fn local_outcome(e: &logbook_replication::Error) -> MarkerOutcome {
-    use logbook_storage::Error as Storage;
+fn local_outcome(e: &WriteError) -> MarkerOutcome {
     match e {
-        logbook_replication::Error::Storage(
-            Storage::InvalidProducerEpoch { .. } | Storage::TransactionCoordinatorFenced { .. },
-        ) => MarkerOutcome::Fenced,
-        _ => MarkerOutcome::Retry,
+        WriteError::Fenced(_) => MarkerOutcome::Fenced,
+        WriteError::Unavailable(_) | WriteError::NotLeader(_) | WriteError::Duplicate(_) => {
+            MarkerOutcome::Retry
+        }
     }
 }
 

@@ -36,7 +36,6 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use logbook_client::InterBrokerClient;
-use logbook_replication::{Offset, Partition};
 use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
@@ -44,10 +43,9 @@ pub use metadata::{TransactionMetadata, TransactionResult, TransactionState};
 pub use remote::{PartitionLeaders, Remote};
 
 use super::group::persistence::{encode_batch, replay_with, Replayed};
+use super::partition_writer::{CoordinatorHost, CoordinatorPartition, InternalTopic, WriteError};
 use super::producer_id_manager::RpcProducerIdManager;
 use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError};
-use crate::topic_config::TopicConfig;
-use crate::topics::{NewTopic, Topic, Topics};
 use logbook_common::now_ms;
 use metadata::is_epoch_exhausted;
 
@@ -230,14 +228,14 @@ pub struct TransactionShard {
 }
 
 impl CoordinatorShard for TransactionShard {
-    fn replay(partition_index: i32, partition: &Partition) -> Result<Self, String> {
+    fn replay(partition_index: i32, partition: &dyn CoordinatorPartition) -> Result<Self, String> {
         let records = replay_with(partition, |record| match record {
             Replayed::Data { key, value, .. } => {
                 transaction_log::decode_record(key, value).map(Some)
             }
             Replayed::Marker { .. } => Ok(None),
         })
-        .map_err(|e| format!("{}: {e}", partition.topic_partition()))?;
+        .map_err(|e| format!("{}: {e}", partition.name()))?;
         let shard = TransactionShard {
             transactions: RwLock::new(HashMap::new()),
             lease: Lease::new(),
@@ -284,8 +282,8 @@ impl TransactionShard {
 
 /// A write to `__transaction_state` that must become durable before the client is answered.
 struct Durable {
-    partition: Arc<Partition>,
-    end_offset: Offset,
+    partition: Arc<dyn CoordinatorPartition>,
+    end_offset: i64,
 }
 
 /// What `describe` / `list` report of one transactional id.
@@ -315,14 +313,15 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
 pub struct TransactionCoordinator {
     config: TransactionConfig,
     runtime: Arc<CoordinatorRuntime<TransactionShard>>,
-    topics: Arc<Topics>,
+    /// The broker's partitions and internal topics.
+    host: Arc<dyn CoordinatorHost>,
     groups: Arc<dyn GroupOffsets>,
     /// Producer ids from the controller's blocks (KIP-730).
     producer_ids: Arc<RpcProducerIdManager>,
     /// Other brokers, once the cluster is wired: markers for partitions led elsewhere and
     /// KIP-890 checks for transactions coordinated elsewhere go there.
     remote: OnceLock<Remote>,
-    state_topic: OnceLock<Arc<Topic>>,
+    state_topic: OnceLock<i32>,
     state_partitions: i32,
     state_topic_creation: Mutex<()>,
     shutdown: CancellationToken,
@@ -337,20 +336,18 @@ impl TransactionCoordinator {
     /// # Errors
     /// The topic's log cannot be read.
     pub fn load(
-        topics: &Arc<Topics>,
+        host: &Arc<dyn CoordinatorHost>,
         groups: Arc<dyn GroupOffsets>,
         producer_ids: Arc<RpcProducerIdManager>,
         config: TransactionConfig,
     ) -> Result<Arc<Self>, String> {
-        let existing = topics.get(TRANSACTION_STATE_TOPIC_NAME);
-        let state_partitions = existing
-            .as_ref()
-            .map_or(config.state_log_num_partitions, |t| t.partition_count);
+        let existing = host.partition_count(TRANSACTION_STATE_TOPIC_NAME);
+        let state_partitions = existing.unwrap_or(config.state_log_num_partitions);
         let shutdown = CancellationToken::new();
         let coordinator = Arc::new_cyclic(|self_weak| TransactionCoordinator {
             config,
             runtime: CoordinatorRuntime::new(shutdown.clone()),
-            topics: Arc::clone(topics),
+            host: Arc::clone(host),
             groups,
             producer_ids,
             remote: OnceLock::new(),
@@ -360,12 +357,11 @@ impl TransactionCoordinator {
             shutdown,
             self_weak: self_weak.clone(),
         });
-        if let Some(topic) = existing {
+        if let Some(partition_count) = existing {
             // Only the partitions this broker leads (all of them on a single node); the
             // others load when their leadership comes here (`CoordinatorRoles`).
-            for index in 0..topic.partition_count {
-                let leads = topics
-                    .replicas()
+            for index in 0..partition_count {
+                let leads = host
                     .partition(TRANSACTION_STATE_TOPIC_NAME, index)
                     .is_some_and(|p| p.is_leader());
                 if leads {
@@ -374,7 +370,7 @@ impl TransactionCoordinator {
                         .map_err(|e| e.to_string())?;
                 }
             }
-            let _ = coordinator.state_topic.set(topic);
+            let _ = coordinator.state_topic.set(partition_count);
         }
         Ok(coordinator)
     }
@@ -418,14 +414,13 @@ impl TransactionCoordinator {
     ) -> Result<(), RuntimeError> {
         let partition_index = ticket.partition_index;
         let Some(partition) = self
-            .topics
-            .replicas()
+            .host
             .partition(TRANSACTION_STATE_TOPIC_NAME, partition_index)
         else {
             self.runtime.abandon_load(ticket);
             return Err(RuntimeError::NotCoordinator(partition_index));
         };
-        let shard = blocking(|| self.runtime.complete_load(ticket, &partition))?;
+        let shard = blocking(|| self.runtime.complete_load(ticket, partition.as_ref()))?;
         if shard
             .lease
             .coordinator_epoch
@@ -488,10 +483,9 @@ impl TransactionCoordinator {
     /// The leader epoch of partition `partition_index` of `__transaction_state` here: the
     /// coordinator epoch of a load on a single node (0 if the partition is not hosted).
     fn leader_epoch(&self, partition_index: i32) -> i32 {
-        self.topics
-            .replicas()
+        self.host
             .partition(TRANSACTION_STATE_TOPIC_NAME, partition_index)
-            .map_or(0, |p| p.leader_epoch().0)
+            .map_or(0, |p| p.leader_epoch())
     }
 
     /// Stops the coordinator's timers.
@@ -520,54 +514,48 @@ impl TransactionCoordinator {
     ///
     /// # Errors
     /// `CoordinatorNotAvailable` when it cannot be created yet.
-    pub fn state_topic(&self) -> Result<&Arc<Topic>, TxnError> {
-        if let Some(topic) = self.state_topic.get() {
-            return Ok(topic);
+    pub fn state_topic(&self) -> Result<i32, TxnError> {
+        if let Some(count) = self.state_topic.get() {
+            return Ok(*count);
         }
         // Waited for off the async workers: the creation goes through the controller,
         // whose tasks need a worker while the creator waits for it.
         let _creating = blocking(|| self.state_topic_creation.lock());
-        if let Some(topic) = self.state_topic.get() {
-            return Ok(topic);
+        if let Some(count) = self.state_topic.get() {
+            return Ok(*count);
         }
         // Created already, by another broker of the cluster: its shards load here as their
         // leadership arrives (`CoordinatorRoles`).
-        if let Some(topic) = self.topics.get(TRANSACTION_STATE_TOPIC_NAME) {
-            return Ok(self.state_topic.get_or_init(|| topic));
+        if let Some(count) = self.host.partition_count(TRANSACTION_STATE_TOPIC_NAME) {
+            return Ok(*self.state_topic.get_or_init(|| count));
         }
         let segment_bytes = self.config.state_log_segment_bytes.to_string();
         let min_isr = self.config.state_log_min_isr.to_string();
-        let created = TopicConfig::from_pairs([
-            ("cleanup.policy", Some("compact")),
-            ("compression.type", Some("uncompressed")),
-            ("segment.bytes", Some(segment_bytes.as_str())),
-            ("min.insync.replicas", Some(min_isr.as_str())),
-            ("unclean.leader.election.enable", Some("false")),
-        ])
-        .map_err(|e| e.to_string())
-        .and_then(|config| {
-            blocking(|| {
-                self.topics.create_internal(NewTopic {
-                    name: TRANSACTION_STATE_TOPIC_NAME,
-                    partitions: self.state_partitions,
-                    replication_factor: 1,
-                    config,
-                })
+        let created = blocking(|| {
+            self.host.create(InternalTopic {
+                name: TRANSACTION_STATE_TOPIC_NAME,
+                partitions: self.state_partitions,
+                replication_factor: 1,
+                configs: &[
+                    ("cleanup.policy", "compact"),
+                    ("compression.type", "uncompressed"),
+                    ("segment.bytes", segment_bytes.as_str()),
+                    ("min.insync.replicas", min_isr.as_str()),
+                    ("unclean.leader.election.enable", "false"),
+                ],
             })
-            .map_err(|e| e.to_string())
         });
         match created {
-            Ok(topic) => {
+            Ok(partition_count) => {
                 tracing::info!(
                     partitions = self.state_partitions,
                     "created {TRANSACTION_STATE_TOPIC_NAME}"
                 );
                 // The partitions this broker leads (all of them on a single node); the
                 // others load where their leaders are.
-                for index in 0..topic.partition_count {
+                for index in 0..partition_count {
                     let leads = self
-                        .topics
-                        .replicas()
+                        .host
                         .partition(TRANSACTION_STATE_TOPIC_NAME, index)
                         .is_some_and(|p| p.is_leader());
                     if !leads || self.coordinator_epoch(index).is_some() {
@@ -578,12 +566,12 @@ impl TransactionCoordinator {
                         return Err(TxnError::CoordinatorNotAvailable);
                     }
                 }
-                Ok(self.state_topic.get_or_init(|| topic))
+                Ok(*self.state_topic.get_or_init(|| partition_count))
             }
             Err(e) => {
                 // Another broker created it meanwhile.
-                if let Some(topic) = self.topics.get(TRANSACTION_STATE_TOPIC_NAME) {
-                    return Ok(self.state_topic.get_or_init(|| topic));
+                if let Some(count) = self.host.partition_count(TRANSACTION_STATE_TOPIC_NAME) {
+                    return Ok(*self.state_topic.get_or_init(|| count));
                 }
                 tracing::error!(error = %e, "cannot create {TRANSACTION_STATE_TOPIC_NAME}");
                 Err(TxnError::CoordinatorNotAvailable)
@@ -614,11 +602,10 @@ impl TransactionCoordinator {
     fn append(&self, entry: &mut TxnEntry, next: TransactionMetadata) -> Result<Durable, TxnError> {
         entry.lease.coordinator_epoch()?;
         let id = next.transactional_id.clone();
-        let topic = self.state_topic()?;
+        self.state_topic()?;
         let partition = self
-            .topics
-            .replicas()
-            .partition(&topic.name, self.partition_for(&id))
+            .host
+            .partition(TRANSACTION_STATE_TOPIC_NAME, self.partition_for(&id))
             .ok_or(TxnError::NotCoordinator)?;
         let flexible = self.config.transaction_version >= 1;
         let value =
@@ -627,25 +614,22 @@ impl TransactionCoordinator {
             tracing::error!(transactional_id = id, error = %e, "cannot encode a transaction log batch");
             TxnError::Storage
         })?;
-        match partition.append_for_coordinator(&batch) {
-            Ok(logbook_replication::AppendOutcome::Appended(info)) => {
+        match partition.append(&batch) {
+            Ok(end_offset) => {
                 entry.previous = Some(std::mem::replace(&mut entry.meta, next));
                 entry.pending = true;
                 Ok(Durable {
                     partition,
-                    end_offset: info.log_end_offset,
+                    end_offset,
                 })
             }
-            Ok(logbook_replication::AppendOutcome::Duplicate(_)) => {
-                tracing::error!(
-                    transactional_id = id,
-                    "transaction log append seen as a duplicate"
-                );
-                Err(TxnError::Storage)
+            Err(e @ WriteError::Duplicate(_)) => {
+                tracing::error!(transactional_id = id, error = %e, "transaction log append seen as a duplicate");
+                Err(TxnError::from(&e))
             }
             Err(e) => {
                 tracing::warn!(transactional_id = id, error = %e, "transaction log append failed");
-                Err(append_error(&e))
+                Err(TxnError::from(&e))
             }
         }
     }
@@ -659,7 +643,7 @@ impl TransactionCoordinator {
         let resigned = entry.lock().lease.resigned.clone();
         let result = tokio::select! {
             () = resigned.cancelled() => return Err(TxnError::NotCoordinator),
-            r = durable.partition.wait_durable(durable.end_offset, timeout) => r,
+            r = durable.partition.wait_committed(durable.end_offset, timeout) => r,
         };
         let mut e = entry.lock();
         e.pending = false;
@@ -669,7 +653,7 @@ impl TransactionCoordinator {
             if let Some(previous) = previous {
                 e.meta = previous;
             }
-            append_error(&err)
+            TxnError::from(&err)
         })
     }
 
@@ -817,7 +801,11 @@ impl TransactionCoordinator {
         let Some(remote) = self.remote.get() else {
             return Ok(None);
         };
-        if self.topics.get(TRANSACTION_STATE_TOPIC_NAME).is_none() {
+        if self
+            .host
+            .partition_count(TRANSACTION_STATE_TOPIC_NAME)
+            .is_none()
+        {
             // Not created yet: the local path creates it (a single broker) or answers.
             return Ok(None);
         }
@@ -1118,7 +1106,7 @@ impl TransactionCoordinator {
         tokio::select! {
             () = lease.resigned.cancelled() => return Err(TxnError::NotCoordinator),
             r = markers::write_markers(
-                &self.topics,
+                self.host.as_ref(),
                 self.groups.as_ref(),
                 self.remote.get(),
                 &meta,
@@ -1356,22 +1344,14 @@ impl TransactionCoordinator {
     }
 }
 
-/// What a failed `__transaction_state` append means to a client (Kafka maps a write timeout
-/// to COORDINATOR_NOT_AVAILABLE and a log failure to NOT_COORDINATOR).
-fn append_error(e: &logbook_replication::Error) -> TxnError {
-    use logbook_replication::Error;
-    match e {
-        // Kafka's coordinators answer COORDINATOR_NOT_AVAILABLE for these: retry later.
-        Error::Timeout { .. }
-        | Error::NotEnoughReplicas { .. }
-        | Error::NotEnoughReplicasAfterAppend { .. } => TxnError::CoordinatorNotAvailable,
-        Error::Closed(_)
-        | Error::Storage(_)
-        | Error::UnknownTopicOrPartition(_)
-        | Error::NotLeaderOrFollower(_)
-        | Error::FencedLeaderEpoch { .. }
-        | Error::UnknownLeaderEpoch { .. }
-        | Error::InconsistentTopicId { .. }
-        | Error::OffsetNotAvailable { .. } => TxnError::NotCoordinator,
+/// What a failed `__transaction_state` write means to a client (Kafka maps a write timeout
+/// or too few replicas to COORDINATOR_NOT_AVAILABLE and a log failure to NOT_COORDINATOR).
+impl From<&WriteError> for TxnError {
+    fn from(e: &WriteError) -> Self {
+        match e {
+            WriteError::Unavailable(_) => TxnError::CoordinatorNotAvailable,
+            WriteError::NotLeader(_) | WriteError::Fenced(_) => TxnError::NotCoordinator,
+            WriteError::Duplicate(_) => TxnError::Storage,
+        }
     }
 }

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use super::*;
 use crate::coordinator::group::GroupConfig;
-use crate::topic_config::BrokerDefaults;
+use crate::coordinator::test_host::TestHost;
 
 struct Setup {
-    topics: Arc<Topics>,
+    topics: Arc<TestHost>,
     txn: Arc<TransactionCoordinator>,
 }
 
@@ -30,43 +30,23 @@ fn open_config(path: &std::path::Path, adjust: impl FnOnce(&mut TransactionConfi
         ..TransactionConfig::default()
     };
     adjust(&mut config);
-    let replicas = Arc::new(logbook_replication::ReplicaManager::new(
-        path,
-        logbook_replication::FlushPolicy::EveryWrite,
-        1,
-    ));
-    let topics = Arc::new(
-        Topics::open(
-            path,
-            replicas,
-            BrokerDefaults::new(1_048_588, 1 << 30, -1),
-            1000,
-        )
-        .expect("topics"),
-    );
+    let topics = TestHost::open(path, logbook_replication::FlushPolicy::EveryWrite);
     let producer_ids = crate::coordinator::producer_id_manager::RpcProducerIdManager::for_tests();
     let groups = crate::coordinator::GroupCoordinator::load(
-        &topics,
+        &topics.host(),
         GroupConfig {
             offsets_topic_num_partitions: 2,
             ..GroupConfig::default()
         },
     )
     .expect("groups");
-    let txn =
-        TransactionCoordinator::load(&topics, groups, producer_ids, config).expect("transactions");
+    let txn = TransactionCoordinator::load(&topics.host(), groups, producer_ids, config)
+        .expect("transactions");
     Setup { topics, txn }
 }
 
 fn create_topic(s: &Setup, name: &str) {
-    s.topics
-        .create(crate::topics::NewTopic {
-            name,
-            partitions: 2,
-            replication_factor: 1,
-            config: TopicConfig::default(),
-        })
-        .expect("topic");
+    s.topics.create_topic(name, 2);
 }
 
 // A second InitProducerId for the same id bumps the epoch and fences the first producer;
@@ -142,11 +122,7 @@ async fn commit_writes_markers_and_fence_aborts() {
     assert_eq!(m.state, TransactionState::CompleteCommit);
     assert!(m.partitions.is_empty());
     for index in 0..2 {
-        let p = s
-            .topics
-            .replicas()
-            .partition("a", index)
-            .expect("partition");
+        let p = s.topics.replicas.partition("a", index).expect("partition");
         // One marker each, durable.
         assert_eq!(p.offsets().expect("offsets").high_watermark.get(), 1);
     }
@@ -175,7 +151,7 @@ async fn commit_writes_markers_and_fence_aborts() {
     let m = s.txn.describe("t").expect("describe");
     assert_eq!(m.state, TransactionState::CompleteAbort);
     assert_eq!(m.producer_epoch, epoch + 1);
-    let p = s.topics.replicas().partition("a", 0).expect("partition");
+    let p = s.topics.replicas.partition("a", 0).expect("partition");
     assert_eq!(p.offsets().expect("offsets").high_watermark.get(), 2);
     // The retry gets the next epoch.
     assert_eq!(
@@ -210,7 +186,7 @@ async fn replay_completes_prepared_transactions() {
         };
         s.txn.durable(&entry, durable).await.expect("durable");
         s.txn.shutdown();
-        tokio::task::block_in_place(|| s.topics.replicas().shutdown());
+        tokio::task::block_in_place(|| s.topics.replicas.shutdown());
         (pid, epoch)
     };
     let s = open(dir.path());
@@ -222,7 +198,7 @@ async fn replay_completes_prepared_transactions() {
         s.txn.describe("t").expect("describe").state,
         TransactionState::CompleteCommit
     );
-    let p = s.topics.replicas().partition("a", 1).expect("partition");
+    let p = s.topics.replicas.partition("a", 1).expect("partition");
     assert_eq!(p.offsets().expect("offsets").high_watermark.get(), 1);
     // The first epoch is still the producer's: the next InitProducerId bumps it.
     assert_eq!(
@@ -250,7 +226,7 @@ async fn settle(s: &Setup, id: &str, state: TransactionState) {
 /// The epoch the partition's producer state holds for `pid` (set by its last marker).
 fn marker_epoch(s: &Setup, topic: &str, index: i32, pid: i64) -> i16 {
     s.topics
-        .replicas()
+        .replicas
         .partition(topic, index)
         .expect("partition")
         .active_producers()
@@ -327,7 +303,7 @@ async fn end_txn_v2_bumps_epoch_per_transaction() {
         Ok((pid, 2))
     );
     assert_eq!(marker_epoch(&s, "a", 0, pid), 2);
-    let p = s.topics.replicas().partition("a", 0).expect("partition");
+    let p = s.topics.replicas.partition("a", 0).expect("partition");
     assert_eq!(p.offsets().expect("offsets").high_watermark.get(), 2);
     // An abort with nothing open bumps the epoch and writes no marker.
     assert_eq!(
@@ -428,7 +404,7 @@ async fn replay_v1_records_completes_v2_transaction() {
         };
         s.txn.durable(&entry, durable).await.expect("durable");
         s.txn.shutdown();
-        tokio::task::block_in_place(|| s.topics.replicas().shutdown());
+        tokio::task::block_in_place(|| s.topics.replicas.shutdown());
         (pid, prepared)
     };
     assert_eq!(
@@ -467,7 +443,7 @@ async fn replay_v1_records_completes_v2_transaction() {
 /// The coordinator epoch of `pid`'s last marker on the partition (-1 if none).
 fn marker_coordinator_epoch(s: &Setup, topic: &str, index: i32, pid: i64) -> i32 {
     s.topics
-        .replicas()
+        .replicas
         .partition(topic, index)
         .expect("partition")
         .active_producers()
@@ -479,7 +455,7 @@ fn marker_coordinator_epoch(s: &Setup, topic: &str, index: i32, pid: i64) -> i32
 
 fn high_watermark(s: &Setup, topic: &str, index: i32) -> i64 {
     s.topics
-        .replicas()
+        .replicas
         .partition(topic, index)
         .expect("partition")
         .offsets()
@@ -639,7 +615,7 @@ fn lead(s: &Setup, topic: &str, index: i32, replicas: &[i32], epoch: i32) {
         partition_epoch: epoch,
     };
     s.topics
-        .replicas()
+        .replicas
         .partition(topic, index)
         .expect("partition")
         .become_leader(&state)
@@ -714,9 +690,10 @@ async fn a_prepare_that_is_not_durable_is_undone() {
         .add_partitions("t", pid, epoch, &[("a".into(), 0)], 0)
         .await
         .expect("add");
-    let state_topic = s.txn.state_topic().expect("state topic").name.clone();
+    s.txn.state_topic().expect("state topic");
+    let state_topic = TRANSACTION_STATE_TOPIC_NAME;
     let index = s.txn.partition_for("t");
-    lead(&s, &state_topic, index, &[0, 2], 1);
+    lead(&s, state_topic, index, &[0, 2], 1);
     assert_eq!(
         s.txn
             .end_transaction("t", pid, epoch, TransactionResult::Commit, 0)
@@ -727,7 +704,7 @@ async fn a_prepare_that_is_not_durable_is_undone() {
         s.txn.describe("t").expect("describe").state,
         TransactionState::Ongoing
     );
-    lead(&s, &state_topic, index, &[0], 2);
+    lead(&s, state_topic, index, &[0], 2);
     assert_eq!(
         s.txn
             .end_transaction("t", pid, epoch, TransactionResult::Commit, 0)
