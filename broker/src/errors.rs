@@ -275,3 +275,31 @@ pub fn group_code(e: Option<crate::coordinator::group::GroupError>) -> i16 {
 pub fn code(e: Option<ResponseError>) -> i16 {
     e.map_or(NONE, |e| e.code())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coordinator::group::GroupError;
+    use crate::coordinator::runtime::RuntimeError;
+
+    #[test]
+    fn member_id_required_is_code_79() {
+        assert_eq!(group_error(&GroupError::MemberIdRequired).code(), 79);
+    }
+
+    #[test]
+    fn runtime_errors_are_kafkas_codes() {
+        // Proves: a shard not hosted here (or whose load failed) is NOT_COORDINATOR (16), one
+        // still replaying COORDINATOR_LOAD_IN_PROGRESS (14).
+        let code = |e: RuntimeError| group_error(&GroupError::from(&e)).code();
+        assert_eq!(code(RuntimeError::NotCoordinator(1)), 16);
+        assert_eq!(code(RuntimeError::LoadInProgress(1)), 14);
+        assert_eq!(
+            code(RuntimeError::Load {
+                partition_index: 1,
+                reason: "io".into()
+            }),
+            16
+        );
+    }
+}

@@ -13,7 +13,9 @@ pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod connection_quotas;
-pub mod coordinator;
+/// The coordinators live in their own crate (`logbook-coordinator`); the broker names them
+/// `crate::coordinator` as before.
+pub use logbook_coordinator as coordinator;
 pub mod coordinator_partition_writer;
 pub mod errors;
 pub mod fetch_session;

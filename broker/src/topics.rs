@@ -51,13 +51,8 @@ pub const INTERNAL_TOPICS: [&str; 3] = [
     "__share_group_state",
 ];
 
-/// The internal topic holding committed offsets and group metadata (Kafka's
-/// `Topic.GROUP_METADATA_TOPIC_NAME`), the group coordinator's.
-pub const GROUP_METADATA_TOPIC_NAME: &str = "__consumer_offsets";
-
-/// The internal topic holding transaction state (Kafka's
-/// `Topic.TRANSACTION_STATE_TOPIC_NAME`), the transaction coordinator's.
-pub const TRANSACTION_STATE_TOPIC_NAME: &str = "__transaction_state";
+/// The coordinators' internal topics (their names are theirs: Kafka's `Topic` constants).
+pub use logbook_coordinator::{GROUP_METADATA_TOPIC_NAME, TRANSACTION_STATE_TOPIC_NAME};
 
 /// Whether `name` is one of Kafka's [`INTERNAL_TOPICS`].
 #[must_use]

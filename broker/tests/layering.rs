@@ -11,6 +11,9 @@
 //! - the Kafka-protocol client (`logbook-client`) uses protocol-adapter only;
 //! - the admin tools (`logbook-cli`) reach brokers only through that client: never the
 //!   broker, storage, replication or the controller;
+//! - the coordinators (`logbook-coordinator`) see the broker's logs only through their
+//!   own traits: never the broker, storage, replication or the controller; they use the
+//!   client (markers and KIP-890 checks to other brokers) and common;
 //! - only the broker sits on top.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -114,6 +117,11 @@ fn crates_keep_their_layers() {
         .filter(|name| *name != "logbook-protocol" && *name != "logbook-common")
         .collect();
     assert_none(&deps, "logbook-client", &not_protocol);
+    assert_none(
+        &deps,
+        "logbook-coordinator",
+        &all_but(&["logbook-common", "logbook-client"]),
+    );
     assert_none(
         &deps,
         "logbook-cli",

@@ -32,8 +32,11 @@ fn read_all(bootstrap: &str, topic: &str) -> Vec<(i64, Vec<u8>, Option<Vec<u8>>)
         .collect()
 }
 
+/// A record as a consumer sees it: offset, key, value (`None`: a tombstone), timestamp.
+type TimedRecord = (i64, Vec<u8>, Option<Vec<u8>>, i64);
+
 /// [`read_all`] with each record's timestamp as the consumer sees it.
-fn read_all_timed(bootstrap: &str, topic: &str) -> Vec<(i64, Vec<u8>, Option<Vec<u8>>, i64)> {
+fn read_all_timed(bootstrap: &str, topic: &str) -> Vec<TimedRecord> {
     let consumer = consumer(bootstrap, &[]);
     let (_, high) = consumer
         .fetch_watermarks(topic, 0, CLIENT_TIMEOUT)

@@ -292,8 +292,12 @@ async fn remote_markers_land_on_the_leader() {
         })
         .expect("topic here");
     let producer_ids = RpcProducerIdManager::new(Arc::new(FixedBlock(pid)));
+    let host: Arc<dyn logbook_broker::coordinator::partition_writer::CoordinatorHost> =
+        logbook_broker::coordinator_partition_writer::CoordinatorPartitionWriter::new(Arc::clone(
+            &topics,
+        ));
     let groups = GroupCoordinator::load(
-        &topics,
+        &host,
         GroupConfig {
             offsets_topic_num_partitions: 3,
             ..GroupConfig::default()
@@ -301,7 +305,7 @@ async fn remote_markers_land_on_the_leader() {
     )
     .expect("groups");
     let txn = TransactionCoordinator::load(
-        &topics,
+        &host,
         groups,
         producer_ids,
         TransactionConfig {

@@ -8,9 +8,9 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{CoordinatorRuntime, CoordinatorShard, RuntimeError};
-use crate::coordinator::group::persistence;
-use crate::coordinator::partition_writer::{CoordinatorPartition, PartitionWriter};
-use crate::coordinator::test_host::TestHost;
+use crate::group::persistence;
+use crate::partition_writer::{CoordinatorPartition, PartitionWriter};
+use crate::test_host::TestHost;
 
 /// What replay saw of its partition.
 struct Seen {

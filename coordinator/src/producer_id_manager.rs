@@ -117,8 +117,8 @@ impl RpcProducerIdManager {
     }
 
     /// A manager over an in-memory block counter, its first block ready: coordinators
-    /// built by unit tests without a controller.
-    #[cfg(test)]
+    /// built by unit tests without a controller (this crate's and the broker's).
+    #[doc(hidden)]
     #[must_use]
     pub fn for_tests() -> Arc<Self> {
         /// Successive blocks of 1000 from 0.

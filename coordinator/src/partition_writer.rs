@@ -5,7 +5,7 @@
 //! read it back for replay; and create an internal topic if it is missing. The coordinators
 //! see replication and storage through these traits only, so they can live above them in
 //! their own crate and be tested over any implementation; the broker's is
-//! `crate::coordinator_partition_writer` (over `Topics` and `ReplicaManager`).
+//! the broker's `coordinator_partition_writer` (over `Topics` and `ReplicaManager`).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -14,7 +14,7 @@
 //!   client_host string, rebalance_timeout i32, session_timeout i32, subscription bytes,
 //!   assignment bytes]` (arrays: i32 count; bytes: i32 length).
 
-use crate::coordinator::partition_writer::CoordinatorPartition;
+use crate::partition_writer::CoordinatorPartition;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,

@@ -10,15 +10,13 @@ use logbook_client::{BrokerEndpoint, InterBrokerClient, InterBrokerConfig};
 use logbook_replication::TopicPartition;
 
 use super::{CoordinatorRoles, PartitionRole};
-use crate::coordinator::group::{
-    CommitPartition, GroupConfig, GroupCoordinator, GroupError, JoinRequest,
-};
-use crate::coordinator::test_host::TestHost;
-use crate::coordinator::transaction::{
+use crate::group::{CommitPartition, GroupConfig, GroupCoordinator, GroupError, JoinRequest};
+use crate::test_host::TestHost;
+use crate::transaction::{
     PartitionLeaders, TransactionConfig, TransactionCoordinator, TransactionResult, TxnError,
     TRANSACTION_STATE_TOPIC_NAME,
 };
-use crate::coordinator::GROUP_METADATA_TOPIC_NAME;
+use crate::GROUP_METADATA_TOPIC_NAME;
 
 struct Setup {
     topics: Arc<TestHost>,
@@ -29,7 +27,7 @@ struct Setup {
 
 fn open(path: &std::path::Path, initial_rebalance_delay_ms: i32) -> Setup {
     let topics = TestHost::open(path, logbook_replication::FlushPolicy::Os);
-    let producer_ids = crate::coordinator::producer_id_manager::RpcProducerIdManager::for_tests();
+    let producer_ids = crate::producer_id_manager::RpcProducerIdManager::for_tests();
     let groups = GroupCoordinator::load(
         &topics.host(),
         GroupConfig {
@@ -285,12 +283,14 @@ async fn reload_in_newer_epoch_fences_old_markers() {
 
     let partition = s.topics.replicas.partition("a", 0).expect("partition");
     let stale = partition.write_txn_marker(pid, epoch, 5, logbook_replication::TxnResult::Abort);
-    let code = stale
-        .map(|_| ())
-        .map_err(|e| crate::errors::replication_error(&e));
-    assert_eq!(
-        code,
-        Err(kafka_protocol::ResponseError::TransactionCoordinatorFenced)
+    assert!(
+        matches!(
+            stale,
+            Err(logbook_replication::Error::Storage(
+                logbook_storage::Error::TransactionCoordinatorFenced { .. }
+            ))
+        ),
+        "a marker of an older coordinator epoch is fenced: {stale:?}"
     );
 }
 

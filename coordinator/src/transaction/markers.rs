@@ -18,7 +18,7 @@ use logbook_client::BrokerEndpoint;
 use super::metadata::{TransactionMetadata, TransactionResult};
 use super::remote::{self, MarkerOutcome, Remote};
 use super::{GroupOffsets, TxnError};
-use crate::coordinator::partition_writer::{CoordinatorHost, CoordinatorPartition, WriteError};
+use crate::partition_writer::{CoordinatorHost, CoordinatorPartition, WriteError};
 
 /// First wait before a round of retries; it grows by this much per round, up to
 /// [`RETRY_BACKOFF_MAX`] (Kafka retries markers every `retry.backoff.ms`).
@@ -144,7 +144,7 @@ async fn write_round(
                     .push((topic, index));
             }
             Route::Local(_)
-                if topic == crate::coordinator::GROUP_METADATA_TOPIC_NAME
+                if topic == crate::GROUP_METADATA_TOPIC_NAME
                     && !groups.accepts_txn_markers(index) =>
             {
                 // The group shard is still loading (see `accepts_txn_markers`).
@@ -159,7 +159,7 @@ async fn write_round(
                 );
                 match written {
                     Ok(offset) => {
-                        if topic == crate::coordinator::GROUP_METADATA_TOPIC_NAME {
+                        if topic == crate::GROUP_METADATA_TOPIC_NAME {
                             groups.complete_txn_offsets(index, meta.producer_id, commit, offset);
                         }
                         round.written.push((partition, offset + 1));

@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use logbook_replication::TopicPartition;
+use logbook_common::TopicPartition;
 use parking_lot::Mutex;
 
 use super::group::GroupCoordinator;

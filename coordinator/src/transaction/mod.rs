@@ -49,7 +49,7 @@ use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeEr
 use logbook_common::now_ms;
 use metadata::is_epoch_exhausted;
 
-pub use crate::topics::TRANSACTION_STATE_TOPIC_NAME;
+pub use crate::TRANSACTION_STATE_TOPIC_NAME;
 
 /// Why a transaction request failed; each variant is the Kafka error a client acts on,
 /// mapped to its code in `errors::txn_error`.
@@ -505,8 +505,9 @@ impl TransactionCoordinator {
         super::partition_for(transactional_id, self.state_partitions)
     }
 
-    /// `__transaction_state`, created on first use with `state_partitions` partitions and
-    /// the configs Kafka's `TransactionStateManager` forces (compacted, uncompressed,
+    /// The partition count of `__transaction_state`, created on first use with
+    /// `state_partitions` partitions and the configs Kafka's `TransactionStateManager`
+    /// forces (compacted, uncompressed,
     /// `segment.bytes` = `transaction.state.log.segment.bytes`, `min.insync.replicas` =
     /// `transaction.state.log.min.isr`, no unclean election: a transaction's outcome must
     /// never be lost to an out-of-sync leader); its partitions are loaded before it is

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 use super::*;
-use crate::coordinator::test_host::TestHost;
+use crate::test_host::TestHost;
 
 fn topics(dir: &std::path::Path) -> Arc<TestHost> {
     TestHost::open(dir, logbook_replication::FlushPolicy::Os)
@@ -441,14 +441,6 @@ fn persisted_records_round_trip() {
     );
 }
 
-#[test]
-fn member_id_required_is_code_79() {
-    assert_eq!(
-        crate::errors::group_error(&GroupError::MemberIdRequired).code(),
-        79
-    );
-}
-
 #[tokio::test(start_paused = true)]
 async fn failed_assignment_write_is_an_error_and_a_new_rebalance() {
     // Proves: SyncGroup answers only through the group record's append: when the leader's
@@ -464,10 +456,7 @@ async fn failed_assignment_write_is_an_error_and_a_new_rebalance() {
     assert_eq!(state(&c), GroupState::CompletingRebalance);
     let partition = t
         .replicas
-        .partition(
-            crate::coordinator::GROUP_METADATA_TOPIC_NAME,
-            c.partition_for("g"),
-        )
+        .partition(crate::GROUP_METADATA_TOPIC_NAME, c.partition_for("g"))
         .expect("offsets partition");
     partition.close().expect("close");
     let synced = recv(sync(&c, 1, &id, vec![(id.clone(), Bytes::from("A"))])).await;
@@ -590,23 +579,6 @@ async fn unload_answers_not_coordinator_and_load_replays_its_partition_only() {
     let mut expected = vec![0, 1, 2];
     expected.retain(|p| *p != pb);
     assert_eq!(c.loaded_partitions(), expected);
-}
-
-#[test]
-fn runtime_errors_are_kafkas_codes() {
-    // Proves: a shard not hosted here (or whose load failed) is NOT_COORDINATOR (16), one
-    // still replaying COORDINATOR_LOAD_IN_PROGRESS (14).
-    use crate::coordinator::runtime::RuntimeError;
-    let code = |e: RuntimeError| crate::errors::group_error(&super::GroupError::from(&e)).code();
-    assert_eq!(code(RuntimeError::NotCoordinator(1)), 16);
-    assert_eq!(code(RuntimeError::LoadInProgress(1)), 14);
-    assert_eq!(
-        code(RuntimeError::Load {
-            partition_index: 1,
-            reason: "io".into()
-        }),
-        16
-    );
 }
 
 // The committed view undoes every change above the high watermark, whatever mixes of

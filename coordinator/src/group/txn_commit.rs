@@ -166,7 +166,7 @@ impl GroupCoordinator {
 }
 
 /// The group coordinator as the transaction coordinator sees it.
-impl crate::coordinator::transaction::GroupOffsets for GroupCoordinator {
+impl crate::transaction::GroupOffsets for GroupCoordinator {
     fn offsets_topic_ready(&self) -> bool {
         self.offsets_topic().is_ok()
     }

@@ -492,15 +492,15 @@ impl GroupCoordinator {
         super::partition_for(group_id, self.offsets_partitions)
     }
 
-    /// `__consumer_offsets`, created if this is its first use — by a group write, a
-    /// FindCoordinator, or a Metadata request naming it — always by the coordinator's
-    /// rules: `offsets_partitions` partitions and the configs Kafka's
+    /// The partition count of `__consumer_offsets`, created if this is its first use — by a
+    /// group write, a FindCoordinator, or a Metadata request naming it — always by the
+    /// coordinator's rules: `offsets_partitions` partitions and the configs Kafka's
     /// `groupMetadataTopicConfigs` sets (compacted, `compression.type=producer`,
     /// `segment.bytes` = `offsets.topic.segment.bytes`, 100 MiB by default).
     ///
     /// # Errors
     /// `Storage` when the topic cannot be created (the partition limit, I/O).
-    pub(crate) fn offsets_topic(&self) -> Result<i32, GroupError> {
+    pub fn offsets_topic(&self) -> Result<i32, GroupError> {
         if let Some(count) = self.offsets_topic.get() {
             return Ok(*count);
         }

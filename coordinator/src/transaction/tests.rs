@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::coordinator::group::GroupConfig;
-use crate::coordinator::test_host::TestHost;
+use crate::group::GroupConfig;
+use crate::test_host::TestHost;
 
 struct Setup {
     topics: Arc<TestHost>,
@@ -31,8 +31,8 @@ fn open_config(path: &std::path::Path, adjust: impl FnOnce(&mut TransactionConfi
     };
     adjust(&mut config);
     let topics = TestHost::open(path, logbook_replication::FlushPolicy::EveryWrite);
-    let producer_ids = crate::coordinator::producer_id_manager::RpcProducerIdManager::for_tests();
-    let groups = crate::coordinator::GroupCoordinator::load(
+    let producer_ids = crate::producer_id_manager::RpcProducerIdManager::for_tests();
+    let groups = crate::GroupCoordinator::load(
         &topics.host(),
         GroupConfig {
             offsets_topic_num_partitions: 2,
