@@ -1,10 +1,25 @@
-//! The listener: binds, accepts connections under a connection limit, runs retention, and
-//! shuts down cleanly on SIGTERM/Ctrl-C (stop accepting, finish owed responses, close every
-//! log with a clean-shutdown checkpoint).
+//! Start-up and shutdown of a node. [`run`] goes through the phases of Kafka's
+//! `BrokerServer.startup`, each a function here, in this order:
+//!
+//! 1. `open_storage`: the `ReplicaManager` over the data directory (flusher, cleaner);
+//! 2. `join_quorum`: the topics view and metadata publisher, this node's voter (or the
+//!    metadata follower of a broker-only node), the controller client, the AlterPartition
+//!    manager, registration until unfenced, and the catch-up of the metadata log
+//!    (`Membership` holds what it started);
+//! 3. `load_coordinators`: the group and transaction coordinators over
+//!    `coordinator_partition_writer`, following their partitions' leadership from then on;
+//! 4. `serve`: bind, accept connections under the connection limits
+//!    (`accept_connections`), run retention, until SIGTERM/Ctrl-C.
+//!
+//! Shutdown runs them backwards: controlled shutdown, stop accepting and let connections
+//! send what they owe, stop the coordinators, leave the quorum (`Membership::leave`), close
+//! every log with a clean-shutdown checkpoint. A controller-only node runs
+//! `run_controller_only` instead.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use logbook_controller::metadata_state_machine::MetadataPublication;
 use logbook_controller::quorum::{QuorumConfig, QuorumController, SystemClock};
 use logbook_controller::{
     ControllerClient, ControllerClientConfig, ControllerConfig, ControllerNode,
@@ -76,13 +91,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let _data_dir_lock = logbook_storage::dir_lock::DataDirLock::acquire(&config.data_dir)?;
     // First, so every metric handle resolved from here on records.
     let metrics = start_metrics(&config).await?;
-    if let Some(count) = config.failpoint_abort_after_txn_markers {
-        tracing::warn!(
-            count,
-            "test failpoint armed: aborting after {count} transaction markers"
-        );
-        logbook_replication::failpoint::abort_after_txn_markers(count);
-    }
+    arm_failpoints(&config);
     let cluster_config = config.cluster()?;
     if !cluster_config.roles.broker {
         if let Some(metrics) = &metrics {
@@ -92,55 +101,229 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         stop_metrics(metrics).await;
         return result;
     }
-    let node_id = config.node_id;
     let metadata = MetadataCache::new();
     let (replicas, defaults) = open_storage(&config, &metadata);
+    let membership = join_quorum(&config, &cluster_config, &metadata, &replicas, defaults).await?;
+    let topics = Arc::clone(&membership.topics);
+    let cluster = Arc::clone(&membership.cluster);
+    let (groups, transactions) = load_coordinators(
+        &config,
+        &topics,
+        &cluster,
+        &replicas,
+        &metadata,
+        &membership.role_hooks,
+    )
+    .await?;
+    let listener = TcpListener::bind(config.listen).await?;
     let (advertised_host, advertised_port) = config.advertised();
-    let voters = controller_voters(&cluster_config, node_id)?;
-    let mut quorum_config = quorum_config(&config);
+    let broker = Arc::new(Broker {
+        fetch_sessions: crate::fetch_session::FetchSessionCache::new(
+            config.limits.fetch_session_cache_slots,
+            config.limits.fetch_session_partitions_max,
+        ),
+        config,
+        topics,
+        replicas: Arc::clone(&replicas),
+        groups,
+        transactions,
+        advertised_host,
+        authorizer: std::sync::Arc::new(crate::authorizer::AllowEveryone),
+        advertised_port,
+    });
+    tracing::info!(
+        listen = %broker.config.listen,
+        advertised = %format!("{}:{}", broker.advertised_host, broker.advertised_port),
+        data_dir = %broker.config.data_dir.display(),
+        node_id = broker.node_id(),
+        topics = broker.topics.all().len(),
+        startup_ms = started.elapsed().as_millis(),
+        "accepting connections"
+    );
+    serve(&broker, &listener, metrics.as_ref(), &membership.lifecycle).await;
+    broker.groups.shutdown();
+    broker.transactions.shutdown();
+    membership.leave().await;
+    tokio::task::block_in_place(|| replicas.shutdown());
+    stop_metrics(metrics).await;
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+/// Arms the hidden test-only failpoints the config names (`replication::failpoint`).
+fn arm_failpoints(config: &Config) {
+    if let Some(count) = config.failpoint_abort_after_txn_markers {
+        tracing::warn!(
+            count,
+            "test failpoint armed: aborting after {count} transaction markers"
+        );
+        logbook_replication::failpoint::abort_after_txn_markers(count);
+    }
+}
+
+/// Start-up phase 4, listening: the broker is ready (metrics `/readyz`), runs retention
+/// and serves connections until a shutdown signal; then it stops being ready, moves its
+/// leaderships away (controlled shutdown), stops accepting and gives open connections
+/// [`SHUTDOWN_GRACE`] to send the responses they owe.
+async fn serve(
+    broker: &Arc<Broker>,
+    listener: &TcpListener,
+    metrics: Option<&RunningMetrics>,
+    lifecycle: &BrokerLifecycle,
+) {
+    if let Some(metrics) = metrics {
+        metrics.endpoint.set_broker(broker);
+        metrics.endpoint.set_ready(true);
+    }
+    let shutdown = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    tracker.spawn(retention_loop(Arc::clone(broker), shutdown.clone()));
+    accept_connections(broker, listener, &shutdown, &tracker).await;
+    tracing::info!("shutting down");
+    if let Some(metrics) = metrics {
+        metrics.endpoint.set_ready(false);
+    }
+    lifecycle
+        .controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT)
+        .await;
+    shutdown.cancel();
+    tracker.close();
+    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections did not finish within the grace period");
+    }
+}
+
+/// Starts the AlterPartition manager (Kafka's `AlterPartitionManager`) as the replicas'
+/// ISR-change sender; returns its task tracker and stop token.
+fn start_alter_partition_manager(
+    client: &Arc<ControllerClient>,
+    cluster: &Arc<ClusterContext>,
+    replicas: &ReplicaManager,
+    node_id: i32,
+) -> (TaskTracker, CancellationToken) {
+    let background = TaskTracker::new();
+    let background_stop = CancellationToken::new();
+    let epoch_of = Arc::clone(cluster);
+    replicas.set_alter_partition_sender(Arc::new(
+        crate::alter_partition_manager::AlterPartitionManager::start(
+            Arc::clone(client),
+            Arc::new(move || epoch_of.broker_epoch()),
+            crate::alter_partition_manager::AlterPartitionManagerConfig::new(node_id),
+            background_stop.clone(),
+            &background,
+        ),
+    ));
+    (background, background_stop)
+}
+
+/// The first producer id block from the controller, fetched at start so the first
+/// InitProducerId after startup need not be retried; `None` (fetched on first use) if the
+/// controller does not answer within [`STARTUP_TIMEOUT`].
+async fn first_producer_id_block(
+    cluster: &ClusterContext,
+) -> Option<crate::coordinator::producer_id_manager::ProducerIdBlock> {
+    use crate::coordinator::producer_id_manager::ProducerIdBlocks;
+    match tokio::time::timeout(STARTUP_TIMEOUT, cluster.next_block()).await {
+        Ok(Ok(block)) => Some(block),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "no producer id block at startup; fetched on first use");
+            None
+        }
+        Err(_) => {
+            tracing::warn!("no producer id block at startup in time; fetched on first use");
+            None
+        }
+    }
+}
+
+/// Coordinators follow their partitions' leadership from now on: `roles` is hooked into
+/// the publisher, and the changes applied before this hook existed are replayed into it
+/// (loads of shards already loaded at start are skipped).
+fn follow_leadership(
+    roles: &Arc<crate::coordinator::roles::CoordinatorRoles>,
+    role_hooks: &RoleChangeHooks,
+    replicas: &ReplicaManager,
+) {
+    let hooked = Arc::clone(roles);
+    role_hooks.add(Arc::new(move |changes| {
+        let mapped: Vec<crate::coordinator::roles::PartitionRole> =
+            changes.iter().map(partition_role).collect();
+        drop(hooked.on_partition_changes(&mapped));
+    }));
+    drop(roles.on_partition_changes(&internal_partition_roles(replicas)));
+}
+
+/// The metrics endpoint while it runs.
+struct RunningMetrics {
+    endpoint: Arc<crate::metrics::endpoint::MetricsEndpoint>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What joining the metadata quorum started: the broker's view of the cluster and the
+/// tasks that keep it current, stopped by [`Membership::leave`].
+struct Membership {
+    cluster: Arc<ClusterContext>,
+    topics: Arc<Topics>,
+    /// Where the coordinators hook into leadership changes.
+    role_hooks: RoleChangeHooks,
+    /// Registration and heartbeats; the controlled shutdown goes through it.
+    lifecycle: BrokerLifecycle,
+    client: Arc<ControllerClient>,
+    /// This node's voter, when it has the controller role.
+    quorum: Option<Arc<QuorumController>>,
+    publisher_task: tokio::task::JoinHandle<()>,
+    /// Stops a broker-only node's metadata follower.
+    metadata_stop: CancellationToken,
+    /// The AlterPartition manager's tasks.
+    background: TaskTracker,
+    background_stop: CancellationToken,
+}
+
+impl Membership {
+    /// Stops what [`join_quorum`] started, each step bounded: the background tasks, the
+    /// controller client, the metadata follower, the voter, the publisher.
+    async fn leave(self) {
+        self.background_stop.cancel();
+        self.background.close();
+        bounded_step("background tasks", self.background.wait()).await;
+        bounded_step("controller client", self.client.shutdown()).await;
+        self.metadata_stop.cancel();
+        if let Some(quorum) = &self.quorum {
+            if let Some(Err(e)) = bounded_step("controller quorum", quorum.shutdown()).await {
+                tracing::warn!(error = %e, "the controller did not stop cleanly");
+            }
+        }
+        self.publisher_task.abort();
+    }
+}
+
+/// Start-up phase 2, joining the quorum (Kafka's `BrokerServer.startup` up to the
+/// coordinators): the topics view and the metadata publisher, this node's voter (or, on a
+/// broker-only node, the metadata follower), the controller client and the AlterPartition
+/// manager, then registration; returns once the broker is unfenced, the publisher has
+/// replayed the metadata log and re-applied the image in force, and orphan directories are
+/// gone.
+async fn join_quorum(
+    config: &Config,
+    cluster_config: &ClusterConfig,
+    metadata: &MetadataCache,
+    replicas: &Arc<ReplicaManager>,
+    defaults: BrokerDefaults,
+) -> Result<Membership, Box<dyn std::error::Error + Send + Sync>> {
+    let node_id = config.node_id;
+    let voters = controller_voters(cluster_config, node_id)?;
+    let mut quorum_config = quorum_config(config);
     // The only voter is this node: a single node (a broker-only node never is).
     let sole_voter = voters.len() == 1 && cluster_config.roles.controller;
     if !sole_voter {
         tokio::spawn(halt_on_log_dir_failure(replicas.log_dir_failures()));
     }
-    let legacy = if migration::has_legacy_metadata(&config.data_dir) {
-        if !sole_voter {
-            return Err(format!(
-                "{} holds the topics of a single node (__cluster_metadata/topics.json), which can \
-                 only be migrated by that node alone: start it once without \
-                 controller.quorum.voters, then join the cluster with an empty data dir",
-                config.data_dir.display()
-            )
-            .into());
-        }
-        let port = u16::try_from(advertised_port)?;
-        let features = quorum_config.bootstrap_features.clone();
-        tokio::task::block_in_place(|| {
-            migration::read(&config.data_dir, node_id, &advertised_host, port, &features)
-        })?
-    } else {
-        None
-    };
-    if let Some(legacy) = &legacy {
-        let batch = logbook_metadata::migration::from_legacy(&legacy.state)?;
-        quorum_config.cluster_id = Some(legacy.state.cluster_id.clone());
-        quorum_config.bootstrap_batch = Some(batch.0);
-    }
-    let mut context = ClusterContext::new(metadata.clone(), node_id, ADMIN_TIMEOUT);
-    context.offsets_topic_replication_factor = config.offsets_topic_replication_factor;
-    context.transaction_state_replication_factor = config.transaction_state_log_replication_factor;
-    context.sole_voter = sole_voter;
-    let cluster = Arc::new(context);
-    let topics = Arc::new(
-        Topics::open_in_cluster(
-            &config.data_dir,
-            Arc::clone(&replicas),
-            defaults,
-            config.limits.partitions_per_topic_max,
-            Arc::clone(&cluster),
-        )?
-        .with_partitions_total_max(crate::partition_budget::partitions_max(&config.limits)),
-    );
+    let legacy = legacy_metadata(config, sole_voter, &mut quorum_config)?;
+    let (cluster, topics) = cluster_view(config, metadata, replicas, defaults, sole_voter)?;
     // The publisher runs before the controller starts: the controller replays its log
     // into it while it starts, through a bounded queue.
     let (publications, publication_queue) = mpsc::channel(PUBLICATION_QUEUE_MAX);
@@ -149,65 +332,179 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         node_id,
         config.data_dir.clone(),
         Arc::clone(&topics),
-        Arc::clone(&replicas),
+        Arc::clone(replicas),
         metadata.clone(),
         role_hooks.clone(),
     );
     let (catch_up, catch_up_queue) = mpsc::channel(1);
     let publisher_task = tokio::spawn(publisher.run(publication_queue, catch_up_queue));
     let client_config = ControllerClientConfig::new(u64::try_from(node_id)?);
-    // A node with the controller role runs a voter whose state machine feeds the
-    // publisher; a broker-only node pulls the metadata log from the active controller.
     let metadata_stop = CancellationToken::new();
-    let quorum = if cluster_config.roles.controller {
-        let raft_config =
-            ControllerConfig::new(u64::try_from(node_id)?, voters, config.data_dir.clone());
-        let quorum = QuorumController::start(
-            raft_config,
-            None,
-            quorum_config,
-            Arc::new(SystemClock),
-            Some(publications),
-        )
-        .await?;
-        if sole_voter {
-            // A lone voter restarting would wait out an election timeout before leading.
-            if let Err(e) = quorum.raft().raft().trigger().elect().await {
-                tracing::warn!(error = %e, "cannot trigger the election of the sole voter");
-            }
-            // Registering before the election is over would be refused (NOT_CONTROLLER)
-            // and retried only after the client's back-off (100 ms of every start).
-            if let Err(e) = quorum.raft().wait_for_leader(Duration::from_secs(2)).await {
-                tracing::warn!(error = %e, "the sole voter did not become leader");
-            }
-        }
-        Some(quorum)
-    } else {
-        let fetch_client = Arc::new(ControllerClient::new(None, voters, client_config.clone()));
-        tokio::spawn(MetadataFollower::new(fetch_client, publications).run(metadata_stop.clone()));
-        None
-    };
+    let quorum = start_metadata_source(
+        config,
+        cluster_config,
+        quorum_config,
+        sole_voter,
+        publications,
+        &metadata_stop,
+    )
+    .await?;
     let client = Arc::new(ControllerClient::new(
         quorum.clone(),
-        controller_voters(&cluster_config, node_id)?,
+        controller_voters(cluster_config, node_id)?,
         client_config,
     ));
     cluster.set_controller(ControllerHandle::new(Arc::clone(&client)));
-    let background = TaskTracker::new();
-    let background_stop = CancellationToken::new();
-    let epoch_of = Arc::clone(&cluster);
-    replicas.set_alter_partition_sender(Arc::new(
-        crate::alter_partition_manager::AlterPartitionManager::start(
-            Arc::clone(&client),
-            Arc::new(move || epoch_of.broker_epoch()),
-            crate::alter_partition_manager::AlterPartitionManagerConfig::new(node_id),
-            background_stop.clone(),
-            &background,
-        ),
-    ));
+    let (background, background_stop) =
+        start_alter_partition_manager(&client, &cluster, replicas, node_id);
+    let lifecycle = register_and_catch_up(
+        config, &cluster, replicas, metadata, &topics, catch_up, legacy,
+    )
+    .await?;
+    Ok(Membership {
+        cluster,
+        topics,
+        role_hooks,
+        lifecycle,
+        client,
+        quorum,
+        publisher_task,
+        metadata_stop,
+        background,
+        background_stop,
+    })
+}
+
+/// The broker's view of the cluster before it joins: the `ClusterContext` admin requests
+/// and the coordinators go through, and the `Topics` view over the replicas.
+fn cluster_view(
+    config: &Config,
+    metadata: &MetadataCache,
+    replicas: &Arc<ReplicaManager>,
+    defaults: BrokerDefaults,
+    sole_voter: bool,
+) -> Result<(Arc<ClusterContext>, Arc<Topics>), Box<dyn std::error::Error + Send + Sync>> {
+    let mut context = ClusterContext::new(metadata.clone(), config.node_id, ADMIN_TIMEOUT);
+    context.offsets_topic_replication_factor = config.offsets_topic_replication_factor;
+    context.transaction_state_replication_factor = config.transaction_state_log_replication_factor;
+    context.sole_voter = sole_voter;
+    let cluster = Arc::new(context);
+    let topics = Arc::new(
+        Topics::open_in_cluster(
+            &config.data_dir,
+            Arc::clone(replicas),
+            defaults,
+            config.limits.partitions_per_topic_max,
+            Arc::clone(&cluster),
+        )?
+        .with_partitions_total_max(crate::partition_budget::partitions_max(&config.limits)),
+    );
+    Ok((cluster, topics))
+}
+
+/// The single node's metadata files from before the quorum (`topics.json`), to migrate
+/// into the metadata log as its bootstrap batch (set in `quorum_config`). Only a sole
+/// voter may migrate them.
+fn legacy_metadata(
+    config: &Config,
+    sole_voter: bool,
+    quorum_config: &mut QuorumConfig,
+) -> Result<Option<migration::LegacyMetadata>, Box<dyn std::error::Error + Send + Sync>> {
+    if !migration::has_legacy_metadata(&config.data_dir) {
+        return Ok(None);
+    }
+    if !sole_voter {
+        return Err(format!(
+            "{} holds the topics of a single node (__cluster_metadata/topics.json), which can \
+             only be migrated by that node alone: start it once without \
+             controller.quorum.voters, then join the cluster with an empty data dir",
+            config.data_dir.display()
+        )
+        .into());
+    }
+    let (advertised_host, advertised_port) = config.advertised();
+    let port = u16::try_from(advertised_port)?;
+    let features = quorum_config.bootstrap_features.clone();
+    let legacy = tokio::task::block_in_place(|| {
+        migration::read(
+            &config.data_dir,
+            config.node_id,
+            &advertised_host,
+            port,
+            &features,
+        )
+    })?;
+    if let Some(legacy) = &legacy {
+        let batch = logbook_metadata::migration::from_legacy(&legacy.state)?;
+        quorum_config.cluster_id = Some(legacy.state.cluster_id.clone());
+        quorum_config.bootstrap_batch = Some(batch.0);
+    }
+    Ok(legacy)
+}
+
+/// Where this broker's metadata comes from: a node with the controller role runs a voter
+/// whose state machine feeds the publisher (returned); a broker-only node pulls the
+/// metadata log from the active controller with a follower task (stopped by
+/// `metadata_stop`).
+async fn start_metadata_source(
+    config: &Config,
+    cluster_config: &ClusterConfig,
+    quorum_config: QuorumConfig,
+    sole_voter: bool,
+    publications: mpsc::Sender<MetadataPublication>,
+    metadata_stop: &CancellationToken,
+) -> Result<Option<Arc<QuorumController>>, Box<dyn std::error::Error + Send + Sync>> {
+    let voters = controller_voters(cluster_config, config.node_id)?;
+    if !cluster_config.roles.controller {
+        let client_config = ControllerClientConfig::new(u64::try_from(config.node_id)?);
+        let fetch_client = Arc::new(ControllerClient::new(None, voters, client_config));
+        tokio::spawn(MetadataFollower::new(fetch_client, publications).run(metadata_stop.clone()));
+        return Ok(None);
+    }
+    let raft_config = ControllerConfig::new(
+        u64::try_from(config.node_id)?,
+        voters,
+        config.data_dir.clone(),
+    );
+    let quorum = QuorumController::start(
+        raft_config,
+        None,
+        quorum_config,
+        Arc::new(SystemClock),
+        Some(publications),
+    )
+    .await?;
+    if sole_voter {
+        // A lone voter restarting would wait out an election timeout before leading.
+        if let Err(e) = quorum.raft().raft().trigger().elect().await {
+            tracing::warn!(error = %e, "cannot trigger the election of the sole voter");
+        }
+        // Registering before the election is over would be refused (NOT_CONTROLLER)
+        // and retried only after the client's back-off (100 ms of every start).
+        if let Err(e) = quorum.raft().wait_for_leader(Duration::from_secs(2)).await {
+            tracing::warn!(error = %e, "the sole voter did not become leader");
+        }
+    }
+    Ok(Some(quorum))
+}
+
+/// Registers the broker and waits until it is unfenced; then the startup replay is over:
+/// the publisher re-applies the image in force whole, the legacy files are marked
+/// migrated if the image holds them, and partition directories no topic names are
+/// removed.
+async fn register_and_catch_up(
+    config: &Config,
+    cluster: &Arc<ClusterContext>,
+    replicas: &ReplicaManager,
+    metadata: &MetadataCache,
+    topics: &Topics,
+    catch_up: mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
+    legacy: Option<migration::LegacyMetadata>,
+) -> Result<BrokerLifecycle, Box<dyn std::error::Error + Send + Sync>> {
+    let (advertised_host, advertised_port) = config.advertised();
     let lifecycle = BrokerLifecycle::start(
-        Arc::clone(&cluster),
-        advertised_host.clone(),
+        Arc::clone(cluster),
+        advertised_host,
         u16::try_from(advertised_port)?,
         Duration::from_millis(config.broker_heartbeat_interval_ms),
         STARTUP_TIMEOUT,
@@ -233,86 +530,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         }
     }
     tokio::task::block_in_place(|| topics.remove_orphans_after_catch_up())?;
-    let (groups, transactions) = load_coordinators(
-        &config,
-        &topics,
-        &cluster,
-        &replicas,
-        &metadata,
-        &role_hooks,
-    )
-    .await?;
-    let listener = TcpListener::bind(config.listen).await?;
-    let broker = Arc::new(Broker {
-        fetch_sessions: crate::fetch_session::FetchSessionCache::new(
-            config.limits.fetch_session_cache_slots,
-            config.limits.fetch_session_partitions_max,
-        ),
-        config,
-        topics,
-        replicas: Arc::clone(&replicas),
-        groups,
-        transactions,
-        advertised_host,
-        authorizer: std::sync::Arc::new(crate::authorizer::AllowEveryone),
-        advertised_port,
-    });
-    tracing::info!(
-        listen = %broker.config.listen,
-        advertised = %format!("{}:{}", broker.advertised_host, broker.advertised_port),
-        data_dir = %broker.config.data_dir.display(),
-        node_id = broker.node_id(),
-        topics = broker.topics.all().len(),
-        startup_ms = started.elapsed().as_millis(),
-        "accepting connections"
-    );
-    if let Some(metrics) = &metrics {
-        metrics.endpoint.set_broker(&broker);
-        metrics.endpoint.set_ready(true);
-    }
-    let shutdown = CancellationToken::new();
-    let tracker = TaskTracker::new();
-    tracker.spawn(retention_loop(Arc::clone(&broker), shutdown.clone()));
-    accept_connections(&broker, &listener, &shutdown, &tracker).await;
-    tracing::info!("shutting down");
-    if let Some(metrics) = &metrics {
-        metrics.endpoint.set_ready(false);
-    }
-    lifecycle
-        .controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT)
-        .await;
-    shutdown.cancel();
-    tracker.close();
-    if tokio::time::timeout(SHUTDOWN_GRACE, tracker.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("connections did not finish within the grace period");
-    }
-    broker.groups.shutdown();
-    broker.transactions.shutdown();
-    background_stop.cancel();
-    background.close();
-    bounded_step("background tasks", background.wait()).await;
-    bounded_step("controller client", client.shutdown()).await;
-    metadata_stop.cancel();
-    if let Some(quorum) = &quorum {
-        if let Some(Err(e)) = bounded_step("controller quorum", quorum.shutdown()).await {
-            tracing::warn!(error = %e, "the controller did not stop cleanly");
-        }
-    }
-    publisher_task.abort();
-    tokio::task::block_in_place(|| replicas.shutdown());
-    stop_metrics(metrics).await;
-    tracing::info!("shutdown complete");
-    Ok(())
-}
-
-/// The metrics endpoint while it runs.
-struct RunningMetrics {
-    endpoint: Arc<crate::metrics::endpoint::MetricsEndpoint>,
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    Ok(lifecycle)
 }
 
 /// Installs the Prometheus recorder and serves it on `--metrics-listen`, if given.
@@ -367,27 +585,11 @@ async fn load_coordinators(
     Box<dyn std::error::Error + Send + Sync>,
 > {
     let node_id = config.node_id;
-    // Producer ids come from the controller's blocks; the first is fetched now, so the
-    // first InitProducerId after startup need not be retried.
-    let first_block = {
-        use crate::coordinator::producer_id_manager::ProducerIdBlocks;
-        match tokio::time::timeout(STARTUP_TIMEOUT, cluster.next_block()).await {
-            Ok(Ok(block)) => Some(block),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "no producer id block at startup; fetched on first use");
-                None
-            }
-            Err(_) => {
-                tracing::warn!("no producer id block at startup in time; fetched on first use");
-                None
-            }
-        }
-    };
     let producer_ids =
         crate::coordinator::producer_id_manager::RpcProducerIdManager::with_first_block(
             Arc::clone(cluster)
                 as Arc<dyn crate::coordinator::producer_id_manager::ProducerIdBlocks>,
-            first_block,
+            first_producer_id_block(cluster).await,
         );
     let host: Arc<dyn crate::coordinator::partition_writer::CoordinatorHost> =
         crate::coordinator_partition_writer::CoordinatorPartitionWriter::new(Arc::clone(topics));
@@ -402,22 +604,11 @@ async fn load_coordinators(
             transaction_config(config),
         )
     })?;
-    // Coordinators follow their partitions' leadership from now on; the changes applied
-    // before this hook existed are replayed into it (loads of shards already loaded above
-    // are skipped).
     let roles = crate::coordinator::roles::CoordinatorRoles::new(
         Arc::clone(&groups),
         Arc::clone(&transactions),
     );
-    {
-        let roles = Arc::clone(&roles);
-        role_hooks.add(Arc::new(move |changes| {
-            let mapped: Vec<crate::coordinator::roles::PartitionRole> =
-                changes.iter().map(partition_role).collect();
-            drop(roles.on_partition_changes(&mapped));
-        }));
-    }
-    drop(roles.on_partition_changes(&internal_partition_roles(replicas)));
+    follow_leadership(&roles, role_hooks, replicas);
     transactions.connect_cluster(
         Arc::new(crate::cluster::partition_leaders::ImageLeaders::new(
             metadata.clone(),
