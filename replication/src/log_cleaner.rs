@@ -14,7 +14,7 @@
 //! partition, never during a pass.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -181,25 +181,9 @@ fn grab_filthiest(shared: &Shared) -> Option<(Arc<Partition>, PathBuf, CleaningJ
         let Ok(dir) = partition.with_log(|log| Ok(log.dir().to_path_buf())) else {
             continue;
         };
-        let cleaned_to = match progress.cleaned_to {
-            Some(offset) => offset,
-            None => match cleaner::read_checkpoint(&dir) {
-                Ok(offset) => {
-                    let offset = offset.unwrap_or(-1);
-                    let mut state = shared.state.lock();
-                    state
-                        .progress
-                        .entry(topic_partition.clone())
-                        .or_default()
-                        .cleaned_to = Some(offset);
-                    offset
-                }
-                Err(e) => {
-                    tracing::warn!(partition = %topic_partition, error = %e, "cannot read the cleaner checkpoint; not cleaning this partition");
-                    shared.state.lock().uncleanable.insert(topic_partition);
-                    continue;
-                }
-            },
+        let Some(cleaned_to) = cleaned_to(shared, topic_partition, progress.cleaned_to, &dir)
+        else {
+            continue;
         };
         let force = progress.tombstone_due_ms.is_some_and(|due| due <= now);
         let high_watermark = partition.high_watermark();
@@ -228,6 +212,38 @@ fn grab_filthiest(shared: &Shared) -> Option<(Arc<Partition>, PathBuf, CleaningJ
         return None;
     }
     Some((partition, dir, job))
+}
+
+/// Where a partition's clean section ends (Kafka's cleaner offset checkpoint): `known`
+/// from an earlier pass, else read once from the partition's checkpoint file (-1 when it
+/// has none) and remembered. `None` when the file cannot be read: the partition is then
+/// marked uncleanable rather than cleaned from an offset that may be wrong.
+fn cleaned_to(
+    shared: &Shared,
+    topic_partition: TopicPartition,
+    known: Option<i64>,
+    dir: &Path,
+) -> Option<i64> {
+    match known {
+        Some(offset) => Some(offset),
+        None => match cleaner::read_checkpoint(dir) {
+            Ok(offset) => {
+                let offset = offset.unwrap_or(-1);
+                let mut state = shared.state.lock();
+                state
+                    .progress
+                    .entry(topic_partition)
+                    .or_default()
+                    .cleaned_to = Some(offset);
+                Some(offset)
+            }
+            Err(e) => {
+                tracing::warn!(partition = %topic_partition, error = %e, "cannot read the cleaner checkpoint; not cleaning this partition");
+                shared.state.lock().uncleanable.insert(topic_partition);
+                None
+            }
+        },
+    }
 }
 
 /// One pass over one partition: clean outside the lock, checkpoint, swap each group in.

@@ -686,23 +686,22 @@ impl ReplicaManager {
                 }
                 Err(e) => {
                     tracing::warn!(%topic, partition = index, error = %e, "cannot open partition log; rolling back");
-                    for partition in opened {
-                        if let Err(e) = partition.delete() {
-                            tracing::error!(partition = %partition.topic_partition(), error = %e, "rollback could not remove a partition directory");
-                        }
-                    }
-                    if !existed && dir.is_dir() {
-                        if let Err(e) = std::fs::remove_dir_all(&dir) {
-                            tracing::error!(dir = %dir.display(), error = %e, "removing a half-created partition failed");
-                        }
-                    }
+                    roll_back_open(opened, &dir, existed);
                     return Err(e);
                 }
             }
         }
+        self.host_opened(topic, &opened);
+        Ok(opened)
+    }
+
+    /// Makes newly opened partitions of `topic` hosted (Kafka's `allPartitions` put),
+    /// all under one write lock so that no reader sees some of them without the others.
+    /// They must come in partition order, right after those already hosted.
+    fn host_opened(&self, topic: &str, opened: &[Arc<Partition>]) {
         let mut partitions = self.partitions.write();
         let list = partitions.entry(topic.to_string()).or_default();
-        for partition in &opened {
+        for partition in opened {
             let index = usize::try_from(partition.topic_partition().partition).unwrap_or(0);
             assert!(
                 index == list.len(),
@@ -711,7 +710,6 @@ impl ReplicaManager {
             );
             list.push(Arc::clone(partition));
         }
-        Ok(opened)
     }
 
     /// Stops hosting `topic` and closes its logs, leaving their files: during the startup
@@ -829,5 +827,22 @@ impl ReplicaManager {
             }
         }
         self.flusher.shutdown();
+    }
+}
+
+/// Undoes an `open_partitions` that failed part way: the partitions it opened are
+/// deleted, and the failed one's directory too if the attempt created it, so that a
+/// retry starts from what was there before. Failures are logged, not returned: the
+/// open's own error is the one the caller gets.
+fn roll_back_open(opened: Vec<Arc<Partition>>, dir: &Path, existed: bool) {
+    for partition in opened {
+        if let Err(e) = partition.delete() {
+            tracing::error!(partition = %partition.topic_partition(), error = %e, "rollback could not remove a partition directory");
+        }
+    }
+    if !existed && dir.is_dir() {
+        if let Err(e) = std::fs::remove_dir_all(dir) {
+            tracing::error!(dir = %dir.display(), error = %e, "removing a half-created partition failed");
+        }
     }
 }

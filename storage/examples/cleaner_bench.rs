@@ -81,15 +81,9 @@ fn rusage() -> (f64, i64) {
     (secs(usage.ru_utime) + secs(usage.ru_stime), usage.ru_maxrss)
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let gib: f64 = args
-        .iter()
-        .position(|a| a == "--gib")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1.0);
-    let dir = tempfile::tempdir().expect("tempdir");
+/// Builds the benchmark's log in `dir`: `gib` GiB of 1 KiB records whose keys are 10%
+/// live, all in closed, durable segments, so the pass that follows has it all to clean.
+fn build_log(dir: &std::path::Path, gib: f64, now: i64) -> Log {
     let config = LogConfig {
         segment_bytes: 100 << 20,
         compaction: CompactionConfig {
@@ -99,12 +93,11 @@ fn main() {
         },
         ..LogConfig::default()
     };
-    let mut log = Log::open(dir.path(), config).expect("open");
+    let mut log = Log::open(dir, config).expect("open");
     let value_bytes = 1000;
     let record_bytes = 1024_u64;
     let total_records = (gib * f64::from(1u32 << 30)) as u64 / record_bytes;
     let live_keys = total_records / 10;
-    let now = 1_700_000_000_000;
     let written = Instant::now();
     let mut next = 0_u64;
     while next < total_records {
@@ -127,6 +120,21 @@ fn main() {
         log_bytes as f64 / f64::from(1u32 << 30),
         written.elapsed().as_secs_f64()
     );
+    log
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let gib: f64 = args
+        .iter()
+        .position(|a| a == "--gib")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1.0);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let now = 1_700_000_000_000;
+    let mut log = build_log(dir.path(), gib, now);
+    let segments_before = log.segment_count();
 
     let (cpu_before, rss_before) = rusage();
     let started = Instant::now();

@@ -11,6 +11,8 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use super::classic_group::GroupState;
 use super::offsets::{OffsetAndMetadata, OFFSET_METADATA_BYTES_MAX};
 use super::{now_ms, persistence, Committable, GroupCoordinator, GroupError};
@@ -84,34 +86,11 @@ impl GroupCoordinator {
                 self.schedule_session(&mut g, member_id, timeout);
             }
         }
-        let now = now_ms();
-        let mut errors = Vec::with_capacity(partitions.len());
-        let mut records = Vec::new();
-        let mut values = Vec::new();
-        for p in partitions {
-            let metadata = p.metadata.clone().unwrap_or_default();
-            if metadata.len() > OFFSET_METADATA_BYTES_MAX {
-                errors.push(Some(GroupError::OffsetMetadataTooLarge));
-                continue;
-            }
-            // No topic can have such a name, and the record key could not hold it.
-            if p.topic.len() > persistence::STRING_BYTES_MAX {
-                errors.push(Some(GroupError::UnknownTopicOrPartition));
-                continue;
-            }
-            errors.push(None);
-            let value = OffsetAndMetadata {
-                offset: p.offset,
-                leader_epoch: p.leader_epoch,
-                metadata,
-                commit_timestamp_ms: now,
-            };
-            records.push((
-                persistence::offset_key(group_id, &p.topic, p.partition),
-                Some(persistence::offset_value(&value)),
-            ));
-            values.push(((p.topic.clone(), p.partition), value));
-        }
+        let OffsetCommitRecords {
+            errors,
+            records,
+            values,
+        } = offset_commit_records(group_id, partitions, now_ms());
         if records.is_empty() {
             return CommitResult {
                 errors,
@@ -319,6 +298,59 @@ impl GroupCoordinator {
             drop(g);
             self.remove_group(&group_id, group);
         }
+    }
+}
+
+/// An OffsetCommit's or TxnOffsetCommit's partitions checked and turned into offset
+/// records (the per-partition half of Kafka's `handleCommitOffsets`), in request order.
+pub(super) struct OffsetCommitRecords {
+    /// Per partition: its error, or `None` when it has a record.
+    pub(super) errors: Vec<Option<GroupError>>,
+    /// The `__consumer_offsets` records to append, key and value.
+    pub(super) records: Vec<(Bytes, Option<Bytes>)>,
+    /// What each record commits, to apply once it is appended.
+    pub(super) values: Vec<((String, i32), OffsetAndMetadata)>,
+}
+
+/// Checks each partition of a commit (metadata size, topic name length) and makes the
+/// record of each that passes, stamped `now`: shared by OffsetCommit and TxnOffsetCommit
+/// so that both refuse and encode a partition the same way.
+pub(super) fn offset_commit_records(
+    group_id: &str,
+    partitions: &[CommitPartition],
+    now: i64,
+) -> OffsetCommitRecords {
+    let mut errors = Vec::with_capacity(partitions.len());
+    let mut records = Vec::new();
+    let mut values = Vec::new();
+    for p in partitions {
+        let metadata = p.metadata.clone().unwrap_or_default();
+        if metadata.len() > OFFSET_METADATA_BYTES_MAX {
+            errors.push(Some(GroupError::OffsetMetadataTooLarge));
+            continue;
+        }
+        // No topic can have such a name, and the record key could not hold it.
+        if p.topic.len() > persistence::STRING_BYTES_MAX {
+            errors.push(Some(GroupError::UnknownTopicOrPartition));
+            continue;
+        }
+        errors.push(None);
+        let value = OffsetAndMetadata {
+            offset: p.offset,
+            leader_epoch: p.leader_epoch,
+            metadata,
+            commit_timestamp_ms: now,
+        };
+        records.push((
+            persistence::offset_key(group_id, &p.topic, p.partition),
+            Some(persistence::offset_value(&value)),
+        ));
+        values.push(((p.topic.clone(), p.partition), value));
+    }
+    OffsetCommitRecords {
+        errors,
+        records,
+        values,
     }
 }
 

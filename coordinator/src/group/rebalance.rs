@@ -25,33 +25,8 @@ impl GroupCoordinator {
     /// MEMBER_ID_REQUIRED, or a rejoin that needs no rebalance).
     pub fn join_group(&self, req: JoinRequest) -> oneshot::Receiver<JoinResult> {
         let (tx, rx) = oneshot::channel();
-        // Persisted strings are int16-length in Kafka's __consumer_offsets schemas; the
-        // flexible request versions can carry longer ones, which we refuse up front.
-        let too_long = |s: &str| s.len() > persistence::STRING_BYTES_MAX;
-        if req.group_id.is_empty()
-            || too_long(&req.group_id)
-            || req.group_instance_id.as_deref().is_some_and(too_long)
-        {
-            let _ = tx.send(JoinResult::error(
-                &req.member_id,
-                GroupError::InvalidGroupId,
-            ));
-            return rx;
-        }
-        if too_long(&req.protocol_type) || req.protocols.iter().any(|(name, _)| too_long(name)) {
-            let _ = tx.send(JoinResult::error(
-                &req.member_id,
-                GroupError::InconsistentGroupProtocol,
-            ));
-            return rx;
-        }
-        if req.session_timeout_ms < self.config.min_session_timeout_ms
-            || req.session_timeout_ms > self.config.max_session_timeout_ms
-        {
-            let _ = tx.send(JoinResult::error(
-                &req.member_id,
-                GroupError::InvalidSessionTimeout,
-            ));
+        if let Err(e) = self.validate_join_request(&req) {
+            let _ = tx.send(JoinResult::error(&req.member_id, e));
             return rx;
         }
         let group = if req.member_id.is_empty() {
@@ -97,6 +72,30 @@ impl GroupCoordinator {
             self.current_member_join(&mut g, req, tx);
         }
         rx
+    }
+
+    /// The checks of a JoinGroup that need no group (Kafka's `handleJoinGroup` before it
+    /// looks the group up), in its order: the group id, then the protocol names, then the
+    /// session timeout against the broker's bounds.
+    fn validate_join_request(&self, req: &JoinRequest) -> Result<(), GroupError> {
+        // Persisted strings are int16-length in Kafka's __consumer_offsets schemas; the
+        // flexible request versions can carry longer ones, which we refuse up front.
+        let too_long = |s: &str| s.len() > persistence::STRING_BYTES_MAX;
+        if req.group_id.is_empty()
+            || too_long(&req.group_id)
+            || req.group_instance_id.as_deref().is_some_and(too_long)
+        {
+            return Err(GroupError::InvalidGroupId);
+        }
+        if too_long(&req.protocol_type) || req.protocols.iter().any(|(name, _)| too_long(name)) {
+            return Err(GroupError::InconsistentGroupProtocol);
+        }
+        if req.session_timeout_ms < self.config.min_session_timeout_ms
+            || req.session_timeout_ms > self.config.max_session_timeout_ms
+        {
+            return Err(GroupError::InvalidSessionTimeout);
+        }
+        Ok(())
     }
 
     fn new_member_join(
@@ -381,33 +380,12 @@ impl GroupCoordinator {
         if g.state == GroupState::Dead {
             return;
         }
-        if !g.members.is_empty() {
-            let leader_joined = g
-                .leader_id
-                .as_ref()
-                .and_then(|l| g.members.get(l))
-                .is_some_and(|m| m.awaiting_join.is_some());
-            if !leader_joined {
-                let joined = g
-                    .join_order
-                    .iter()
-                    .find(|id| {
-                        g.members
-                            .get(*id)
-                            .is_some_and(|m| m.awaiting_join.is_some())
-                    })
-                    .cloned();
-                match joined {
-                    Some(id) => g.leader_id = Some(id),
-                    None => {
-                        // Only static members that have not rejoined remain: wait for them
-                        // (or for their session timeouts).
-                        let timeout = g.rebalance_timeout_ms();
-                        self.schedule_join_timer(g, timeout, JoinTimer::Rebalance);
-                        return;
-                    }
-                }
-            }
+        if !g.members.is_empty() && !maybe_elect_new_joined_leader(g) {
+            // Only static members that have not rejoined remain: wait for them
+            // (or for their session timeouts).
+            let timeout = g.rebalance_timeout_ms();
+            self.schedule_join_timer(g, timeout, JoinTimer::Rebalance);
+            return;
         }
         let now = now_ms();
         g.generation_id += 1;
@@ -427,6 +405,22 @@ impl GroupCoordinator {
             protocol = ?g.protocol_name,
             "join phase complete"
         );
+        let ids = self.answer_joined_members(g);
+        g.pending_sync = ids.into_iter().collect();
+        let token = next_token();
+        g.rebalance_token = token;
+        let group_id = g.group_id.clone();
+        let generation = g.generation_id;
+        self.spawn_timer(&g.group_id, g.rebalance_timeout_ms(), move |c| {
+            c.on_pending_sync_expired(&group_id, token, generation);
+        });
+    }
+
+    /// Answers every member's parked JoinGroup with the new generation (Kafka's
+    /// `onCompleteJoin` completing each join future; the leader's answer carries every
+    /// member's metadata) and restarts each member's session timer. Returns the member
+    /// ids, which now owe a SyncGroup.
+    fn answer_joined_members(&self, g: &mut ClassicGroup) -> Vec<String> {
         let leader_members = g.current_member_metadata();
         let ids: Vec<String> = g.members.keys().cloned().collect();
         for id in &ids {
@@ -447,14 +441,7 @@ impl GroupCoordinator {
             };
             self.schedule_session(g, id, session_timeout);
         }
-        g.pending_sync = ids.into_iter().collect();
-        let token = next_token();
-        g.rebalance_token = token;
-        let group_id = g.group_id.clone();
-        let generation = g.generation_id;
-        self.spawn_timer(&g.group_id, g.rebalance_timeout_ms(), move |c| {
-            c.on_pending_sync_expired(&group_id, token, generation);
-        });
+        ids
     }
 
     fn on_pending_sync_expired(&self, group_id: &str, token: u64, generation: i32) {
@@ -568,25 +555,14 @@ impl GroupCoordinator {
             }
         };
         let mut g = group.lock();
-        let error = if g.state == GroupState::Dead {
-            Some(GroupError::CoordinatorNotAvailable)
-        } else if g.is_static_member_fenced(group_instance_id, member_id) {
-            Some(GroupError::FencedInstanceId)
-        } else if !g.members.contains_key(member_id) {
-            Some(GroupError::UnknownMemberId)
-        } else if generation_id != g.generation_id {
-            Some(GroupError::IllegalGeneration)
-        } else if protocol_type.is_some_and(|t| g.protocol_type.as_deref() != Some(t))
-            || protocol_name.is_some_and(|n| g.protocol_name.as_deref() != Some(n))
-        {
-            Some(GroupError::InconsistentGroupProtocol)
-        } else {
-            match g.state {
-                GroupState::Empty | GroupState::Dead => Some(GroupError::UnknownMemberId),
-                GroupState::PreparingRebalance => Some(GroupError::RebalanceInProgress),
-                GroupState::CompletingRebalance | GroupState::Stable => None,
-            }
-        };
+        let error = validate_sync_group(
+            &g,
+            generation_id,
+            member_id,
+            group_instance_id,
+            protocol_type,
+            protocol_name,
+        );
         if let Some(error) = error {
             let _ = tx.send(SyncResult::error(error));
             return rx;
@@ -833,6 +809,69 @@ fn update_member(g: &mut ClassicGroup, req: &JoinRequest) {
         member.session_timeout_ms = req.session_timeout_ms;
         member.client_id.clone_from(&req.client_id);
         member.client_host.clone_from(&req.client_host);
+    }
+}
+
+/// Kafka's `maybeElectNewJoinedLeader`: keeps the leader if it rejoined, else makes the
+/// first member (in join order) that rejoined the leader. `false` when no member
+/// rejoined: only static members that have not rejoined remain.
+fn maybe_elect_new_joined_leader(g: &mut ClassicGroup) -> bool {
+    let leader_joined = g
+        .leader_id
+        .as_ref()
+        .and_then(|l| g.members.get(l))
+        .is_some_and(|m| m.awaiting_join.is_some());
+    if leader_joined {
+        return true;
+    }
+    let joined = g
+        .join_order
+        .iter()
+        .find(|id| {
+            g.members
+                .get(*id)
+                .is_some_and(|m| m.awaiting_join.is_some())
+        })
+        .cloned();
+    match joined {
+        Some(id) => {
+            g.leader_id = Some(id);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Kafka's `validateSyncGroup` (with the group's state checks of `handleSyncGroup`), in
+/// its order: a Dead group, a fenced static member, an unknown member, another
+/// generation, another protocol; then the group's state: Empty has no such member,
+/// PreparingRebalance means the member must rejoin first.
+fn validate_sync_group(
+    g: &ClassicGroup,
+    generation_id: i32,
+    member_id: &str,
+    group_instance_id: Option<&str>,
+    protocol_type: Option<&str>,
+    protocol_name: Option<&str>,
+) -> Option<GroupError> {
+    if g.state == GroupState::Dead {
+        Some(GroupError::CoordinatorNotAvailable)
+    } else if g.is_static_member_fenced(group_instance_id, member_id) {
+        Some(GroupError::FencedInstanceId)
+    } else if !g.members.contains_key(member_id) {
+        Some(GroupError::UnknownMemberId)
+    } else if generation_id != g.generation_id {
+        Some(GroupError::IllegalGeneration)
+    } else if protocol_type.is_some_and(|t| g.protocol_type.as_deref() != Some(t))
+        || protocol_name.is_some_and(|n| g.protocol_name.as_deref() != Some(n))
+    {
+        Some(GroupError::InconsistentGroupProtocol)
+    } else {
+        match g.state {
+            GroupState::Empty | GroupState::Dead => Some(GroupError::UnknownMemberId),
+            GroupState::PreparingRebalance => Some(GroupError::RebalanceInProgress),
+            GroupState::CompletingRebalance | GroupState::Stable => None,
+        }
     }
 }
 

@@ -8,8 +8,7 @@
 use std::collections::HashSet;
 
 use super::classic_group::GroupState;
-use super::commit::{CommitPartition, CommitResult};
-use super::offsets::{OffsetAndMetadata, OFFSET_METADATA_BYTES_MAX};
+use super::commit::{offset_commit_records, CommitPartition, CommitResult, OffsetCommitRecords};
 use super::{now_ms, persistence, GroupCoordinator, GroupError};
 
 impl GroupCoordinator {
@@ -50,50 +49,15 @@ impl GroupCoordinator {
         if g.state == GroupState::Dead {
             return all(GroupError::CoordinatorNotAvailable);
         }
-        if generation_id >= 0 || !member_id.is_empty() || group_instance_id.is_some() {
-            if let Some(instance) = group_instance_id {
-                match g.static_members.get(instance) {
-                    None => return all(GroupError::UnknownMemberId),
-                    Some(current) if current != member_id => {
-                        return all(GroupError::FencedInstanceId)
-                    }
-                    Some(_) => {}
-                }
-            }
-            if !g.members.contains_key(member_id) {
-                return all(GroupError::UnknownMemberId);
-            }
-            if generation_id != g.generation_id {
-                return all(GroupError::IllegalGeneration);
-            }
+        if let Err(e) = validate_txn_offset_commit(&g, generation_id, member_id, group_instance_id)
+        {
+            return all(e);
         }
-        let now = now_ms();
-        let mut errors = Vec::with_capacity(partitions.len());
-        let mut records = Vec::new();
-        let mut values = Vec::new();
-        for p in partitions {
-            let metadata = p.metadata.clone().unwrap_or_default();
-            if metadata.len() > OFFSET_METADATA_BYTES_MAX {
-                errors.push(Some(GroupError::OffsetMetadataTooLarge));
-                continue;
-            }
-            if p.topic.len() > persistence::STRING_BYTES_MAX {
-                errors.push(Some(GroupError::UnknownTopicOrPartition));
-                continue;
-            }
-            errors.push(None);
-            let value = OffsetAndMetadata {
-                offset: p.offset,
-                leader_epoch: p.leader_epoch,
-                metadata,
-                commit_timestamp_ms: now,
-            };
-            records.push((
-                persistence::offset_key(group_id, &p.topic, p.partition),
-                Some(persistence::offset_value(&value)),
-            ));
-            values.push(((p.topic.clone(), p.partition), value));
-        }
+        let OffsetCommitRecords {
+            errors,
+            records,
+            values,
+        } = offset_commit_records(group_id, partitions, now_ms());
         if records.is_empty() {
             return CommitResult {
                 errors,
@@ -194,4 +158,32 @@ impl crate::transaction::GroupOffsets for GroupCoordinator {
             marker_offset,
         );
     }
+}
+
+/// Kafka's `validateOffsetCommit` for a transactional commit, in its order: generation -1
+/// with no member id and no instance id is always accepted (a producer committing for a
+/// group it is not a member of); otherwise the static instance must be the member's, the
+/// member known and the generation current.
+fn validate_txn_offset_commit(
+    g: &super::ClassicGroup,
+    generation_id: i32,
+    member_id: &str,
+    group_instance_id: Option<&str>,
+) -> Result<(), GroupError> {
+    if generation_id >= 0 || !member_id.is_empty() || group_instance_id.is_some() {
+        if let Some(instance) = group_instance_id {
+            match g.static_members.get(instance) {
+                None => return Err(GroupError::UnknownMemberId),
+                Some(current) if current != member_id => return Err(GroupError::FencedInstanceId),
+                Some(_) => {}
+            }
+        }
+        if !g.members.contains_key(member_id) {
+            return Err(GroupError::UnknownMemberId);
+        }
+        if generation_id != g.generation_id {
+            return Err(GroupError::IllegalGeneration);
+        }
+    }
+    Ok(())
 }

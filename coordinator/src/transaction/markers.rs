@@ -175,6 +175,29 @@ async fn write_round(
     let Some(remote) = remote else {
         return Ok(round);
     };
+    send_remote_markers(
+        remote,
+        meta,
+        coordinator_epoch,
+        commit,
+        by_leader,
+        &mut round,
+    )
+    .await?;
+    Ok(round)
+}
+
+/// The remote half of a round (Kafka's `TransactionMarkerChannelManager`): one
+/// WriteTxnMarkers per leader, all sent at once, each partition's answer filed into
+/// `round`; a leader that cannot be reached has all its partitions tried again.
+async fn send_remote_markers(
+    remote: &Remote,
+    meta: &TransactionMetadata,
+    coordinator_epoch: i32,
+    commit: bool,
+    by_leader: BTreeMap<i32, (BrokerEndpoint, Vec<(String, i32)>)>,
+    round: &mut Round,
+) -> Result<(), TxnError> {
     let sends = by_leader
         .into_values()
         .map(|(leader, partitions)| async move {
@@ -197,7 +220,7 @@ async fn write_round(
                     if code != 0 {
                         tracing::info!(topic = %tp.0, partition = tp.1, broker = leader.id, code, "transaction marker refused by the leader");
                     }
-                    settle(&mut round, tp, remote::marker_outcome(code))?;
+                    settle(round, tp, remote::marker_outcome(code))?;
                 }
             }
             Err(e) => {
@@ -206,7 +229,7 @@ async fn write_round(
             }
         }
     }
-    Ok(round)
+    Ok(())
 }
 
 /// What a marker this broker failed to write means (as `remote::marker_outcome` for a

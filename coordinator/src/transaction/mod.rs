@@ -681,7 +681,38 @@ impl TransactionCoordinator {
             return Err(TxnError::InvalidTransactionTimeout);
         }
         let shard = self.shard_for(transactional_id)?;
-        let entry = match shard.get(transactional_id) {
+        let entry = self.get_or_create_transaction(&shard, transactional_id, timeout_ms)?;
+        let (durable, fenced) = {
+            let mut e = entry.lock();
+            if e.pending {
+                return Err(TxnError::ConcurrentTransactions);
+            }
+            let (next, fenced) = self.prepare_init_producer_id(&e.meta, timeout_ms, expected)?;
+            (self.append(&mut e, next)?, fenced)
+        };
+        self.durable(&entry, durable).await?;
+        if fenced {
+            tracing::info!(
+                transactional_id,
+                "fencing the previous producer: aborting its ongoing transaction"
+            );
+            self.complete_or_retry(&entry).await?;
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        let e = entry.lock();
+        Ok((e.meta.producer_id, e.meta.producer_epoch))
+    }
+
+    /// The transactional id's entry, created with a new producer id if it has none
+    /// (Kafka's `handleInitProducerId` putting fresh metadata if absent). Two requests
+    /// racing to create it get the same entry; the loser's producer id goes unused.
+    fn get_or_create_transaction(
+        &self,
+        shard: &TransactionShard,
+        transactional_id: &str,
+        timeout_ms: i32,
+    ) -> Result<Shared, TxnError> {
+        Ok(match shard.get(transactional_id) {
             Some(e) => e,
             None => {
                 let id = self.next_producer_id()?;
@@ -701,65 +732,60 @@ impl TransactionCoordinator {
                         }),
                 )
             }
-        };
-        let (durable, fenced) = {
-            let mut e = entry.lock();
-            if e.pending {
-                return Err(TxnError::ConcurrentTransactions);
-            }
-            let m = &e.meta;
-            let valid_expected = expected.is_none_or(|(pid, epoch)| {
-                m.producer_epoch == metadata::NO_PRODUCER_EPOCH
-                    || pid == m.producer_id
-                    || (pid == m.previous_producer_id && is_epoch_exhausted(epoch))
-            });
-            if !valid_expected {
-                return Err(TxnError::ProducerFenced);
-            }
-            let now = now_ms();
-            let (next, fenced) = match m.state {
-                TransactionState::PrepareCommit | TransactionState::PrepareAbort => {
-                    return Err(TxnError::ConcurrentTransactions)
-                }
-                TransactionState::Dead | TransactionState::PrepareEpochFence => {
-                    return Err(TxnError::ConcurrentTransactions)
-                }
-                TransactionState::Ongoing => (m.prepare_fence_and_abort(now), true),
-                TransactionState::Empty
-                | TransactionState::CompleteCommit
-                | TransactionState::CompleteAbort => {
-                    if is_epoch_exhausted(m.producer_epoch)
-                        && expected.is_none_or(|(_, epoch)| epoch == m.producer_epoch)
-                    {
-                        let id = self.next_producer_id()?;
-                        (
-                            m.prepare_rotation(id, timeout_ms, expected.is_some(), now),
-                            false,
-                        )
-                    } else if is_epoch_exhausted(m.producer_epoch) {
-                        // An exhausted epoch that the request does not name: an older producer.
-                        return Err(TxnError::ProducerFenced);
-                    } else {
-                        (
-                            m.prepare_increment_epoch(timeout_ms, expected.map(|(_, e)| e), now)?,
-                            false,
-                        )
-                    }
-                }
-            };
-            (self.append(&mut e, next)?, fenced)
-        };
-        self.durable(&entry, durable).await?;
-        if fenced {
-            tracing::info!(
-                transactional_id,
-                "fencing the previous producer: aborting its ongoing transaction"
-            );
-            self.complete_or_retry(&entry).await?;
-            return Err(TxnError::ConcurrentTransactions);
+        })
+    }
+
+    /// The transition InitProducerId asks of the transaction `m` (Kafka's
+    /// `prepareInitProducerIdTransit`), and whether it fences an ongoing transaction:
+    /// a producer naming an id and epoch that are not this transaction's is fenced;
+    /// a transaction being completed answers CONCURRENT_TRANSACTIONS; an ongoing one is
+    /// aborted with a bumped epoch; otherwise the epoch is bumped, or the producer id
+    /// rotated once the epoch is exhausted. Called under the entry's lock.
+    fn prepare_init_producer_id(
+        &self,
+        m: &TransactionMetadata,
+        timeout_ms: i32,
+        expected: Option<(i64, i16)>,
+    ) -> Result<(TransactionMetadata, bool), TxnError> {
+        let valid_expected = expected.is_none_or(|(pid, epoch)| {
+            m.producer_epoch == metadata::NO_PRODUCER_EPOCH
+                || pid == m.producer_id
+                || (pid == m.previous_producer_id && is_epoch_exhausted(epoch))
+        });
+        if !valid_expected {
+            return Err(TxnError::ProducerFenced);
         }
-        let e = entry.lock();
-        Ok((e.meta.producer_id, e.meta.producer_epoch))
+        let now = now_ms();
+        match m.state {
+            TransactionState::PrepareCommit | TransactionState::PrepareAbort => {
+                Err(TxnError::ConcurrentTransactions)
+            }
+            TransactionState::Dead | TransactionState::PrepareEpochFence => {
+                Err(TxnError::ConcurrentTransactions)
+            }
+            TransactionState::Ongoing => Ok((m.prepare_fence_and_abort(now), true)),
+            TransactionState::Empty
+            | TransactionState::CompleteCommit
+            | TransactionState::CompleteAbort => {
+                if is_epoch_exhausted(m.producer_epoch)
+                    && expected.is_none_or(|(_, epoch)| epoch == m.producer_epoch)
+                {
+                    let id = self.next_producer_id()?;
+                    Ok((
+                        m.prepare_rotation(id, timeout_ms, expected.is_some(), now),
+                        false,
+                    ))
+                } else if is_epoch_exhausted(m.producer_epoch) {
+                    // An exhausted epoch that the request does not name: an older producer.
+                    Err(TxnError::ProducerFenced)
+                } else {
+                    Ok((
+                        m.prepare_increment_epoch(timeout_ms, expected.map(|(_, e)| e), now)?,
+                        false,
+                    ))
+                }
+            }
+        }
     }
 
     fn next_producer_id(&self) -> Result<i64, TxnError> {

@@ -278,6 +278,39 @@ pub fn decode_record(key: &Bytes, value: Option<&Bytes>) -> Result<Persisted, St
     let status = v.i8()?;
     let state =
         TransactionState::from_id(status).ok_or_else(|| format!("unknown status {status}"))?;
+    let partitions = decode_partitions(&mut v, flexible)?;
+    let last_update_ms = v.i64()?;
+    let start_ms = v.i64()?;
+    let (previous_producer_id, next_producer_id, client_transaction_version) = if flexible {
+        decode_tagged_fields(&mut v)?
+    } else {
+        (NO_PRODUCER_ID, NO_PRODUCER_ID, 0)
+    };
+    Ok((
+        transactional_id.clone(),
+        Some(TransactionMetadata {
+            transactional_id,
+            producer_id,
+            previous_producer_id,
+            next_producer_id,
+            producer_epoch,
+            last_producer_epoch: NO_PRODUCER_EPOCH,
+            timeout_ms,
+            state,
+            partitions,
+            start_ms,
+            last_update_ms,
+            client_transaction_version,
+        }),
+    ))
+}
+
+/// The value's transaction partitions (`transactionPartitions`: topics, each with its
+/// partition indexes), in the value version's encoding (compact in the flexible one).
+fn decode_partitions(
+    v: &mut Reader,
+    flexible: bool,
+) -> Result<std::collections::BTreeSet<(String, i32)>, String> {
     let mut partitions = std::collections::BTreeSet::new();
     let topics = if flexible {
         v.compact_len(3)?
@@ -302,45 +335,32 @@ pub fn decode_record(key: &Bytes, value: Option<&Bytes>) -> Result<Persisted, St
             v.tags()?;
         }
     }
-    let last_update_ms = v.i64()?;
-    let start_ms = v.i64()?;
+    Ok(partitions)
+}
+
+/// The flexible value version's tagged fields: previous and next producer id and the
+/// client's transaction version (KIP-890), each at its default when absent. A known tag
+/// of the wrong size does not parse; unknown tags are skipped.
+fn decode_tagged_fields(v: &mut Reader) -> Result<(i64, i64, i16), String> {
     let (mut previous_producer_id, mut next_producer_id, mut client_transaction_version) =
         (NO_PRODUCER_ID, NO_PRODUCER_ID, 0);
-    if flexible {
-        for (tag, mut data) in v.tags()? {
-            match tag {
-                TAG_PREVIOUS_PRODUCER_ID if data.len() == 8 => {
-                    previous_producer_id = data.get_i64()
-                }
-                TAG_NEXT_PRODUCER_ID if data.len() == 8 => next_producer_id = data.get_i64(),
-                TAG_CLIENT_TRANSACTION_VERSION if data.len() == 2 => {
-                    client_transaction_version = data.get_i16();
-                }
-                TAG_PREVIOUS_PRODUCER_ID
-                | TAG_NEXT_PRODUCER_ID
-                | TAG_CLIENT_TRANSACTION_VERSION => {
-                    return Err(format!("tag {tag} of {} bytes", data.len()));
-                }
-                _ => {}
+    for (tag, mut data) in v.tags()? {
+        match tag {
+            TAG_PREVIOUS_PRODUCER_ID if data.len() == 8 => previous_producer_id = data.get_i64(),
+            TAG_NEXT_PRODUCER_ID if data.len() == 8 => next_producer_id = data.get_i64(),
+            TAG_CLIENT_TRANSACTION_VERSION if data.len() == 2 => {
+                client_transaction_version = data.get_i16();
             }
+            TAG_PREVIOUS_PRODUCER_ID | TAG_NEXT_PRODUCER_ID | TAG_CLIENT_TRANSACTION_VERSION => {
+                return Err(format!("tag {tag} of {} bytes", data.len()));
+            }
+            _ => {}
         }
     }
     Ok((
-        transactional_id.clone(),
-        Some(TransactionMetadata {
-            transactional_id,
-            producer_id,
-            previous_producer_id,
-            next_producer_id,
-            producer_epoch,
-            last_producer_epoch: NO_PRODUCER_EPOCH,
-            timeout_ms,
-            state,
-            partitions,
-            start_ms,
-            last_update_ms,
-            client_transaction_version,
-        }),
+        previous_producer_id,
+        next_producer_id,
+        client_transaction_version,
     ))
 }
 

@@ -264,6 +264,24 @@ async fn reconcile(shared: &Shared, assigned: &mut Assigned) -> bool {
     let wanted: BTreeMap<TopicPartition, Target> = shared.wanted.lock().clone();
     let mut fetchers = shared.fetchers.lock().await;
     // Removals first: partitions no longer wanted, or wanted on another leader.
+    remove_fetcher_for_partitions(&fetchers, &wanted, assigned).await;
+    // Additions: new partitions, a new leader, or a new epoch.
+    let complete = add_fetcher_for_partitions(shared, &mut fetchers, &wanted, assigned).await;
+    shutdown_idle_fetcher_threads(&mut fetchers, assigned).await;
+    complete
+}
+
+/// The fetchers by leader broker, as [`Shared`] holds them.
+type Fetchers = BTreeMap<i32, ReplicaFetcherHandle<Partition>>;
+
+/// Kafka's `removeFetcherForPartitions`: takes the partitions no longer wanted, or
+/// wanted on another leader, from their fetchers (and from `assigned`), before any is
+/// added elsewhere, so that no partition is fetched by two fetchers at once.
+async fn remove_fetcher_for_partitions(
+    fetchers: &Fetchers,
+    wanted: &BTreeMap<TopicPartition, Target>,
+    assigned: &mut Assigned,
+) {
     let mut removals: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
     for (tp, (leader, _)) in assigned.iter() {
         if wanted.get(tp).is_none_or(|t| t.leader != *leader) {
@@ -280,9 +298,19 @@ async fn reconcile(shared: &Shared, assigned: &mut Assigned) -> bool {
             }
         }
     }
-    // Additions: new partitions, a new leader, or a new epoch.
+}
+
+/// Kafka's `addFetcherForPartitions`: hands each partition whose leader or epoch
+/// changed to its leader's fetcher, starting that fetcher if need be. `false` when some
+/// could not be handed over yet.
+async fn add_fetcher_for_partitions(
+    shared: &Shared,
+    fetchers: &mut Fetchers,
+    wanted: &BTreeMap<TopicPartition, Target>,
+    assigned: &mut Assigned,
+) -> bool {
     let mut additions: BTreeMap<i32, Vec<(TopicPartition, Target)>> = BTreeMap::new();
-    for (tp, target) in &wanted {
+    for (tp, target) in wanted {
         if assigned.get(tp) != Some(&(target.leader, target.leader_epoch)) {
             additions
                 .entry(target.leader)
@@ -332,7 +360,11 @@ async fn reconcile(shared: &Shared, assigned: &mut Assigned) -> bool {
             }
         }
     }
-    // Kafka's `shutdownIdleFetcherThreads`.
+    complete
+}
+
+/// Kafka's `shutdownIdleFetcherThreads`: stops the fetchers left with no partition.
+async fn shutdown_idle_fetcher_threads(fetchers: &mut Fetchers, assigned: &Assigned) {
     let busy: BTreeSet<i32> = assigned.values().map(|(leader, _)| *leader).collect();
     let idle: Vec<i32> = fetchers
         .keys()
@@ -345,5 +377,4 @@ async fn reconcile(shared: &Shared, assigned: &mut Assigned) -> bool {
             fetcher.shutdown().await;
         }
     }
-    complete
 }

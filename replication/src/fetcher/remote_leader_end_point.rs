@@ -17,6 +17,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use logbook_protocol::kafka_protocol::messages::fetch_request::{
     FetchPartition as WireFetchPartition, FetchTopic, ReplicaState,
 };
+use logbook_protocol::kafka_protocol::messages::fetch_response::FetchableTopicResponse;
 use logbook_protocol::kafka_protocol::messages::list_offsets_request::{
     ListOffsetsPartition, ListOffsetsTopic,
 };
@@ -36,8 +37,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::leader_end_point::{
-    EndPointError, EpochEndOffset, EpochRequest, EpochResult, FetchRequest, FetchedPartition,
-    LeaderEndPoint, LeaderError,
+    EndPointError, EpochEndOffset, EpochRequest, EpochResult, FetchPartition, FetchRequest,
+    FetchedPartition, LeaderEndPoint, LeaderError,
 };
 use crate::TopicPartition;
 
@@ -243,6 +244,70 @@ fn leader_error(code: i16) -> Option<LeaderError> {
     })
 }
 
+/// The wire Fetch request's topics: the partitions grouped by topic id, in the order
+/// each topic first appears, with the name of each id (answers come back by id and are
+/// handed on by name).
+fn fetch_topics(partitions: &[FetchPartition]) -> (BTreeMap<uuid::Uuid, String>, Vec<FetchTopic>) {
+    let mut names: BTreeMap<uuid::Uuid, String> = BTreeMap::new();
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for p in partitions {
+        names.insert(p.topic_id, p.topic_partition.topic.clone());
+        let mut partition = WireFetchPartition::default();
+        partition.partition = p.topic_partition.partition;
+        partition.current_leader_epoch = p.current_leader_epoch.0;
+        partition.fetch_offset = p.fetch_offset.get();
+        partition.last_fetched_epoch = p.last_fetched_epoch.map_or(-1, |e| e.0);
+        partition.log_start_offset = p.log_start_offset.get();
+        partition.partition_max_bytes = p.partition_max_bytes;
+        match topics.iter_mut().find(|t| t.topic_id == p.topic_id) {
+            Some(topic) => topic.partitions.push(partition),
+            None => {
+                let mut topic = FetchTopic::default();
+                topic.topic_id = p.topic_id;
+                topic.partitions = vec![partition];
+                topics.push(topic);
+            }
+        }
+    }
+    (names, topics)
+}
+
+/// The leader's Fetch answer, per partition and by topic name; an answer for a topic id
+/// the request did not name is a protocol error.
+fn fetched_partitions(
+    names: &BTreeMap<uuid::Uuid, String>,
+    responses: Vec<FetchableTopicResponse>,
+) -> Result<Vec<FetchedPartition>, EndPointError> {
+    let mut out = Vec::new();
+    for topic in responses {
+        let Some(name) = names.get(&topic.topic_id) else {
+            return Err(EndPointError::Protocol(format!(
+                "fetch answer for topic id {} not asked",
+                topic.topic_id
+            )));
+        };
+        for p in topic.partitions {
+            let diverging = (p.diverging_epoch.epoch >= 0 || p.diverging_epoch.end_offset >= 0)
+                .then_some(EpochEndOffset {
+                    leader_epoch: p.diverging_epoch.epoch,
+                    end_offset: p.diverging_epoch.end_offset,
+                });
+            out.push(FetchedPartition {
+                topic_partition: TopicPartition {
+                    topic: name.clone(),
+                    partition: p.partition_index,
+                },
+                error: leader_error(p.error_code),
+                high_watermark: Offset(p.high_watermark),
+                log_start_offset: Offset(p.log_start_offset),
+                diverging_epoch: diverging,
+                records: p.records.unwrap_or_default(),
+            });
+        }
+    }
+    Ok(out)
+}
+
 impl LeaderEndPoint for RemoteLeaderEndPoint {
     fn broker_id(&self) -> i32 {
         self.config.leader_id
@@ -253,27 +318,7 @@ impl LeaderEndPoint for RemoteLeaderEndPoint {
         request: FetchRequest,
     ) -> Result<Vec<FetchedPartition>, EndPointError> {
         // Topic ids on the wire, names in answers: remember which is which.
-        let mut names: BTreeMap<uuid::Uuid, String> = BTreeMap::new();
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        for p in &request.partitions {
-            names.insert(p.topic_id, p.topic_partition.topic.clone());
-            let mut partition = WireFetchPartition::default();
-            partition.partition = p.topic_partition.partition;
-            partition.current_leader_epoch = p.current_leader_epoch.0;
-            partition.fetch_offset = p.fetch_offset.get();
-            partition.last_fetched_epoch = p.last_fetched_epoch.map_or(-1, |e| e.0);
-            partition.log_start_offset = p.log_start_offset.get();
-            partition.partition_max_bytes = p.partition_max_bytes;
-            match topics.iter_mut().find(|t| t.topic_id == p.topic_id) {
-                Some(topic) => topic.partitions.push(partition),
-                None => {
-                    let mut topic = FetchTopic::default();
-                    topic.topic_id = p.topic_id;
-                    topic.partitions = vec![partition];
-                    topics.push(topic);
-                }
-            }
-        }
+        let (names, topics) = fetch_topics(&request.partitions);
         let mut replica_state = ReplicaState::default();
         replica_state.replica_id = BrokerId(self.config.replica_id);
         replica_state.replica_epoch = self
@@ -295,34 +340,7 @@ impl LeaderEndPoint for RemoteLeaderEndPoint {
         if let Some(error) = leader_error(response.error_code) {
             return Err(EndPointError::Refused(error));
         }
-        let mut out = Vec::new();
-        for topic in response.responses {
-            let Some(name) = names.get(&topic.topic_id) else {
-                return Err(EndPointError::Protocol(format!(
-                    "fetch answer for topic id {} not asked",
-                    topic.topic_id
-                )));
-            };
-            for p in topic.partitions {
-                let diverging = (p.diverging_epoch.epoch >= 0 || p.diverging_epoch.end_offset >= 0)
-                    .then_some(EpochEndOffset {
-                        leader_epoch: p.diverging_epoch.epoch,
-                        end_offset: p.diverging_epoch.end_offset,
-                    });
-                out.push(FetchedPartition {
-                    topic_partition: TopicPartition {
-                        topic: name.clone(),
-                        partition: p.partition_index,
-                    },
-                    error: leader_error(p.error_code),
-                    high_watermark: Offset(p.high_watermark),
-                    log_start_offset: Offset(p.log_start_offset),
-                    diverging_epoch: diverging,
-                    records: p.records.unwrap_or_default(),
-                });
-            }
-        }
-        Ok(out)
+        fetched_partitions(&names, response.responses)
     }
 
     async fn fetch_epoch_end_offsets(

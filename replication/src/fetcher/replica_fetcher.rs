@@ -494,36 +494,13 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
         }
     }
 
+    /// One fetch round (Kafka's `maybeFetch`): builds the request, sends it, applies the
+    /// answers and, under the fsync rule, waits for this round's appends to be durable.
     async fn maybe_fetch(&mut self) {
-        let now = Instant::now();
-        let mut partitions = Vec::new();
-        let mut broken = Vec::new();
-        for (tp, state) in &self.partitions {
-            if state.state != ReplicaState::Fetching || state.is_delayed(now) {
-                continue;
-            }
-            match state.log.log_start_offset() {
-                Ok(log_start_offset) => partitions.push(FetchPartition {
-                    topic_partition: tp.clone(),
-                    topic_id: state.topic_id,
-                    fetch_offset: state.fetch_offset,
-                    current_leader_epoch: state.current_leader_epoch,
-                    last_fetched_epoch: state.last_fetched_epoch,
-                    log_start_offset,
-                    partition_max_bytes: self.config.partition_max_bytes,
-                }),
-                Err(e) => broken.push((tp.clone(), e)),
-            }
-        }
-        for (tp, e) in broken {
-            self.local_failure(&tp, &e);
-        }
+        let partitions = self.build_fetch();
         if partitions.is_empty() {
             return;
         }
-        let first = self.rotation % partitions.len();
-        partitions.rotate_left(first);
-        self.rotation = self.rotation.wrapping_add(1);
         let sent: BTreeMap<TopicPartition, (Offset, LeaderEpoch)> = partitions
             .iter()
             .map(|p| {
@@ -549,6 +526,58 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
                 return;
             }
         };
+        let appended = self.process_fetch_response(&sent, responses).await;
+        if self.config.wait_for_durable {
+            self.await_durable(appended).await;
+        }
+    }
+
+    /// The partitions of this round's Fetch (Kafka's `buildFetch`): those fetching and
+    /// not backing off, starting one further along each round so that a small
+    /// `max_bytes` does not always go to the same partitions first. A partition whose log
+    /// cannot say its start offset fails here, before the request.
+    fn build_fetch(&mut self) -> Vec<FetchPartition> {
+        let now = Instant::now();
+        let mut partitions = Vec::new();
+        let mut broken = Vec::new();
+        for (tp, state) in &self.partitions {
+            if state.state != ReplicaState::Fetching || state.is_delayed(now) {
+                continue;
+            }
+            match state.log.log_start_offset() {
+                Ok(log_start_offset) => partitions.push(FetchPartition {
+                    topic_partition: tp.clone(),
+                    topic_id: state.topic_id,
+                    fetch_offset: state.fetch_offset,
+                    current_leader_epoch: state.current_leader_epoch,
+                    last_fetched_epoch: state.last_fetched_epoch,
+                    log_start_offset,
+                    partition_max_bytes: self.config.partition_max_bytes,
+                }),
+                Err(e) => broken.push((tp.clone(), e)),
+            }
+        }
+        for (tp, e) in broken {
+            self.local_failure(&tp, &e);
+        }
+        if partitions.is_empty() {
+            return partitions;
+        }
+        let first = self.rotation % partitions.len();
+        partitions.rotate_left(first);
+        self.rotation = self.rotation.wrapping_add(1);
+        partitions
+    }
+
+    /// Applies each partition's answer (Kafka's `processFetchRequest`), if it answers the
+    /// request as that partition stands now: data is appended, a diverging epoch
+    /// truncates, an out-of-range offset or a fenced epoch is resolved, any other error
+    /// backs off. Returns the log end after each append, for the fsync rule.
+    async fn process_fetch_response(
+        &mut self,
+        sent: &BTreeMap<TopicPartition, (Offset, LeaderEpoch)>,
+        responses: Vec<FetchedPartition>,
+    ) -> Vec<(TopicPartition, Offset)> {
         let mut appended = Vec::new();
         for response in responses {
             let tp = response.topic_partition.clone();
@@ -582,9 +611,7 @@ impl<E: LeaderEndPoint, L: FollowerLog> ReplicaFetcher<E, L> {
                 }
             }
         }
-        if self.config.wait_for_durable {
-            self.await_durable(appended).await;
-        }
+        appended
     }
 
     /// The fsync rule: returns once every append of this round is durable, so the next

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use logbook_storage::{LeaderEpoch, Offset};
 
-use super::leader::{IsrState, PartitionState, Role};
+use super::leader::{IsrState, Leadership, PartitionState, Role};
 use super::replica_state::ReplicaState;
 use super::{now_ms, Partition};
 use crate::flusher::FlushPolicy;
@@ -59,33 +59,9 @@ impl Partition {
         leadership.isr = IsrState::Committed {
             isr: state.isr.iter().copied().collect(),
         };
-        let local = leadership.local_broker_id;
+        reset_followers(&mut leadership, state, new_epoch, now_ms, log_end);
         if new_epoch {
-            leadership.leader_epoch_start_offset = Some(log_end);
-            let isr: BTreeSet<i32> = leadership.isr.committed().clone();
-            leadership.followers = state
-                .replicas
-                .iter()
-                .filter(|id| **id != local)
-                .map(|id| {
-                    (
-                        *id,
-                        ReplicaState::new(*id, now_ms, log_end, isr.contains(id)),
-                    )
-                })
-                .collect();
             self.leader_offset.store(durable.get(), Ordering::Release);
-        } else {
-            // Same epoch, new assignment or ISR: keep what is known of remaining followers.
-            leadership
-                .followers
-                .retain(|id, _| state.replicas.contains(id));
-            for id in state.replicas.iter().filter(|id| **id != local) {
-                leadership
-                    .followers
-                    .entry(*id)
-                    .or_insert_with(|| ReplicaState::new(*id, now_ms, log_end, false));
-            }
         }
         self.leader_epoch
             .store(state.leader_epoch.0, Ordering::Release);
@@ -181,4 +157,45 @@ fn is_stale(state: &PartitionState, epoch: LeaderEpoch, partition_epoch: i32, ro
         return state.leader_epoch < epoch;
     }
     role != Role::None && state.partition_epoch < partition_epoch
+}
+
+/// The followers' states as a leader starts (Kafka's `makeLeader` resetting each remote
+/// replica): in a new epoch, every follower's position is unknown again and the epoch
+/// starts at `log_end`; ISR members get a full lag time to fetch before they count as
+/// out of sync. In the same epoch (a new assignment or ISR) what is known of the
+/// remaining followers stays and new ones start unknown.
+fn reset_followers(
+    leadership: &mut Leadership,
+    state: &PartitionState,
+    new_epoch: bool,
+    now_ms: i64,
+    log_end: Offset,
+) {
+    let local = leadership.local_broker_id;
+    if new_epoch {
+        leadership.leader_epoch_start_offset = Some(log_end);
+        let isr: BTreeSet<i32> = leadership.isr.committed().clone();
+        leadership.followers = state
+            .replicas
+            .iter()
+            .filter(|id| **id != local)
+            .map(|id| {
+                (
+                    *id,
+                    ReplicaState::new(*id, now_ms, log_end, isr.contains(id)),
+                )
+            })
+            .collect();
+    } else {
+        // Same epoch, new assignment or ISR: keep what is known of remaining followers.
+        leadership
+            .followers
+            .retain(|id, _| state.replicas.contains(id));
+        for id in state.replicas.iter().filter(|id| **id != local) {
+            leadership
+                .followers
+                .entry(*id)
+                .or_insert_with(|| ReplicaState::new(*id, now_ms, log_end, false));
+        }
+    }
 }

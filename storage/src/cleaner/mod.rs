@@ -593,120 +593,215 @@ impl Cleaner {
             map_end,
             now_ms,
         } = *pass;
-        let mut kept_aborted = Vec::new();
-        let retention = Retention {
-            map: &self.map,
-            map_end,
-            now_ms,
-            delete_retention_ms: job.delete_retention_ms,
+        let mut writer = GroupWriter {
+            pass: *pass,
+            retention: Retention {
+                map: &self.map,
+                map_end,
+                now_ms,
+                delete_retention_ms: job.delete_retention_ms,
+            },
+            txns,
+            scratch: &mut self.scratch,
+            cleaned,
+            kept_aborted: Vec::new(),
         };
         for segment in group {
-            let scratch = &mut self.scratch;
             for_each_batch(
                 segment,
                 throttler,
                 stats,
                 |batch, header, throttler, stats| {
-                    let last_of_producer = is_last_of_producer(job, header);
-                    let filtered = if header.is_control() {
-                        let marker = parse_marker(header, batch)
-                            .map_err(|reason| corrupt(segment, header, reason))?;
-                        let read = txns.on_control_batch_read(header, marker);
-                        kept_aborted.extend(read.index_entry);
-                        let (filtered, due) = filter_marker(
-                            batch,
-                            header,
-                            read.discardable && !last_of_producer,
-                            pass,
-                            scratch,
-                            stats,
-                        )
-                        .map_err(|reason| corrupt(segment, header, reason))?;
-                        let due = if read.emptied_now { Some(now_ms) } else { due };
-                        if let Some(due) = due {
-                            stats.tombstone_due_ms =
-                                Some(stats.tombstone_due_ms.map_or(due, |d| d.min(due)));
-                        }
-                        filtered
-                    } else {
-                        let filtered = if txns.on_batch_read(header) {
-                            // An aborted transaction's batch: its records go; the batch
-                            // stays empty if it is its producer's last.
-                            stats.records_read += u64::try_from(header.records_count).unwrap_or(0);
-                            if last_of_producer {
-                                rebuild_batch(batch, header, &[], 0, None)
-                                    .map(Filtered::Rebuilt)
-                                    .map_err(|e| corrupt(segment, header, e.to_string()))?
-                            } else {
-                                Filtered::Dropped
-                            }
-                        } else {
-                            let (filtered, due) = filter_batch(
-                                batch,
-                                header,
-                                &retention,
-                                last_of_producer,
-                                scratch,
-                                stats,
-                            )
-                            .map_err(|reason| corrupt(segment, header, reason))?;
-                            if let Some(due) = due {
-                                // A kept tombstone becomes removable at its horizon; the
-                                // caller runs a pass then even if nothing else is dirty.
-                                stats.tombstone_due_ms =
-                                    Some(stats.tombstone_due_ms.map_or(due, |d| d.min(due)));
-                            }
-                            filtered
-                        };
-                        if !matches!(filtered, Filtered::Dropped) {
-                            txns.on_batch_retained(header);
-                        }
-                        filtered
-                    };
-                    let interval = job.index_interval_bytes;
-                    match filtered {
-                        Filtered::Whole => {
-                            cleaned.append_cleaned(batch, header, interval)?;
-                            stats.bytes_written += batch.len() as u64;
-                            throttler.record(batch.len());
-                        }
-                        Filtered::Rebuilt(bytes) => {
-                            let rebuilt = RecordBatchHeader::parse(&bytes)
-                                .map_err(|e| corrupt(segment, header, e.to_string()))?;
-                            cleaned.append_cleaned(&bytes, &rebuilt, interval)?;
-                            stats.bytes_written += bytes.len() as u64;
-                            throttler.record(bytes.len());
-                        }
-                        Filtered::Dropped => {}
-                    }
+                    let filtered = writer.filter(segment, batch, header, stats)?;
+                    writer.append(segment, batch, header, filtered, throttler, stats)?;
                     Ok(true)
                 },
             )?;
         }
-        let index = cleaned.txn_index_mut();
-        let kept_none = kept_aborted.is_empty();
-        for entry in kept_aborted {
-            index.append(entry)?;
+        let GroupWriter {
+            cleaned,
+            kept_aborted,
+            ..
+        } = writer;
+        write_cleaned_txn_index(job, group, cleaned, kept_aborted)
+    }
+}
+
+/// What writing one group into its cleaned segment carries from batch to batch (Kafka's
+/// `cleanInto` with its `filterInto` and `CleanedTransactionMetadata`): a struct so each
+/// batch's steps (its fate, then its append) can be functions of their own without a
+/// dozen arguments each.
+struct GroupWriter<'a> {
+    pass: Pass<'a>,
+    retention: Retention<'a>,
+    txns: &'a mut CleanedTransactionMetadata,
+    scratch: &'a mut Vec<u8>,
+    cleaned: &'a mut LogSegment,
+    /// The aborted transactions whose markers this group keeps: its `.txnindex` entries.
+    kept_aborted: Vec<AbortedTxn>,
+}
+
+impl GroupWriter<'_> {
+    /// One batch's fate (Kafka's `filterInto` per batch): a control batch goes by its
+    /// transaction's state, a data batch by its transaction's outcome and then record by
+    /// record; a data batch kept in any form marks its transaction as retained.
+    fn filter(
+        &mut self,
+        segment: &SegmentView,
+        batch: &[u8],
+        header: &RecordBatchHeader,
+        stats: &mut CleanStats,
+    ) -> Result<Filtered, Error> {
+        let last_of_producer = is_last_of_producer(self.pass.job, header);
+        if header.is_control() {
+            return self.filter_control(segment, batch, header, last_of_producer, stats);
         }
-        if let Some(path) = index.take_unsynced() {
-            transaction_index::sync_path(&path)?;
+        let filtered = self.filter_data(segment, batch, header, last_of_producer, stats)?;
+        if !matches!(filtered, Filtered::Dropped) {
+            self.txns.on_batch_retained(header);
         }
-        let (start, end) = (
-            group.first().map_or(0, |s| s.base_offset),
-            group.last().map_or(0, |s| s.next_offset),
-        );
-        let had_entries = job
-            .aborted_transactions
-            .iter()
-            .any(|t| start <= t.last_offset && t.last_offset < end);
-        if kept_none && had_entries {
-            // An empty `.txnindex.cleaned` says "the replaced entries are gone", which an
-            // interrupted swap must tell apart from an older version's swap (no file).
-            let path = CleanedSegment::txn_index_path(&job.dir, start, CLEANED_SUFFIX);
-            File::create(&path)?.sync_all()?;
+        Ok(filtered)
+    }
+
+    /// A control batch (Kafka's `onControlBatchRead` then `checkBatchRetention`): its
+    /// marker ends a transaction, whose `.txnindex` entry is kept while the marker is;
+    /// the marker is removable once its transaction has no data left and it is not its
+    /// producer's last batch.
+    fn filter_control(
+        &mut self,
+        segment: &SegmentView,
+        batch: &[u8],
+        header: &RecordBatchHeader,
+        last_of_producer: bool,
+        stats: &mut CleanStats,
+    ) -> Result<Filtered, Error> {
+        let marker =
+            parse_marker(header, batch).map_err(|reason| corrupt(segment, header, reason))?;
+        let read = self.txns.on_control_batch_read(header, marker);
+        self.kept_aborted.extend(read.index_entry);
+        let (filtered, due) = filter_marker(
+            batch,
+            header,
+            read.discardable && !last_of_producer,
+            &self.pass,
+            self.scratch,
+            stats,
+        )
+        .map_err(|reason| corrupt(segment, header, reason))?;
+        let due = if read.emptied_now {
+            Some(self.pass.now_ms)
+        } else {
+            due
+        };
+        if let Some(due) = due {
+            stats.tombstone_due_ms = Some(stats.tombstone_due_ms.map_or(due, |d| d.min(due)));
+        }
+        Ok(filtered)
+    }
+
+    /// A data batch (Kafka's `onBatchRead` then `shouldRetainRecord` per record): an
+    /// aborted transaction's batch loses all its records, else each record stays only if
+    /// it is the newest of its key (and not a tombstone past its horizon).
+    fn filter_data(
+        &mut self,
+        segment: &SegmentView,
+        batch: &[u8],
+        header: &RecordBatchHeader,
+        last_of_producer: bool,
+        stats: &mut CleanStats,
+    ) -> Result<Filtered, Error> {
+        if self.txns.on_batch_read(header) {
+            // An aborted transaction's batch: its records go; the batch
+            // stays empty if it is its producer's last.
+            stats.records_read += u64::try_from(header.records_count).unwrap_or(0);
+            return if last_of_producer {
+                rebuild_batch(batch, header, &[], 0, None)
+                    .map(Filtered::Rebuilt)
+                    .map_err(|e| corrupt(segment, header, e.to_string()))
+            } else {
+                Ok(Filtered::Dropped)
+            };
+        }
+        let (filtered, due) = filter_batch(
+            batch,
+            header,
+            &self.retention,
+            last_of_producer,
+            self.scratch,
+            stats,
+        )
+        .map_err(|reason| corrupt(segment, header, reason))?;
+        if let Some(due) = due {
+            // A kept tombstone becomes removable at its horizon; the
+            // caller runs a pass then even if nothing else is dirty.
+            stats.tombstone_due_ms = Some(stats.tombstone_due_ms.map_or(due, |d| d.min(due)));
+        }
+        Ok(filtered)
+    }
+
+    /// Appends a batch's kept form to the cleaned segment, counting its bytes as written
+    /// and against the I/O throttle.
+    fn append(
+        &mut self,
+        segment: &SegmentView,
+        batch: &[u8],
+        header: &RecordBatchHeader,
+        filtered: Filtered,
+        throttler: &mut Throttler,
+        stats: &mut CleanStats,
+    ) -> Result<(), Error> {
+        let interval = self.pass.job.index_interval_bytes;
+        match filtered {
+            Filtered::Whole => {
+                self.cleaned.append_cleaned(batch, header, interval)?;
+                stats.bytes_written += batch.len() as u64;
+                throttler.record(batch.len());
+            }
+            Filtered::Rebuilt(bytes) => {
+                let rebuilt = RecordBatchHeader::parse(&bytes)
+                    .map_err(|e| corrupt(segment, header, e.to_string()))?;
+                self.cleaned.append_cleaned(&bytes, &rebuilt, interval)?;
+                stats.bytes_written += bytes.len() as u64;
+                throttler.record(bytes.len());
+            }
+            Filtered::Dropped => {}
         }
         Ok(())
     }
+}
+
+/// Writes the aborted transactions a group kept into its cleaned segment's `.txnindex`
+/// and syncs it, before the swap can make it the segment's index. When the group's
+/// segments had entries and none was kept, writes an empty `.txnindex.cleaned` instead.
+fn write_cleaned_txn_index(
+    job: &CleaningJob,
+    group: &[&SegmentView],
+    cleaned: &mut LogSegment,
+    kept_aborted: Vec<AbortedTxn>,
+) -> Result<(), Error> {
+    let index = cleaned.txn_index_mut();
+    let kept_none = kept_aborted.is_empty();
+    for entry in kept_aborted {
+        index.append(entry)?;
+    }
+    if let Some(path) = index.take_unsynced() {
+        transaction_index::sync_path(&path)?;
+    }
+    let (start, end) = (
+        group.first().map_or(0, |s| s.base_offset),
+        group.last().map_or(0, |s| s.next_offset),
+    );
+    let had_entries = job
+        .aborted_transactions
+        .iter()
+        .any(|t| start <= t.last_offset && t.last_offset < end);
+    if kept_none && had_entries {
+        // An empty `.txnindex.cleaned` says "the replaced entries are gone", which an
+        // interrupted swap must tell apart from an older version's swap (no file).
+        let path = CleanedSegment::txn_index_path(&job.dir, start, CLEANED_SUFFIX);
+        File::create(&path)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// A pass's fixed inputs, passed down to each group.

@@ -141,43 +141,7 @@ pub(super) fn complete_interrupted_swaps(dir: &Path) -> io::Result<()> {
     }
     let changed = !swaps.is_empty() || !markers.is_empty();
     for base in swaps {
-        let end = checkpoint::read(dir, &swap_end_name(base), 1)?.and_then(|v| v.first().copied());
-        let Some(end) = end else {
-            tracing::warn!(dir = %dir.display(), base, "swap segment without its end marker; discarding it");
-            for path in CleanedSegment::paths(dir, base, SWAP_SUFFIX) {
-                remove_if_exists(&path)?;
-            }
-            remove_if_exists(&CleanedSegment::txn_index_path(dir, base, SWAP_SUFFIX))?;
-            continue;
-        };
-        let olds: Vec<i64> = segment_bases
-            .iter()
-            .copied()
-            .filter(|&b| base <= b && b < end)
-            .collect();
-        // The cleaner writes a `.txnindex.cleaned` (empty if it keeps no entry) whenever
-        // the replaced segments have entries; without one the swap is an older
-        // version's, whose cleaned segment still holds every aborted batch.
-        let from_cleaner = CleanedSegment::txn_index_path(dir, base, SWAP_SUFFIX).exists();
-        if !from_cleaner {
-            merge_txn_indexes(dir, &olds, base)?;
-        }
-        for &old in &olds {
-            for path in CleanedSegment::paths(dir, old, "") {
-                remove_if_exists(&path)?;
-            }
-            if from_cleaner || old != base {
-                remove_if_exists(&CleanedSegment::txn_index_path(dir, old, ""))?;
-            }
-        }
-        install_txn_index(dir, base)?;
-        for (swap, final_path) in CleanedSegment::paths(dir, base, SWAP_SUFFIX)
-            .into_iter()
-            .zip(CleanedSegment::paths(dir, base, ""))
-        {
-            rename_if_exists(&swap, &final_path)?;
-        }
-        tracing::info!(dir = %dir.display(), base, end, "completed an interrupted compaction swap");
+        complete_swap(dir, base, &segment_bases)?;
     }
     if changed {
         checkpoint::sync_dir(dir)?;
@@ -187,6 +151,74 @@ pub(super) fn complete_interrupted_swaps(dir: &Path) -> io::Result<()> {
         checkpoint::sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// Completes one `.swap` found at open (the second half of Kafka's `replaceSegments`,
+/// as its `completeSwapOperations` does): the old segments in the range its `.swapend`
+/// marker names are deleted, the `.txnindex` it keeps installed, and the `.swap` files
+/// renamed to the final names. Without a marker, the `.swap` is discarded instead.
+fn complete_swap(dir: &Path, base: i64, segment_bases: &[i64]) -> io::Result<()> {
+    let end = checkpoint::read(dir, &swap_end_name(base), 1)?.and_then(|v| v.first().copied());
+    let Some(end) = end else {
+        tracing::warn!(dir = %dir.display(), base, "swap segment without its end marker; discarding it");
+        for path in CleanedSegment::paths(dir, base, SWAP_SUFFIX) {
+            remove_if_exists(&path)?;
+        }
+        remove_if_exists(&CleanedSegment::txn_index_path(dir, base, SWAP_SUFFIX))?;
+        return Ok(());
+    };
+    let olds: Vec<i64> = segment_bases
+        .iter()
+        .copied()
+        .filter(|&b| base <= b && b < end)
+        .collect();
+    // The cleaner writes a `.txnindex.cleaned` (empty if it keeps no entry) whenever
+    // the replaced segments have entries; without one the swap is an older
+    // version's, whose cleaned segment still holds every aborted batch.
+    let from_cleaner = CleanedSegment::txn_index_path(dir, base, SWAP_SUFFIX).exists();
+    if !from_cleaner {
+        merge_txn_indexes(dir, &olds, base)?;
+    }
+    for &old in &olds {
+        for path in CleanedSegment::paths(dir, old, "") {
+            remove_if_exists(&path)?;
+        }
+        if from_cleaner || old != base {
+            remove_if_exists(&CleanedSegment::txn_index_path(dir, old, ""))?;
+        }
+    }
+    install_txn_index(dir, base)?;
+    for (swap, final_path) in CleanedSegment::paths(dir, base, SWAP_SUFFIX)
+        .into_iter()
+        .zip(CleanedSegment::paths(dir, base, ""))
+    {
+        rename_if_exists(&swap, &final_path)?;
+    }
+    tracing::info!(dir = %dir.display(), base, end, "completed an interrupted compaction swap");
+    Ok(())
+}
+
+/// Kafka's `LogToClean.cleanableRatio` over the cleanable `segments`: the share of their
+/// bytes at or after `first_dirty`, and whether a dirty one is older than
+/// `max.compaction.lag.ms` (its newest record before `max_lag_bound`), which makes a
+/// pass due whatever the ratio.
+fn dirty_ratio(segments: &[LogSegment], first_dirty: i64, max_lag_bound: i64) -> (f64, bool) {
+    let (mut clean_bytes, mut dirty_bytes) = (0_u64, 0_u64);
+    let mut overdue = false;
+    for segment in segments {
+        if segment.next_offset() <= first_dirty {
+            clean_bytes += u64::from(segment.size());
+        } else {
+            dirty_bytes += u64::from(segment.size());
+            overdue |= segment.largest_timestamp() < max_lag_bound;
+        }
+    }
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a ratio of byte counts; precision loss is irrelevant"
+    )]
+    let dirty_ratio = dirty_bytes as f64 / (clean_bytes + dirty_bytes).max(1) as f64;
+    (dirty_ratio, overdue)
 }
 
 impl Log {
@@ -237,22 +269,8 @@ impl Log {
         if segments.is_empty() || (first_uncleanable <= first_dirty && !force) {
             return None;
         }
-        let (mut clean_bytes, mut dirty_bytes) = (0_u64, 0_u64);
-        let mut overdue = false;
         let max_lag_bound = now_ms.saturating_sub(config.max_compaction_lag_ms);
-        for segment in segments {
-            if segment.next_offset() <= first_dirty {
-                clean_bytes += u64::from(segment.size());
-            } else {
-                dirty_bytes += u64::from(segment.size());
-                overdue |= segment.largest_timestamp() < max_lag_bound;
-            }
-        }
-        #[expect(
-            clippy::cast_precision_loss,
-            reason = "a ratio of byte counts; precision loss is irrelevant"
-        )]
-        let dirty_ratio = dirty_bytes as f64 / (clean_bytes + dirty_bytes).max(1) as f64;
+        let (dirty_ratio, overdue) = dirty_ratio(segments, first_dirty, max_lag_bound);
         if !(dirty_ratio >= config.min_cleanable_dirty_ratio || overdue || force) {
             return None;
         }

@@ -74,6 +74,39 @@ fn parse_replicated(batches: &[u8]) -> Result<Vec<(usize, RecordBatchHeader)>, E
     Ok(headers)
 }
 
+/// Checks that replicated batches continue this log (Kafka's `appendAsFollower` refusing
+/// an `UnexpectedAppendOffsetException`): each starts at the offset after the one before,
+/// the first at `first_offset`, and partition leader epochs never go back below the
+/// latest epoch the log knows. Returns the offset after the last batch.
+fn check_follows_on(
+    headers: &[(usize, RecordBatchHeader)],
+    first_offset: i64,
+    latest_epoch: i32,
+) -> Result<i64, Error> {
+    let mut next = first_offset;
+    let mut epoch = latest_epoch;
+    for (position, header) in headers {
+        if header.base_offset != next {
+            return Err(Error::UnexpectedAppendOffset {
+                expected: next,
+                got: header.base_offset,
+            });
+        }
+        if header.partition_leader_epoch >= 0 && header.partition_leader_epoch < epoch {
+            return Err(Error::CorruptBatch {
+                position: *position as u64,
+                reason: format!(
+                    "partition leader epoch {} after epoch {epoch}",
+                    header.partition_leader_epoch
+                ),
+            });
+        }
+        epoch = epoch.max(header.partition_leader_epoch);
+        next = header.last_offset() + 1;
+    }
+    Ok(next)
+}
+
 impl Log {
     /// Appends batches fetched from the leader, keeping their offsets and partition leader
     /// epochs, with the wall clock as the segment-age clock. See
@@ -108,27 +141,8 @@ impl Log {
         self.check_not_failed()?;
         let headers = parse_replicated(batches)?;
         let first_offset = self.end();
-        let mut next = first_offset;
-        let mut epoch = self.leader_epochs.latest_epoch().map_or(-1, |e| e.0);
-        for (position, header) in &headers {
-            if header.base_offset != next {
-                return Err(Error::UnexpectedAppendOffset {
-                    expected: next,
-                    got: header.base_offset,
-                });
-            }
-            if header.partition_leader_epoch >= 0 && header.partition_leader_epoch < epoch {
-                return Err(Error::CorruptBatch {
-                    position: *position as u64,
-                    reason: format!(
-                        "partition leader epoch {} after epoch {epoch}",
-                        header.partition_leader_epoch
-                    ),
-                });
-            }
-            epoch = epoch.max(header.partition_leader_epoch);
-            next = header.last_offset() + 1;
-        }
+        let latest_epoch = self.leader_epochs.latest_epoch().map_or(-1, |e| e.0);
+        let next = check_follows_on(&headers, first_offset, latest_epoch)?;
         let offsets = next - first_offset;
         if batches.len() as u64 > SEGMENT_BYTES_MAX || offsets > i64::from(u32::MAX) {
             return Err(Error::AppendTooLarge {
