@@ -14,9 +14,18 @@
 //! at start (or when the topic is created); with replication, leadership changes go through
 //! `coordinator::roles`: `begin_load` on the metadata publisher, `complete_load` on the
 //! blocking pool (requests meanwhile get `LoadInProgress`), and `unload`. The transaction coordinator is the second `CoordinatorShard`
-//! (`TransactionShard`, one per `__transaction_state` partition). Remaining: writes still
-//! go straight to `Partition::append` rather than through the runtime (Kafka's runtime
-//! batches a shard's records and applies them once durable).
+//! (`TransactionShard`, one per `__transaction_state` partition).
+//!
+//! The runtime also owns what both coordinators did each for itself: the internal topic's
+//! lifecycle ([`CoordinatorRuntime::ensure_topic`]: created on first use by the
+//! coordinator's spec, the partitions this broker leads loaded before the topic is
+//! published to requests; [`CoordinatorRuntime::load_existing`] at start) and the write
+//! path ([`CoordinatorRuntime::append`]: a shard's batch to its partition through the
+//! [`PartitionWriter`](crate::partition_writer::PartitionWriter), returning what to wait
+//! for before answering). Not yet Kafka's: a shard's records are appended as the operation
+//! runs (under the group's or transactional id's lock) rather than batched by the runtime
+//! and applied to the shard once committed; coordinators undo in memory a write that does
+//! not commit.
 //!
 //! Replay cost: `load` replays its partition from the log start offset to the high
 //! watermark, so start-up time is proportional to the partition's log, not to its live
@@ -30,11 +39,11 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
-use super::partition_writer::CoordinatorPartition;
-use parking_lot::RwLock;
+use super::partition_writer::{CoordinatorHost, CoordinatorPartition, InternalTopic, WriteError};
+use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
 /// The state of one coordinator for one partition of its internal topic.
@@ -92,24 +101,192 @@ pub struct LoadTicket {
     epoch: u64,
 }
 
-/// Shards of one coordinator by partition index. See the module docs.
+/// An append to a shard's partition, and the offset that must be committed before the
+/// client is answered.
+pub type Committable = (Arc<dyn CoordinatorPartition>, i64);
+
+/// How a coordinator wants its internal topic created (Kafka's
+/// `groupMetadataTopicConfigs` / `TransactionStateManager` topic configs).
+#[derive(Clone, Debug)]
+pub struct TopicSpec {
+    /// Partition count.
+    pub partitions: i32,
+    /// Replication factor.
+    pub replication_factor: i16,
+    /// Topic configs.
+    pub configs: Vec<(&'static str, String)>,
+}
+
+/// Runs blocking I/O from async code: `block_in_place` on the multi-threaded runtime (the
+/// broker's), directly elsewhere (single-threaded test runtimes, which cannot hand the
+/// worker over).
+pub fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+/// Shards of one coordinator by partition index, over its internal topic. See the module
+/// docs.
 pub struct CoordinatorRuntime<S> {
     shards: RwLock<HashMap<i32, Entry<S>>>,
     next_epoch: AtomicU64,
     shutdown: CancellationToken,
     self_weak: Weak<CoordinatorRuntime<S>>,
+    /// The broker's partitions and internal topics.
+    host: Arc<dyn CoordinatorHost>,
+    /// The internal topic (`__consumer_offsets`, `__transaction_state`).
+    topic: &'static str,
+    /// Its partition count, once it exists here.
+    topic_partitions: OnceLock<i32>,
+    /// Serialises its creation.
+    topic_creation: Mutex<()>,
 }
 
 impl<S: CoordinatorShard> CoordinatorRuntime<S> {
-    /// An empty runtime; cancelling `shutdown` stops every timer.
+    /// An empty runtime over `topic` of `host`; cancelling `shutdown` stops every timer.
     #[must_use]
-    pub fn new(shutdown: CancellationToken) -> Arc<Self> {
+    pub fn new(
+        shutdown: CancellationToken,
+        host: Arc<dyn CoordinatorHost>,
+        topic: &'static str,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|self_weak| CoordinatorRuntime {
             shards: RwLock::new(HashMap::new()),
             next_epoch: AtomicU64::new(1),
             shutdown,
             self_weak: self_weak.clone(),
+            host,
+            topic,
+            topic_partitions: OnceLock::new(),
+            topic_creation: Mutex::new(()),
         })
+    }
+
+    /// Partition `index` of the internal topic, if this broker hosts it.
+    #[must_use]
+    pub fn partition(&self, index: i32) -> Option<Arc<dyn CoordinatorPartition>> {
+        self.host.partition(self.topic, index)
+    }
+
+    /// Whether this broker leads partition `index` of the internal topic now.
+    #[must_use]
+    pub fn leads(&self, index: i32) -> bool {
+        self.partition(index).is_some_and(|p| p.is_leader())
+    }
+
+    /// The write path: appends `batch` (encoded by the shard's coordinator) to partition
+    /// `index`; returns the partition and the offset to wait for before answering.
+    ///
+    /// # Errors
+    /// `NotLeader` when the partition is not hosted here; see [`WriteError`].
+    pub fn append(&self, index: i32, batch: &[u8]) -> Result<Committable, WriteError> {
+        let partition = self.partition(index).ok_or_else(|| {
+            WriteError::NotLeader(format!("{}-{index} is not hosted here", self.topic))
+        })?;
+        let end_offset = partition.append(batch)?;
+        Ok((partition, end_offset))
+    }
+
+    /// The internal topic's partition count if it exists in the cluster (remembered once
+    /// seen: another broker may have created it).
+    pub fn topic_partitions(&self) -> Option<i32> {
+        if let Some(count) = self.topic_partitions.get() {
+            return Some(*count);
+        }
+        let count = self.host.partition_count(self.topic)?;
+        Some(*self.topic_partitions.get_or_init(|| count))
+    }
+
+    /// At start: if the internal topic exists, loads with `load` the partitions this broker
+    /// leads (all of them on a single node; the others load as their leadership arrives)
+    /// and returns its partition count.
+    ///
+    /// # Errors
+    /// The first failed load.
+    pub fn load_existing(
+        &self,
+        load: impl Fn(i32) -> Result<(), RuntimeError>,
+    ) -> Result<Option<i32>, RuntimeError> {
+        let Some(count) = self.host.partition_count(self.topic) else {
+            return Ok(None);
+        };
+        for index in 0..count {
+            if self.leads(index) {
+                load(index)?;
+            }
+        }
+        Ok(Some(*self.topic_partitions.get_or_init(|| count)))
+    }
+
+    /// The internal topic's partition count, creating the topic on first use by `spec`
+    /// (through the controller in a cluster) and loading with `load` every partition this
+    /// broker leads and does not host yet, before the topic is published to requests (so
+    /// no request sees it without its shards). Creation is serialised, and waited for off
+    /// the async workers: it goes through the controller, whose tasks need a worker.
+    ///
+    /// # Errors
+    /// The topic could not be created, or a partition of it could not be loaded.
+    pub fn ensure_topic(
+        &self,
+        spec: impl FnOnce() -> TopicSpec,
+        load: impl Fn(i32) -> Result<(), RuntimeError>,
+    ) -> Result<i32, String> {
+        if let Some(count) = self.topic_partitions.get() {
+            return Ok(*count);
+        }
+        let _creating = blocking(|| self.topic_creation.lock());
+        if let Some(count) = self.topic_partitions() {
+            // Created already (here meanwhile, or by another broker of the cluster: its
+            // shards load here as their leadership arrives).
+            return Ok(count);
+        }
+        let spec = spec();
+        let configs: Vec<(&str, &str)> =
+            spec.configs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let created = blocking(|| {
+            self.host.create(InternalTopic {
+                name: self.topic,
+                partitions: spec.partitions,
+                replication_factor: spec.replication_factor,
+                configs: &configs,
+            })
+        });
+        let count = match created {
+            Ok(count) => count,
+            Err(e) => {
+                // Another broker created it meanwhile.
+                if let Some(count) = self.topic_partitions() {
+                    return Ok(count);
+                }
+                return Err(format!("cannot create {}: {e}", self.topic));
+            }
+        };
+        tracing::info!(partitions = spec.partitions, "created {}", self.topic);
+        for index in 0..count {
+            if self.leads(index) && !self.is_hosted(index) {
+                load(index)
+                    .map_err(|e| format!("cannot load a partition of {}: {e}", self.topic))?;
+            }
+        }
+        Ok(*self.topic_partitions.get_or_init(|| count))
+    }
+
+    /// Replays partition `ticket.partition_index` of the internal topic for the load
+    /// `ticket` began ([`CoordinatorRuntime::complete_load`] over the hosted partition),
+    /// off the async workers; a partition not hosted here abandons the load.
+    ///
+    /// # Errors
+    /// `NotCoordinator` when the partition is not hosted here; as `complete_load`.
+    pub fn load_hosted(&self, ticket: LoadTicket) -> Result<Arc<S>, RuntimeError> {
+        let Some(partition) = self.partition(ticket.partition_index) else {
+            self.abandon_load(ticket);
+            return Err(RuntimeError::NotCoordinator(ticket.partition_index));
+        };
+        blocking(|| self.complete_load(ticket, partition.as_ref()))
     }
 
     /// Loads the shard of `partition_index` by replaying `partition` (replacing, and

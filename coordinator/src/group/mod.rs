@@ -26,7 +26,7 @@ mod tests;
 mod txn_commit;
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
@@ -36,8 +36,8 @@ pub use admin::{GroupDescription, GroupListing, MemberDescription};
 pub use classic_group::{ClassicGroup, GroupState, JoinResult, Member, SyncResult};
 pub use commit::{CommitPartition, CommitResult, FetchedTopic};
 
-use super::partition_writer::{CoordinatorHost, CoordinatorPartition, InternalTopic, WriteError};
-use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError};
+use super::partition_writer::{CoordinatorHost, CoordinatorPartition, WriteError};
+use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError, TopicSpec};
 use logbook_common::now_ms;
 use persistence::{GroupValue, MemberValue, Persisted};
 
@@ -186,18 +186,6 @@ pub struct JoinRequest {
 /// `NewMemberJoinTimeoutMs`).
 const NEW_MEMBER_JOIN_TIMEOUT_MS: i32 = 5 * 60 * 1000;
 
-/// Runs blocking I/O from async code: `block_in_place` on the multi-threaded runtime (the
-/// broker's), directly elsewhere (single-threaded test runtimes, which cannot hand the
-/// worker over).
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
-    }
-}
-
 fn duration_ms(ms: i32) -> std::time::Duration {
     std::time::Duration::from_millis(u64::try_from(ms.max(0)).unwrap_or(0))
 }
@@ -316,17 +304,12 @@ impl GroupShard {
 /// The group coordinator of this broker. See the module docs for the locking rules.
 pub struct GroupCoordinator {
     config: GroupConfig,
-    /// One [`GroupShard`] per loaded `__consumer_offsets` partition; owns the timers.
+    /// One [`GroupShard`] per loaded `__consumer_offsets` partition: its timers, the topic's
+    /// lifecycle and the write path.
     runtime: Arc<CoordinatorRuntime<GroupShard>>,
-    /// The broker's partitions and internal topics.
-    host: Arc<dyn CoordinatorHost>,
-    /// `__consumer_offsets`'s partition count, once the topic exists (see
-    /// [`GroupCoordinator::load`]).
-    offsets_topic: OnceLock<i32>,
-    /// Its partition count: the existing topic's, else `offsets_topic_num_partitions`.
+    /// `__consumer_offsets`'s partition count: the existing topic's, else
+    /// `offsets_topic_num_partitions`.
     offsets_partitions: i32,
-    /// Serialises the topic's creation.
-    offsets_topic_creation: Mutex<()>,
     shutdown: CancellationToken,
     self_weak: Weak<GroupCoordinator>,
 }
@@ -343,32 +326,21 @@ impl GroupCoordinator {
     /// The topic's log cannot be read.
     pub fn load(host: &Arc<dyn CoordinatorHost>, config: GroupConfig) -> Result<Arc<Self>, String> {
         let name = super::GROUP_METADATA_TOPIC_NAME;
-        let existing = host.partition_count(name);
-        let offsets_partitions = existing.unwrap_or(config.offsets_topic_num_partitions);
+        let offsets_partitions = host
+            .partition_count(name)
+            .unwrap_or(config.offsets_topic_num_partitions);
         let shutdown = CancellationToken::new();
         let coordinator = Arc::new_cyclic(|self_weak| GroupCoordinator {
             config,
-            runtime: CoordinatorRuntime::new(shutdown.clone()),
-            host: Arc::clone(host),
-            offsets_topic: OnceLock::new(),
+            runtime: CoordinatorRuntime::new(shutdown.clone(), Arc::clone(host), name),
             offsets_partitions,
-            offsets_topic_creation: Mutex::new(()),
             shutdown,
             self_weak: self_weak.clone(),
         });
-        if let Some(partition_count) = existing {
-            // Only the partitions this broker leads (all of them on a single node); the
-            // others load when their leadership comes here (`CoordinatorRoles`).
-            for index in 0..partition_count {
-                let leads = host.partition(name, index).is_some_and(|p| p.is_leader());
-                if leads {
-                    coordinator
-                        .load_partition(index)
-                        .map_err(|e| e.to_string())?;
-                }
-            }
-            let _ = coordinator.offsets_topic.set(partition_count);
-        }
+        coordinator
+            .runtime
+            .load_existing(|index| coordinator.load_partition(index))
+            .map_err(|e| e.to_string())?;
         Ok(coordinator)
     }
 
@@ -398,14 +370,7 @@ impl GroupCoordinator {
     /// The partition is not hosted here, cannot be read, or the load was superseded.
     pub fn complete_load_partition(&self, ticket: LoadTicket) -> Result<(), RuntimeError> {
         let partition_index = ticket.partition_index;
-        let Some(partition) = self
-            .host
-            .partition(super::GROUP_METADATA_TOPIC_NAME, partition_index)
-        else {
-            self.runtime.abandon_load(ticket);
-            return Err(RuntimeError::NotCoordinator(partition_index));
-        };
-        let shard = blocking(|| self.runtime.complete_load(ticket, partition.as_ref()))?;
+        let shard = self.runtime.load_hosted(ticket)?;
         self.start_loaded_timers(&shard);
         self.schedule_expiry(partition_index);
         Ok(())
@@ -501,64 +466,24 @@ impl GroupCoordinator {
     /// # Errors
     /// `Storage` when the topic cannot be created (the partition limit, I/O).
     pub fn offsets_topic(&self) -> Result<i32, GroupError> {
-        if let Some(count) = self.offsets_topic.get() {
-            return Ok(*count);
-        }
-        // Waited for off the async workers: the creation goes through the controller,
-        // whose tasks need a worker while the creator waits for it.
-        let _creating = blocking(|| self.offsets_topic_creation.lock());
-        if let Some(count) = self.offsets_topic.get() {
-            return Ok(*count);
-        }
-        let name = super::GROUP_METADATA_TOPIC_NAME;
-        // Created already, by another broker of the cluster: its shards load here as their
-        // leadership arrives (`CoordinatorRoles`).
-        if let Some(count) = self.host.partition_count(name) {
-            return Ok(*self.offsets_topic.get_or_init(|| count));
-        }
-        let segment_bytes = self.config.offsets_topic_segment_bytes.to_string();
-        let created = blocking(|| {
-            self.host.create(InternalTopic {
-                name,
-                partitions: self.offsets_partitions,
-                replication_factor: 1,
-                configs: &[
-                    ("cleanup.policy", "compact"),
-                    ("compression.type", "producer"),
-                    ("segment.bytes", segment_bytes.as_str()),
-                ],
+        let spec = || TopicSpec {
+            partitions: self.offsets_partitions,
+            replication_factor: 1,
+            configs: vec![
+                ("cleanup.policy", "compact".to_string()),
+                ("compression.type", "producer".to_string()),
+                (
+                    "segment.bytes",
+                    self.config.offsets_topic_segment_bytes.to_string(),
+                ),
+            ],
+        };
+        self.runtime
+            .ensure_topic(spec, |index| self.load_partition(index))
+            .map_err(|e| {
+                tracing::error!(error = %e, "the group coordinator's topic is not available");
+                GroupError::Storage
             })
-        });
-        match created {
-            Ok(partition_count) => {
-                tracing::info!(partitions = self.offsets_partitions, "created {name}");
-                // Load the partitions this broker leads (all of them on a single node)
-                // before publishing the topic, so no request sees it without its shards;
-                // the others load where their leaders are.
-                for index in 0..partition_count {
-                    let leads = self
-                        .host
-                        .partition(name, index)
-                        .is_some_and(|p| p.is_leader());
-                    if !leads || self.is_hosted(index) {
-                        continue;
-                    }
-                    if let Err(e) = self.load_partition(index) {
-                        tracing::error!(error = %e, "cannot load a partition of {name}");
-                        return Err(GroupError::Storage);
-                    }
-                }
-                Ok(*self.offsets_topic.get_or_init(|| partition_count))
-            }
-            Err(e) => {
-                // Another broker created it meanwhile.
-                if let Some(count) = self.host.partition_count(name) {
-                    return Ok(*self.offsets_topic.get_or_init(|| count));
-                }
-                tracing::error!(error = %e, "cannot create {name}");
-                Err(GroupError::Storage)
-            }
-        }
     }
 
     fn offsets_partition(
@@ -566,11 +491,8 @@ impl GroupCoordinator {
         group_id: &str,
     ) -> Result<Arc<dyn CoordinatorPartition>, GroupError> {
         self.offsets_topic()?;
-        self.host
-            .partition(
-                super::GROUP_METADATA_TOPIC_NAME,
-                self.partition_for(group_id),
-            )
+        self.runtime
+            .partition(self.partition_for(group_id))
             .ok_or(GroupError::Storage)
     }
 
@@ -581,18 +503,13 @@ impl GroupCoordinator {
     /// NOT_COORDINATOR when the shard is not loaded here, COORDINATOR_LOAD_IN_PROGRESS
     /// while it replays.
     fn shard_for(&self, group_id: &str) -> Result<Option<Arc<GroupShard>>, GroupError> {
-        if self.offsets_topic.get().is_none() {
-            // Another broker may have created the topic, and this one may lead the group's
-            // partition now (loaded by `CoordinatorRoles` on a failover) without any request
-            // having named the topic here yet: then the shard answers, not "no group". (The
-            // failover test failed 1 run in 10 this way: the new coordinator answered
-            // OffsetFetch with -1 until a FindCoordinator happened to reach it.)
-            match self.host.partition_count(super::GROUP_METADATA_TOPIC_NAME) {
-                Some(count) => {
-                    let _ = self.offsets_topic.set(count);
-                }
-                None => return Ok(None),
-            }
+        // Another broker may have created the topic, and this one may lead the group's
+        // partition now (loaded by `CoordinatorRoles` on a failover) without any request
+        // having named the topic here yet: then the shard answers, not "no group". (The
+        // failover test failed 1 run in 10 this way: the new coordinator answered
+        // OffsetFetch with -1 until a FindCoordinator happened to reach it.)
+        if self.runtime.topic_partitions().is_none() {
+            return Ok(None);
         }
         self.runtime
             .shard(self.partition_for(group_id))
@@ -673,13 +590,13 @@ impl GroupCoordinator {
         records: &[(Bytes, Option<Bytes>)],
         producer: Option<(i64, i16)>,
     ) -> Result<Committable, GroupError> {
-        let partition = self.offsets_partition(group_id)?;
+        self.offsets_topic()?;
         let batch = persistence::encode_batch_as(records, now_ms(), producer).map_err(|e| {
             tracing::error!(group = group_id, error = %e, "cannot encode a __consumer_offsets batch");
             GroupError::Storage
         })?;
-        match partition.append(&batch) {
-            Ok(end_offset) => Ok((partition, end_offset)),
+        match self.runtime.append(self.partition_for(group_id), &batch) {
+            Ok(committable) => Ok(committable),
             Err(e @ WriteError::Duplicate(_)) => {
                 // Our batches carry no producer id, so the sequence check never matches.
                 tracing::error!(group = group_id, error = %e, "__consumer_offsets append seen as a duplicate");
@@ -787,9 +704,7 @@ fn restore_group(g: &mut ClassicGroup, v: GroupValue) {
     };
 }
 
-/// An append to a group's `__consumer_offsets` partition, and the offset that must be
-/// committed before its client is answered.
-pub type Committable = (Arc<dyn CoordinatorPartition>, i64);
+pub use super::runtime::Committable;
 
 /// What a failed `__consumer_offsets` write means to a group client (Kafka's
 /// `normalizeException`: a write timeout or too few replicas is COORDINATOR_NOT_AVAILABLE,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{CoordinatorRuntime, CoordinatorShard, RuntimeError};
+use super::{CoordinatorRuntime, CoordinatorShard, RuntimeError, TopicSpec};
 use crate::group::persistence;
 use crate::partition_writer::{CoordinatorPartition, PartitionWriter};
 use crate::test_host::TestHost;
@@ -37,7 +37,7 @@ impl CoordinatorShard for Unreadable {
 }
 
 /// A two-partition internal topic with three records in partition 0 only.
-fn internal_topic(dir: &std::path::Path) -> Vec<Arc<dyn CoordinatorPartition>> {
+fn internal_topic(dir: &std::path::Path) -> (Arc<TestHost>, Vec<Arc<dyn CoordinatorPartition>>) {
     let host = TestHost::open(dir, logbook_replication::FlushPolicy::Os);
     host.create_topic("__runtime_test", 2);
     let records: Vec<(Bytes, Option<Bytes>)> = (0..3)
@@ -48,7 +48,7 @@ fn internal_topic(dir: &std::path::Path) -> Vec<Arc<dyn CoordinatorPartition>> {
         .map(|i| host.partition("__runtime_test", i).expect("hosted"))
         .collect();
     partitions[0].append(&batch).expect("append");
-    partitions
+    (host, partitions)
 }
 
 #[test]
@@ -57,8 +57,12 @@ fn load_replays_only_its_partition_and_unload_drops_it() {
     // 0 only (3 records) and partition 1 its own (none); unload drops the shard; a failed
     // replay leaves the shard unloaded with the reason.
     let dir = tempfile::tempdir().expect("tempdir");
-    let partitions = internal_topic(dir.path());
-    let runtime = CoordinatorRuntime::<Seen>::new(tokio_util::sync::CancellationToken::new());
+    let (host, partitions) = internal_topic(dir.path());
+    let runtime = CoordinatorRuntime::<Seen>::new(
+        tokio_util::sync::CancellationToken::new(),
+        host.host(),
+        "__runtime_test",
+    );
     assert_eq!(
         runtime.shard(0).err(),
         Some(RuntimeError::NotCoordinator(0))
@@ -77,7 +81,11 @@ fn load_replays_only_its_partition_and_unload_drops_it() {
     );
     assert_eq!(runtime.loaded_partitions(), vec![1]);
 
-    let failing = CoordinatorRuntime::<Unreadable>::new(tokio_util::sync::CancellationToken::new());
+    let failing = CoordinatorRuntime::<Unreadable>::new(
+        tokio_util::sync::CancellationToken::new(),
+        host.host(),
+        "__runtime_test",
+    );
     assert_eq!(
         failing.load(0, partitions[0].as_ref()).err(),
         Some(RuntimeError::Load {
@@ -94,8 +102,12 @@ async fn timers_belong_to_their_load() {
     // pending timers, and a reload does not revive them; scheduling on an unloaded shard is
     // NOT_COORDINATOR.
     let dir = tempfile::tempdir().expect("tempdir");
-    let partitions = internal_topic(dir.path());
-    let runtime = CoordinatorRuntime::<Seen>::new(tokio_util::sync::CancellationToken::new());
+    let (host, partitions) = internal_topic(dir.path());
+    let runtime = CoordinatorRuntime::<Seen>::new(
+        tokio_util::sync::CancellationToken::new(),
+        host.host(),
+        "__runtime_test",
+    );
     runtime.load(0, partitions[0].as_ref()).expect("load");
     let fired = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&fired);
@@ -133,9 +145,13 @@ async fn timers_belong_to_their_load() {
 #[test]
 fn begun_load_answers_load_in_progress_until_completed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let partitions = internal_topic(dir.path());
+    let (host, partitions) = internal_topic(dir.path());
     let p0 = partitions.first().expect("partition 0").as_ref();
-    let runtime = CoordinatorRuntime::<Seen>::new(tokio_util::sync::CancellationToken::new());
+    let runtime = CoordinatorRuntime::<Seen>::new(
+        tokio_util::sync::CancellationToken::new(),
+        host.host(),
+        "__runtime_test",
+    );
     let ticket = runtime.begin_load(0);
     assert_eq!(
         runtime.shard(0).err(),
@@ -164,4 +180,55 @@ fn begun_load_answers_load_in_progress_until_completed() {
     let shard = runtime.complete_load(second, p0).expect("loaded");
     assert_eq!(shard.partition_index, 0);
     assert_eq!(runtime.shard(0).map(|s| s.high_watermark).ok(), Some(3));
+}
+
+#[test]
+fn ensure_topic_creates_once_loads_led_partitions_and_appends() {
+    // Proves: the runtime creates its internal topic once, by the coordinator's spec, and
+    // loads every partition this broker leads before answering; later calls neither create
+    // nor load again; the write path appends to the shard's partition and says which offset
+    // to wait for, and refuses a partition not hosted here.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let host = TestHost::open(dir.path(), logbook_replication::FlushPolicy::Os);
+    let runtime = CoordinatorRuntime::<Seen>::new(
+        tokio_util::sync::CancellationToken::new(),
+        host.host(),
+        "__runtime_new",
+    );
+    assert_eq!(runtime.topic_partitions(), None);
+    let specs = AtomicUsize::new(0);
+    let loads = AtomicUsize::new(0);
+    let spec = || {
+        specs.fetch_add(1, Ordering::Relaxed);
+        TopicSpec {
+            partitions: 2,
+            replication_factor: 1,
+            configs: vec![("cleanup.policy", "compact".to_string())],
+        }
+    };
+    let load = |index: i32| {
+        loads.fetch_add(1, Ordering::Relaxed);
+        let partition = runtime.partition(index).expect("hosted");
+        runtime.load(index, partition.as_ref())
+    };
+    assert_eq!(runtime.ensure_topic(spec, load), Ok(2));
+    assert_eq!(runtime.loaded_partitions(), vec![0, 1]);
+    assert_eq!(runtime.ensure_topic(spec, load), Ok(2));
+    assert_eq!(
+        (specs.load(Ordering::Relaxed), loads.load(Ordering::Relaxed)),
+        (1, 2)
+    );
+    assert_eq!(runtime.topic_partitions(), Some(2));
+
+    let records: Vec<(Bytes, Option<Bytes>)> = (0..3)
+        .map(|i| (persistence::group_key(&format!("g{i}")), None))
+        .collect();
+    let batch = persistence::encode_batch(&records, 0).expect("encode");
+    let (partition, end_offset) = runtime.append(1, &batch).expect("append");
+    assert_eq!(end_offset, 3);
+    assert_eq!(partition.offsets().expect("offsets").log_end, 3);
+    assert!(matches!(
+        runtime.append(2, &batch),
+        Err(crate::partition_writer::WriteError::NotLeader(_))
+    ));
 }

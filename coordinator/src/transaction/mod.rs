@@ -43,9 +43,11 @@ pub use metadata::{TransactionMetadata, TransactionResult, TransactionState};
 pub use remote::{PartitionLeaders, Remote};
 
 use super::group::persistence::{encode_batch, replay_with, Replayed};
-use super::partition_writer::{CoordinatorHost, CoordinatorPartition, InternalTopic, WriteError};
+use super::partition_writer::{CoordinatorHost, CoordinatorPartition, WriteError};
 use super::producer_id_manager::RpcProducerIdManager;
-use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError};
+use super::runtime::{
+    blocking, CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError, TopicSpec,
+};
 use logbook_common::now_ms;
 use metadata::is_epoch_exhausted;
 
@@ -299,21 +301,13 @@ const COMPLETION_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 /// Longest wait between two attempts of a background completion.
 const COMPLETION_RETRY_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
-/// See `group::blocking`: blocking I/O from async code.
-fn blocking<T>(f: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(f)
-        }
-        _ => f(),
-    }
-}
-
 /// The transaction coordinator of this broker. See the module docs.
 pub struct TransactionCoordinator {
     config: TransactionConfig,
+    /// One [`TransactionShard`] per loaded `__transaction_state` partition: its timers,
+    /// the topic's lifecycle and the write path.
     runtime: Arc<CoordinatorRuntime<TransactionShard>>,
-    /// The broker's partitions and internal topics.
+    /// The broker's partitions, for the markers of transactions' data partitions.
     host: Arc<dyn CoordinatorHost>,
     groups: Arc<dyn GroupOffsets>,
     /// Producer ids from the controller's blocks (KIP-730).
@@ -321,9 +315,9 @@ pub struct TransactionCoordinator {
     /// Other brokers, once the cluster is wired: markers for partitions led elsewhere and
     /// KIP-890 checks for transactions coordinated elsewhere go there.
     remote: OnceLock<Remote>,
-    state_topic: OnceLock<i32>,
+    /// `__transaction_state`'s partition count: the existing topic's, else
+    /// `state_log_num_partitions`.
     state_partitions: i32,
-    state_topic_creation: Mutex<()>,
     shutdown: CancellationToken,
     self_weak: Weak<TransactionCoordinator>,
 }
@@ -341,37 +335,31 @@ impl TransactionCoordinator {
         producer_ids: Arc<RpcProducerIdManager>,
         config: TransactionConfig,
     ) -> Result<Arc<Self>, String> {
-        let existing = host.partition_count(TRANSACTION_STATE_TOPIC_NAME);
-        let state_partitions = existing.unwrap_or(config.state_log_num_partitions);
+        let state_partitions = host
+            .partition_count(TRANSACTION_STATE_TOPIC_NAME)
+            .unwrap_or(config.state_log_num_partitions);
         let shutdown = CancellationToken::new();
         let coordinator = Arc::new_cyclic(|self_weak| TransactionCoordinator {
             config,
-            runtime: CoordinatorRuntime::new(shutdown.clone()),
+            runtime: CoordinatorRuntime::new(
+                shutdown.clone(),
+                Arc::clone(host),
+                TRANSACTION_STATE_TOPIC_NAME,
+            ),
             host: Arc::clone(host),
             groups,
             producer_ids,
             remote: OnceLock::new(),
-            state_topic: OnceLock::new(),
             state_partitions,
-            state_topic_creation: Mutex::new(()),
             shutdown,
             self_weak: self_weak.clone(),
         });
-        if let Some(partition_count) = existing {
-            // Only the partitions this broker leads (all of them on a single node); the
-            // others load when their leadership comes here (`CoordinatorRoles`).
-            for index in 0..partition_count {
-                let leads = host
-                    .partition(TRANSACTION_STATE_TOPIC_NAME, index)
-                    .is_some_and(|p| p.is_leader());
-                if leads {
-                    coordinator
-                        .load_partition(index, coordinator.leader_epoch(index))
-                        .map_err(|e| e.to_string())?;
-                }
-            }
-            let _ = coordinator.state_topic.set(partition_count);
-        }
+        coordinator
+            .runtime
+            .load_existing(|index| {
+                coordinator.load_partition(index, coordinator.leader_epoch(index))
+            })
+            .map_err(|e| e.to_string())?;
         Ok(coordinator)
     }
 
@@ -413,14 +401,7 @@ impl TransactionCoordinator {
         coordinator_epoch: i32,
     ) -> Result<(), RuntimeError> {
         let partition_index = ticket.partition_index;
-        let Some(partition) = self
-            .host
-            .partition(TRANSACTION_STATE_TOPIC_NAME, partition_index)
-        else {
-            self.runtime.abandon_load(ticket);
-            return Err(RuntimeError::NotCoordinator(partition_index));
-        };
-        let shard = blocking(|| self.runtime.complete_load(ticket, partition.as_ref()))?;
+        let shard = self.runtime.load_hosted(ticket)?;
         if shard
             .lease
             .coordinator_epoch
@@ -483,8 +464,8 @@ impl TransactionCoordinator {
     /// The leader epoch of partition `partition_index` of `__transaction_state` here: the
     /// coordinator epoch of a load on a single node (0 if the partition is not hosted).
     fn leader_epoch(&self, partition_index: i32) -> i32 {
-        self.host
-            .partition(TRANSACTION_STATE_TOPIC_NAME, partition_index)
+        self.runtime
+            .partition(partition_index)
             .map_or(0, |p| p.leader_epoch())
     }
 
@@ -516,68 +497,31 @@ impl TransactionCoordinator {
     /// # Errors
     /// `CoordinatorNotAvailable` when it cannot be created yet.
     pub fn state_topic(&self) -> Result<i32, TxnError> {
-        if let Some(count) = self.state_topic.get() {
-            return Ok(*count);
-        }
-        // Waited for off the async workers: the creation goes through the controller,
-        // whose tasks need a worker while the creator waits for it.
-        let _creating = blocking(|| self.state_topic_creation.lock());
-        if let Some(count) = self.state_topic.get() {
-            return Ok(*count);
-        }
-        // Created already, by another broker of the cluster: its shards load here as their
-        // leadership arrives (`CoordinatorRoles`).
-        if let Some(count) = self.host.partition_count(TRANSACTION_STATE_TOPIC_NAME) {
-            return Ok(*self.state_topic.get_or_init(|| count));
-        }
-        let segment_bytes = self.config.state_log_segment_bytes.to_string();
-        let min_isr = self.config.state_log_min_isr.to_string();
-        let created = blocking(|| {
-            self.host.create(InternalTopic {
-                name: TRANSACTION_STATE_TOPIC_NAME,
-                partitions: self.state_partitions,
-                replication_factor: 1,
-                configs: &[
-                    ("cleanup.policy", "compact"),
-                    ("compression.type", "uncompressed"),
-                    ("segment.bytes", segment_bytes.as_str()),
-                    ("min.insync.replicas", min_isr.as_str()),
-                    ("unclean.leader.election.enable", "false"),
-                ],
+        let spec = || TopicSpec {
+            partitions: self.state_partitions,
+            replication_factor: 1,
+            configs: vec![
+                ("cleanup.policy", "compact".to_string()),
+                ("compression.type", "uncompressed".to_string()),
+                (
+                    "segment.bytes",
+                    self.config.state_log_segment_bytes.to_string(),
+                ),
+                (
+                    "min.insync.replicas",
+                    self.config.state_log_min_isr.to_string(),
+                ),
+                ("unclean.leader.election.enable", "false".to_string()),
+            ],
+        };
+        self.runtime
+            .ensure_topic(spec, |index| {
+                self.load_partition(index, self.leader_epoch(index))
             })
-        });
-        match created {
-            Ok(partition_count) => {
-                tracing::info!(
-                    partitions = self.state_partitions,
-                    "created {TRANSACTION_STATE_TOPIC_NAME}"
-                );
-                // The partitions this broker leads (all of them on a single node); the
-                // others load where their leaders are.
-                for index in 0..partition_count {
-                    let leads = self
-                        .host
-                        .partition(TRANSACTION_STATE_TOPIC_NAME, index)
-                        .is_some_and(|p| p.is_leader());
-                    if !leads || self.coordinator_epoch(index).is_some() {
-                        continue;
-                    }
-                    if let Err(e) = self.load_partition(index, self.leader_epoch(index)) {
-                        tracing::error!(error = %e, "cannot load a partition of {TRANSACTION_STATE_TOPIC_NAME}");
-                        return Err(TxnError::CoordinatorNotAvailable);
-                    }
-                }
-                Ok(*self.state_topic.get_or_init(|| partition_count))
-            }
-            Err(e) => {
-                // Another broker created it meanwhile.
-                if let Some(count) = self.host.partition_count(TRANSACTION_STATE_TOPIC_NAME) {
-                    return Ok(*self.state_topic.get_or_init(|| count));
-                }
-                tracing::error!(error = %e, "cannot create {TRANSACTION_STATE_TOPIC_NAME}");
-                Err(TxnError::CoordinatorNotAvailable)
-            }
-        }
+            .map_err(|e| {
+                tracing::error!(error = %e, "the transaction coordinator's topic is not available");
+                TxnError::CoordinatorNotAvailable
+            })
     }
 
     /// The loaded shard of `transactional_id`, once its load has finished.
@@ -604,10 +548,6 @@ impl TransactionCoordinator {
         entry.lease.coordinator_epoch()?;
         let id = next.transactional_id.clone();
         self.state_topic()?;
-        let partition = self
-            .host
-            .partition(TRANSACTION_STATE_TOPIC_NAME, self.partition_for(&id))
-            .ok_or(TxnError::NotCoordinator)?;
         let flexible = self.config.transaction_version >= 1;
         let value =
             (next.state != TransactionState::Dead).then(|| transaction_log::value(&next, flexible));
@@ -615,8 +555,8 @@ impl TransactionCoordinator {
             tracing::error!(transactional_id = id, error = %e, "cannot encode a transaction log batch");
             TxnError::Storage
         })?;
-        match partition.append(&batch) {
-            Ok(end_offset) => {
+        match self.runtime.append(self.partition_for(&id), &batch) {
+            Ok((partition, end_offset)) => {
                 entry.previous = Some(std::mem::replace(&mut entry.meta, next));
                 entry.pending = true;
                 Ok(Durable {
