@@ -280,8 +280,9 @@ impl MetadataPublisher {
     }
 
     /// Makes this broker lead or follow each planned partition and reports the roles it
-    /// took, with the image's leader epoch, for the coordinators (which load or unload a
-    /// partition's state on that epoch). A partition that fails is logged and skipped.
+    /// took, with the image's leader epoch, for the coordinators (a leader loads its
+    /// shard, a transaction shard at that epoch; a follower unloads it). A partition that
+    /// fails is logged and skipped.
     fn apply_leadership(&self, states: Vec<PartitionState>) -> Vec<LocalRoleChange> {
         let epochs: Vec<i32> = states.iter().map(|s| s.leader_epoch.0).collect();
         self.replicas
