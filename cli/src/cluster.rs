@@ -36,57 +36,11 @@ pub async fn run(args: ClusterArgs) -> Result<(), CliError> {
     result
 }
 
+/// A broker as `cluster info` lists it: id, host, port, rack.
+type BrokerRow = (i32, String, i32, Option<String>);
+
 async fn info(client: &KafkaClient, as_json: bool) -> Result<(), CliError> {
-    let metadata = client.metadata(Some(&[])).await?;
-    let described = client
-        .send(Node::Any, &DescribeClusterRequest::default())
-        .await;
-    let (cluster_id, controller, mut brokers) = match described {
-        Ok(d) => {
-            check(
-                d.error_code,
-                "describing the cluster",
-                d.error_message.as_ref(),
-            )?;
-            (
-                d.cluster_id.to_string(),
-                d.controller_id.0,
-                d.brokers
-                    .iter()
-                    .map(|b| {
-                        (
-                            b.broker_id.0,
-                            b.host.to_string(),
-                            b.port,
-                            b.rack.as_ref().map(ToString::to_string),
-                        )
-                    })
-                    .collect::<Vec<_>>(),
-            )
-        }
-        // A broker without DescribeCluster (before Kafka 2.8): Metadata says the same.
-        Err(CliError::Failed(_)) => (
-            metadata
-                .cluster_id
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
-            metadata.controller_id.0,
-            metadata
-                .brokers
-                .iter()
-                .map(|b| {
-                    (
-                        b.node_id.0,
-                        b.host.to_string(),
-                        b.port,
-                        b.rack.as_ref().map(ToString::to_string),
-                    )
-                })
-                .collect(),
-        ),
-        Err(e) => return Err(e),
-    };
+    let (cluster_id, controller, mut brokers) = describe_cluster(client).await?;
     brokers.sort();
     if as_json {
         json(&json!({
@@ -112,4 +66,59 @@ async fn info(client: &KafkaClient, as_json: bool) -> Result<(), CliError> {
         .collect();
     outln!("{}", table(&["ID", "HOST", "PORT", "RACK"], &rows));
     Ok(())
+}
+
+/// The cluster id, the controller and the brokers, from DescribeCluster, or from Metadata
+/// for a broker without DescribeCluster (before Kafka 2.8), which says the same.
+async fn describe_cluster(client: &KafkaClient) -> Result<(String, i32, Vec<BrokerRow>), CliError> {
+    let metadata = client.metadata(Some(&[])).await?;
+    let described = client
+        .send(Node::Any, &DescribeClusterRequest::default())
+        .await;
+    match described {
+        Ok(d) => {
+            check(
+                d.error_code,
+                "describing the cluster",
+                d.error_message.as_ref(),
+            )?;
+            Ok((
+                d.cluster_id.to_string(),
+                d.controller_id.0,
+                d.brokers
+                    .iter()
+                    .map(|b| {
+                        (
+                            b.broker_id.0,
+                            b.host.to_string(),
+                            b.port,
+                            b.rack.as_ref().map(ToString::to_string),
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            ))
+        }
+        // A broker without DescribeCluster (before Kafka 2.8): Metadata says the same.
+        Err(CliError::Failed(_)) => Ok((
+            metadata
+                .cluster_id
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            metadata.controller_id.0,
+            metadata
+                .brokers
+                .iter()
+                .map(|b| {
+                    (
+                        b.node_id.0,
+                        b.host.to_string(),
+                        b.port,
+                        b.rack.as_ref().map(ToString::to_string),
+                    )
+                })
+                .collect(),
+        )),
+        Err(e) => Err(e),
+    }
 }

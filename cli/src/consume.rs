@@ -43,8 +43,8 @@ use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
 };
 use kafka_protocol::messages::{
-    BrokerId, FetchRequest, FetchResponse, GroupId, ListOffsetsRequest, OffsetCommitRequest,
-    OffsetFetchRequest, OffsetFetchResponse, TopicName,
+    BrokerId, FetchRequest, FetchResponse, GroupId, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetCommitRequest, OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Record, RecordBatchDecoder};
@@ -576,31 +576,7 @@ impl<'a> Consumer<'a> {
             )
             .await;
             for response in responses {
-                for topic in response?
-                    .topics
-                    .iter()
-                    .filter(|t| t.name.0.as_str() == self.args.topic)
-                {
-                    for p in &topic.partitions {
-                        match p.error_code {
-                            0 => {
-                                todo.remove(&p.partition_index);
-                                found.insert(p.partition_index, p.offset);
-                            }
-                            code if STALE_METADATA.contains(&code) => retry = Some(code),
-                            code => {
-                                return Err(CliError::kafka(
-                                    code,
-                                    &format!(
-                                        "listing offsets of {}/{}",
-                                        self.args.topic, p.partition_index
-                                    ),
-                                    None,
-                                ))
-                            }
-                        }
-                    }
-                }
+                self.take_answered(&response?, &mut todo, &mut found, &mut retry)?;
             }
             if todo.is_empty() {
                 break;
@@ -618,6 +594,44 @@ impl<'a> Consumer<'a> {
             self.layout = topic_layout(self.client, &self.args.topic).await?;
         }
         Ok(found)
+    }
+
+    /// Takes the offsets one leader answered out of `todo` into `found`. An error saying
+    /// the metadata is stale only leaves the partition for the next attempt (`retry` keeps
+    /// the code to report if the attempts run out); any other error ends the listing.
+    fn take_answered(
+        &self,
+        response: &ListOffsetsResponse,
+        todo: &mut BTreeMap<i32, i64>,
+        found: &mut BTreeMap<i32, i64>,
+        retry: &mut Option<i16>,
+    ) -> Result<(), CliError> {
+        for topic in response
+            .topics
+            .iter()
+            .filter(|t| t.name.0.as_str() == self.args.topic)
+        {
+            for p in &topic.partitions {
+                match p.error_code {
+                    0 => {
+                        todo.remove(&p.partition_index);
+                        found.insert(p.partition_index, p.offset);
+                    }
+                    code if STALE_METADATA.contains(&code) => *retry = Some(code),
+                    code => {
+                        return Err(CliError::kafka(
+                            code,
+                            &format!(
+                                "listing offsets of {}/{}",
+                                self.args.topic, p.partition_index
+                            ),
+                            None,
+                        ))
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     fn list_offsets_request(&self, partitions: Vec<ListOffsetsPartition>) -> ListOffsetsRequest {

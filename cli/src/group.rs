@@ -325,6 +325,13 @@ async fn describe(client: &KafkaClient, group: &str, as_json: bool) -> Result<()
         }));
         return Ok(());
     }
+    print_lag_table(group, &view, &rows);
+    Ok(())
+}
+
+/// The group's state and per-partition lag, laid out as `kafka-consumer-groups.sh
+/// --describe` prints them, so scripts written against Kafka's output keep working.
+fn print_lag_table(group: &str, view: &GroupView, rows: &[PartitionLag<'_>]) {
     outln!("GROUP    {group}");
     outln!("STATE    {}", view.state);
     outln!("MEMBERS  {}", view.members);
@@ -365,7 +372,6 @@ async fn describe(client: &KafkaClient, group: &str, as_json: bool) -> Result<()
             &table_rows
         )
     );
-    Ok(())
 }
 
 async fn delete(client: &KafkaClient, groups: &[String], as_json: bool) -> Result<(), CliError> {
@@ -444,77 +450,13 @@ async fn reset_offsets(
         )));
     }
     let committed = committed(client, coordinator, group).await?;
-    // The partitions to reset.
-    let mut partitions: Vec<(String, i32)> = Vec::new();
-    if args.all_topics {
-        partitions.extend(committed.keys().cloned());
-    }
-    for spec in &args.topic {
-        let (topic, only) = parse_topic(spec)?;
-        match only {
-            Some(list) => partitions.extend(list.into_iter().map(|p| (topic.clone(), p))),
-            None => {
-                let metadata = client.metadata(Some(std::slice::from_ref(&topic))).await?;
-                let t = metadata
-                    .topics
-                    .first()
-                    .ok_or_else(|| CliError::Failed(format!("no metadata for topic {topic}")))?;
-                check(t.error_code, &format!("topic {topic}"), None)?;
-                partitions.extend(
-                    t.partitions
-                        .iter()
-                        .map(|p| (topic.clone(), p.partition_index)),
-                );
-            }
-        }
-    }
-    partitions.sort();
-    partitions.dedup();
+    let partitions = partitions_to_reset(client, args, &committed).await?;
     if partitions.is_empty() {
         return Err(CliError::Failed(format!(
             "group {group} has no offsets to reset"
         )));
     }
-    let earliest = client.list_offsets(&partitions, EARLIEST_TIMESTAMP).await?;
-    let latest = client.list_offsets(&partitions, LATEST_TIMESTAMP).await?;
-    let at_time = match &args.to_datetime {
-        Some(text) => Some(
-            client
-                .list_offsets(&partitions, parse_datetime(text)?)
-                .await?,
-        ),
-        None => None,
-    };
-    let mut targets: Vec<((String, i32), i64)> = Vec::new();
-    for key in &partitions {
-        let low = earliest.get(key).copied().unwrap_or(0);
-        let high = latest.get(key).copied().unwrap_or(low);
-        let clamp = |o: i64| o.clamp(low, high.max(low));
-        let target = if args.to_earliest {
-            low
-        } else if args.to_latest {
-            high
-        } else if let Some(offset) = args.to_offset {
-            clamp(offset)
-        } else if let Some(by) = args.shift_by {
-            clamp(
-                committed
-                    .get(key)
-                    .copied()
-                    .unwrap_or(high)
-                    .saturating_add(by),
-            )
-        } else if let Some(found) = &at_time {
-            // No record that recent: the end, as Kafka's tool does.
-            found.get(key).copied().filter(|o| *o >= 0).unwrap_or(high)
-        } else {
-            return Err(CliError::Failed(
-                "give one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by"
-                    .into(),
-            ));
-        };
-        targets.push((key.clone(), target));
-    }
+    let targets = reset_targets(client, args, &partitions, &committed).await?;
     if args.execute {
         commit(client, coordinator, group, &targets).await?;
     } else if !as_json {
@@ -547,6 +489,94 @@ async fn reset_offsets(
         );
     }
     Ok(())
+}
+
+/// The partitions `--all-topics` and `--topic` select, sorted, each once. A topic named
+/// without partitions means all of its partitions, which only the cluster's metadata
+/// knows (as `kafka-consumer-groups.sh` resolves it).
+async fn partitions_to_reset(
+    client: &KafkaClient,
+    args: &ResetArgs,
+    committed: &BTreeMap<(String, i32), i64>,
+) -> Result<Vec<(String, i32)>, CliError> {
+    let mut partitions: Vec<(String, i32)> = Vec::new();
+    if args.all_topics {
+        partitions.extend(committed.keys().cloned());
+    }
+    for spec in &args.topic {
+        let (topic, only) = parse_topic(spec)?;
+        match only {
+            Some(list) => partitions.extend(list.into_iter().map(|p| (topic.clone(), p))),
+            None => {
+                let metadata = client.metadata(Some(std::slice::from_ref(&topic))).await?;
+                let t = metadata
+                    .topics
+                    .first()
+                    .ok_or_else(|| CliError::Failed(format!("no metadata for topic {topic}")))?;
+                check(t.error_code, &format!("topic {topic}"), None)?;
+                partitions.extend(
+                    t.partitions
+                        .iter()
+                        .map(|p| (topic.clone(), p.partition_index)),
+                );
+            }
+        }
+    }
+    partitions.sort();
+    partitions.dedup();
+    Ok(partitions)
+}
+
+/// The new offset of each partition, by the option given. An offset given or shifted to
+/// is clamped to the partition's current log (earliest..latest), as Kafka's tool does, so
+/// a reset does not point a consumer outside it.
+async fn reset_targets(
+    client: &KafkaClient,
+    args: &ResetArgs,
+    partitions: &[(String, i32)],
+    committed: &BTreeMap<(String, i32), i64>,
+) -> Result<Vec<((String, i32), i64)>, CliError> {
+    let earliest = client.list_offsets(partitions, EARLIEST_TIMESTAMP).await?;
+    let latest = client.list_offsets(partitions, LATEST_TIMESTAMP).await?;
+    let at_time = match &args.to_datetime {
+        Some(text) => Some(
+            client
+                .list_offsets(partitions, parse_datetime(text)?)
+                .await?,
+        ),
+        None => None,
+    };
+    let mut targets: Vec<((String, i32), i64)> = Vec::new();
+    for key in partitions {
+        let low = earliest.get(key).copied().unwrap_or(0);
+        let high = latest.get(key).copied().unwrap_or(low);
+        let clamp = |o: i64| o.clamp(low, high.max(low));
+        let target = if args.to_earliest {
+            low
+        } else if args.to_latest {
+            high
+        } else if let Some(offset) = args.to_offset {
+            clamp(offset)
+        } else if let Some(by) = args.shift_by {
+            clamp(
+                committed
+                    .get(key)
+                    .copied()
+                    .unwrap_or(high)
+                    .saturating_add(by),
+            )
+        } else if let Some(found) = &at_time {
+            // No record that recent: the end, as Kafka's tool does.
+            found.get(key).copied().filter(|o| *o >= 0).unwrap_or(high)
+        } else {
+            return Err(CliError::Failed(
+                "give one of --to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by"
+                    .into(),
+            ));
+        };
+        targets.push((key.clone(), target));
+    }
+    Ok(targets)
 }
 
 /// Commits `targets` for `group` as an inactive group's offsets (generation -1, no member).

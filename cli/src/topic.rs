@@ -9,6 +9,9 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponsePartition, MetadataResponseTopic,
+};
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
     IncrementalAlterConfigsRequest, MetadataResponse, TopicName,
@@ -281,6 +284,18 @@ async fn describe(client: &KafkaClient, name: &str, as_json: bool) -> Result<(),
         }));
         return Ok(());
     }
+    print_topic(name, topic, &partitions, &configs);
+    Ok(())
+}
+
+/// The topic, its partitions and its config overrides as tables, the way
+/// `kafka-topics.sh --describe` shows them (overrides only: the defaults would bury them).
+fn print_topic(
+    name: &str,
+    topic: &MetadataResponseTopic,
+    partitions: &[&MetadataResponsePartition],
+    configs: &BTreeMap<String, (Option<String>, String)>,
+) {
     let list = |nodes: &[kafka_protocol::messages::BrokerId]| {
         nodes
             .iter()
@@ -322,7 +337,6 @@ async fn describe(client: &KafkaClient, name: &str, as_json: bool) -> Result<(),
         outln!();
         outln!("{}", table(&["CONFIG", "VALUE"], &overrides));
     }
-    Ok(())
 }
 
 /// Every config of a topic: value and where it comes from (`topic` for an override).

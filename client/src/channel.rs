@@ -114,11 +114,6 @@ async fn serve(
     let mut answers = FramedRead::new(read, logbook_protocol::frame_codec(config.frame_bytes_max));
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
     let inflight_max = config.inflight_max.max(1);
-    let fail_all = |in_flight: &mut VecDeque<InFlight>, error: &InterBrokerError| {
-        for f in in_flight.drain(..) {
-            let _ = f.call.answer.send(Err(error.clone()));
-        }
-    };
     let broken = |reason: String| InterBrokerError::Disconnected {
         broker_id: broker.id,
         reason,
@@ -150,36 +145,9 @@ async fn serve(
                 }
             }
             answer = answers.next() => {
-                let frame = match answer {
-                    Some(Ok(frame)) => frame.freeze(),
-                    Some(Err(e)) => {
-                        tracing::warn!(broker = broker.id, error = %e, "bad answer frame from broker");
-                        fail_all(&mut in_flight, &broken(e.to_string()));
-                        return End::Broken;
-                    }
-                    None => {
-                        fail_all(&mut in_flight, &broken("connection closed".to_string()));
-                        return End::Broken;
-                    }
-                };
-                let Some(expected) = in_flight.pop_front() else {
-                    tracing::warn!(broker = broker.id, "answer to no request from broker");
-                    return End::Broken;
-                };
-                if correlation_id_of(&frame) != Some(expected.correlation_id) {
-                    let error = InterBrokerError::Protocol {
-                        broker_id: broker.id,
-                        reason: format!(
-                            "answer with correlation id {:?} for request {}",
-                            correlation_id_of(&frame),
-                            expected.correlation_id
-                        ),
-                    };
-                    let _ = expected.call.answer.send(Err(error.clone()));
-                    fail_all(&mut in_flight, &error);
-                    return End::Broken;
+                if let Err(end) = deliver_answer(broker, answer, &mut in_flight) {
+                    return end;
                 }
-                let _ = expected.call.answer.send(Ok(frame));
             }
             () = sleep_until(deadline) => {
                 fail_all(&mut in_flight, &InterBrokerError::Timeout { broker_id: broker.id });
@@ -187,6 +155,60 @@ async fn serve(
             }
         }
     }
+}
+
+/// Fails every call in flight with `error`: once the connection is given up, none of
+/// them can be answered on it any more.
+fn fail_all(in_flight: &mut VecDeque<InFlight>, error: &InterBrokerError) {
+    for f in in_flight.drain(..) {
+        let _ = f.call.answer.send(Err(error.clone()));
+    }
+}
+
+/// Hands one answer frame to the oldest call in flight: a broker answers a connection's
+/// requests in order, so an answer for any other correlation id means the stream can no
+/// longer be trusted. A bad frame, the connection closing, or an answer that matches no
+/// call breaks the connection (`Err`), failing the calls in flight.
+fn deliver_answer(
+    broker: &BrokerEndpoint,
+    answer: Option<Result<bytes::BytesMut, std::io::Error>>,
+    in_flight: &mut VecDeque<InFlight>,
+) -> Result<(), End> {
+    let broken = |reason: String| InterBrokerError::Disconnected {
+        broker_id: broker.id,
+        reason,
+    };
+    let frame = match answer {
+        Some(Ok(frame)) => frame.freeze(),
+        Some(Err(e)) => {
+            tracing::warn!(broker = broker.id, error = %e, "bad answer frame from broker");
+            fail_all(in_flight, &broken(e.to_string()));
+            return Err(End::Broken);
+        }
+        None => {
+            fail_all(in_flight, &broken("connection closed".to_string()));
+            return Err(End::Broken);
+        }
+    };
+    let Some(expected) = in_flight.pop_front() else {
+        tracing::warn!(broker = broker.id, "answer to no request from broker");
+        return Err(End::Broken);
+    };
+    if correlation_id_of(&frame) != Some(expected.correlation_id) {
+        let error = InterBrokerError::Protocol {
+            broker_id: broker.id,
+            reason: format!(
+                "answer with correlation id {:?} for request {}",
+                correlation_id_of(&frame),
+                expected.correlation_id
+            ),
+        };
+        let _ = expected.call.answer.send(Err(error.clone()));
+        fail_all(in_flight, &error);
+        return Err(End::Broken);
+    }
+    let _ = expected.call.answer.send(Ok(frame));
+    Ok(())
 }
 
 /// Sleeps until `deadline`, or forever without one.

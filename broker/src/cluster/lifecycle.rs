@@ -7,7 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use logbook_controller::quorum::{BrokerHeartbeatRequest, BrokerRegistrationRequest, QuorumError};
+use logbook_controller::quorum::{
+    BrokerHeartbeatRequest, BrokerRegistrationReply, BrokerRegistrationRequest, QuorumError,
+};
 use logbook_metadata::BrokerEndpoint;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -81,9 +83,41 @@ impl BrokerLifecycle {
             timeout_ms: timeout.as_millis(),
             last,
         };
+        let reply = lifecycle
+            .register(host, port, deadline)
+            .await
+            .map_err(|last| timed_out("registered", last))?;
+        lifecycle.cluster.set_broker_epoch(reply.broker_epoch);
+        tracing::info!(
+            node_id,
+            broker_epoch = reply.broker_epoch,
+            offset = reply.registration_offset,
+            "broker registered"
+        );
+        lifecycle
+            .await_unfenced(&reply, deadline)
+            .await
+            .map_err(|(what, last)| timed_out(what, last))?;
+        lifecycle.tasks.spawn(heartbeat_loop(
+            Arc::clone(&lifecycle.cluster),
+            lifecycle.heartbeat_interval,
+            lifecycle.shutdown.clone(),
+        ));
+        Ok(lifecycle)
+    }
+
+    /// Registers this broker (Kafka's BrokerRegistration), retrying refusals until
+    /// `deadline`: at startup the controller may have no leader yet, or still hold the
+    /// session of this broker's previous incarnation. The error is the last refusal.
+    async fn register(
+        &self,
+        host: String,
+        port: u16,
+        deadline: tokio::time::Instant,
+    ) -> Result<BrokerRegistrationReply, String> {
         let registration = BrokerRegistrationRequest {
-            broker_id: node_id,
-            incarnation_id: lifecycle.incarnation_id,
+            broker_id: self.cluster.node_id,
+            incarnation_id: self.incarnation_id,
             endpoints: vec![BrokerEndpoint {
                 name: "PLAINTEXT".to_string(),
                 host,
@@ -93,42 +127,48 @@ impl BrokerLifecycle {
             rack: None,
             partitions_max: None,
         };
-        let reply = loop {
-            let registered = match lifecycle.cluster.controller() {
+        loop {
+            let registered = match self.cluster.controller() {
                 Ok(controller) => controller.register_broker(registration.clone()).await,
                 Err(e) => Err(e),
             };
             match registered {
-                Ok(reply) => break reply,
+                Ok(reply) => return Ok(reply),
                 Err(e) if tokio::time::Instant::now() < deadline => {
                     tracing::debug!(error = %e, "broker registration refused; retrying");
                     tokio::time::sleep(RETRY_BACKOFF).await;
                 }
-                Err(e) => return Err(timed_out("registered", e.to_string())),
+                Err(e) => return Err(e.to_string()),
             }
-        };
-        lifecycle.cluster.set_broker_epoch(reply.broker_epoch);
-        tracing::info!(
-            node_id,
-            broker_epoch = reply.broker_epoch,
-            offset = reply.registration_offset,
-            "broker registered"
-        );
+        }
+    }
+
+    /// Heartbeats until the controller unfences this broker, then waits until the local
+    /// image shows it unfenced, so requests served from that image see this broker as a
+    /// live one. The controller unfences a broker only once its heartbeats show the image
+    /// caught up with its registration, hence the wait for that offset first. The error
+    /// names the step not finished by `deadline` and the last refusal.
+    async fn await_unfenced(
+        &self,
+        reply: &BrokerRegistrationReply,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), (&'static str, String)> {
+        let node_id = self.cluster.node_id;
         // Unfenced once a heartbeat shows the image caught up with the registration.
-        let metadata = lifecycle.cluster.metadata.clone();
+        let metadata = self.cluster.metadata.clone();
         let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
         metadata
             .wait_for_offset(reply.registration_offset, remaining)
             .await;
         let mut last = String::from("not caught up");
         loop {
-            match lifecycle.heartbeat(false).await {
+            match self.heartbeat(false).await {
                 Ok(beat) if !beat.is_fenced => break,
                 Ok(beat) => last = format!("{beat:?}"),
                 Err(e) => last = e.to_string(),
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(timed_out("unfenced", last));
+                return Err(("unfenced", last));
             }
             tokio::time::sleep(RETRY_BACKOFF).await;
         }
@@ -145,14 +185,9 @@ impl BrokerLifecycle {
             )
             .await;
         if shown.is_none() {
-            return Err(timed_out("shown unfenced in the local image", last));
+            return Err(("shown unfenced in the local image", last));
         }
-        lifecycle.tasks.spawn(heartbeat_loop(
-            Arc::clone(&lifecycle.cluster),
-            lifecycle.heartbeat_interval,
-            lifecycle.shutdown.clone(),
-        ));
-        Ok(lifecycle)
+        Ok(())
     }
 
     async fn heartbeat(

@@ -76,21 +76,48 @@ pub fn read(
         }
         None => DynamicBrokerConfigs::default(),
     };
+    let producer_id_block_end = read_producer_id_block(&dir, &mut files)?;
+    let topics = legacy_topics(data_dir, registry.topics);
+    let state = LegacyState {
+        cluster_id: registry.cluster_id,
+        registration: registration(node_id, host, port),
+        features: features
+            .iter()
+            .map(|(name, level)| FeatureLevelRecord {
+                name: name.clone(),
+                level: *level,
+            })
+            .collect(),
+        topics,
+        broker_configs: dynamic.node,
+        cluster_default_configs: dynamic.cluster_default,
+        producer_id_block_end,
+    };
+    Ok(Some(LegacyMetadata { state, files }))
+}
+
+/// The end of the last producer id block handed out, if the file exists (and is then
+/// listed among the migrated files): the controller must not hand out those ids again.
+fn read_producer_id_block(dir: &Path, files: &mut Vec<PathBuf>) -> io::Result<Option<i64>> {
     let block_path = dir.join(PRODUCER_ID_BLOCK_FILE);
-    let producer_id_block_end = match read_if_exists(&block_path)? {
+    match read_if_exists(&block_path)? {
         Some(bytes) => {
             files.push(block_path.clone());
             let text = String::from_utf8_lossy(&bytes);
-            Some(
+            Ok(Some(
                 text.trim()
                     .parse::<i64>()
                     .map_err(|e| invalid(&block_path, &e.to_string()))?,
-            )
+            ))
         }
-        None => None,
-    };
-    let topics = registry
-        .topics
+        None => Ok(None),
+    }
+}
+
+/// The registry's topics with each partition's latest leader epoch from its checkpoint,
+/// so the controller's first leader epochs continue the ones the logs already hold.
+fn legacy_topics(data_dir: &Path, topics: Vec<PersistedTopic>) -> Vec<LegacyTopic> {
+    topics
         .into_iter()
         .map(|t| {
             let latest_leader_epochs = (0..t.partitions)
@@ -106,37 +133,27 @@ pub fn read(
                 latest_leader_epochs,
             }
         })
-        .collect();
-    let state = LegacyState {
-        cluster_id: registry.cluster_id,
-        registration: RegisterBrokerRecord {
-            broker_id: node_id,
-            incarnation_id: Uuid::new_v4(),
-            broker_epoch: 0,
-            endpoints: vec![BrokerEndpoint {
-                name: "PLAINTEXT".to_string(),
-                host: host.to_string(),
-                port,
-                security_protocol: 0,
-            }],
-            rack: None,
-            fenced: true,
-            in_controlled_shutdown: false,
-            partitions_max: None,
-        },
-        features: features
-            .iter()
-            .map(|(name, level)| FeatureLevelRecord {
-                name: name.clone(),
-                level: *level,
-            })
-            .collect(),
-        topics,
-        broker_configs: dynamic.node,
-        cluster_default_configs: dynamic.cluster_default,
-        producer_id_block_end,
-    };
-    Ok(Some(LegacyMetadata { state, files }))
+        .collect()
+}
+
+/// This node's registration as the migration writes it: fenced, so the controller
+/// unfences it only once it heartbeats like any broker.
+fn registration(node_id: i32, host: &str, port: u16) -> RegisterBrokerRecord {
+    RegisterBrokerRecord {
+        broker_id: node_id,
+        incarnation_id: Uuid::new_v4(),
+        broker_epoch: 0,
+        endpoints: vec![BrokerEndpoint {
+            name: "PLAINTEXT".to_string(),
+            host: host.to_string(),
+            port,
+            security_protocol: 0,
+        }],
+        rack: None,
+        fenced: true,
+        in_controlled_shutdown: false,
+        partitions_max: None,
+    }
 }
 
 impl LegacyMetadata {

@@ -58,6 +58,18 @@ impl RoleChangeHooks {
     }
 }
 
+/// What one image asks of this broker's partitions, gathered before any role changes so
+/// the data directory is synced once for all the logs it opened.
+#[derive(Default)]
+struct PartitionPlan {
+    /// Whether any partition log was opened (the data directory needs an fsync).
+    created_any: bool,
+    /// Changed partitions this broker is a replica of: their leadership to apply.
+    states: Vec<PartitionState>,
+    /// Hosted partitions this broker is no longer a replica of: to stop.
+    stopped: Vec<PartitionState>,
+}
+
 /// The publisher task's state.
 pub struct MetadataPublisher {
     node_id: i32,
@@ -142,6 +154,21 @@ impl MetadataPublisher {
         // A snapshot arrives as an image with an empty delta: compare everything.
         let whole = !self.applied_any || delta.is_empty();
         self.applied_any = true;
+        self.remove_deleted_topics(image);
+        let plan = self.host_and_plan_partitions(image, delta, whole);
+        if plan.created_any {
+            self.sync_data_dir();
+        }
+        let mut changes = self.apply_leadership(plan.states);
+        changes.extend(self.stop_moved_replicas(plan.stopped));
+        self.hooks.call(&changes);
+        self.cache.publish(image.clone());
+    }
+
+    /// Updates the topic registry and drops the logs of the topics the image no longer
+    /// names. During the metadata-log replay the directories may already belong to a later
+    /// topic of the same name, so they are only closed then, not deleted.
+    fn remove_deleted_topics(&self, image: &MetadataImage) {
         for name in self.topics.apply_image(image, self.node_id) {
             if self.replicas.is_caught_up() {
                 tracing::info!(topic = %name, "deleting the logs of a deleted topic");
@@ -154,13 +181,22 @@ impl MetadataPublisher {
                 self.replicas.close_topic(&name);
             }
         }
+    }
+
+    /// Per topic, in image order: opens the logs of new local replicas, pushes a changed
+    /// topic config to its logs, and collects the partition states to apply. Hosting comes
+    /// before the states are applied, because a replica needs its log to take a role.
+    fn host_and_plan_partitions(
+        &self,
+        image: &MetadataImage,
+        delta: &MetadataDelta,
+        whole: bool,
+    ) -> PartitionPlan {
         let broker_configs_changed = delta
             .configs_changed
             .iter()
             .any(|r| r.resource_type == ConfigResourceType::Broker);
-        let mut created_any = false;
-        let mut states = Vec::new();
-        let mut stopped = Vec::new();
+        let mut plan = PartitionPlan::default();
         for topic_image in image.topics() {
             let Some(topic) = self.topics.get_by_id(&topic_image.id) else {
                 continue;
@@ -174,7 +210,7 @@ impl MetadataPublisher {
                     .chain(&delta.partitions_changed)
                     .any(|tp| tp.topic_id == topic.id);
             if grown {
-                created_any |= self.host_local_replicas(&topic, topic_image);
+                plan.created_any |= self.host_local_replicas(&topic, topic_image);
             }
             let reconfigured = broker_configs_changed
                 || delta
@@ -185,49 +221,71 @@ impl MetadataPublisher {
                 self.replicas
                     .set_config(&topic.name, &self.topics.log_config(&topic));
             }
-            for (index, registration) in (0..).zip(&topic_image.partitions) {
-                let key = TopicIdPartition {
-                    topic_id: topic.id,
+            self.plan_partitions(&topic, topic_image, delta, whole, &mut plan);
+        }
+        plan
+    }
+
+    /// Sorts `topic`'s changed partitions into the ones this broker is a replica of (their
+    /// leadership and ISR to apply) and the hosted ones it no longer is (to stop), the way
+    /// Kafka's `ReplicaManager.applyDelta` splits local changes from deletions.
+    fn plan_partitions(
+        &self,
+        topic: &crate::topics::Topic,
+        topic_image: &logbook_metadata::TopicImage,
+        delta: &MetadataDelta,
+        whole: bool,
+        plan: &mut PartitionPlan,
+    ) {
+        for (index, registration) in (0..).zip(&topic_image.partitions) {
+            let key = TopicIdPartition {
+                topic_id: topic.id,
+                partition: index,
+            };
+            let changed = whole
+                || delta.partitions_created.contains(&key)
+                || delta.partitions_changed.contains(&key);
+            if !changed {
+                continue;
+            }
+            let state = PartitionState {
+                topic_partition: TopicPartition {
+                    topic: topic.name.clone(),
                     partition: index,
-                };
-                let changed = whole
-                    || delta.partitions_created.contains(&key)
-                    || delta.partitions_changed.contains(&key);
-                if !changed {
-                    continue;
-                }
-                let state = PartitionState {
-                    topic_partition: TopicPartition {
-                        topic: topic.name.clone(),
-                        partition: index,
-                    },
-                    topic_id: topic.id,
-                    replicas: registration.replicas.clone(),
-                    isr: registration.isr.clone(),
-                    leader: registration.leader,
-                    leader_epoch: LeaderEpoch(registration.leader_epoch),
-                    partition_epoch: registration.partition_epoch,
-                };
-                if registration.replicas.contains(&self.node_id) {
-                    states.push(state);
-                } else if self.replicas.partition(&topic.name, index).is_some() {
-                    // Reassigned away (or never a replica: a placeholder of the hosted
-                    // prefix, which stop_replicas leaves alone).
-                    stopped.push(state);
-                }
+                },
+                topic_id: topic.id,
+                replicas: registration.replicas.clone(),
+                isr: registration.isr.clone(),
+                leader: registration.leader,
+                leader_epoch: LeaderEpoch(registration.leader_epoch),
+                partition_epoch: registration.partition_epoch,
+            };
+            if registration.replicas.contains(&self.node_id) {
+                plan.states.push(state);
+            } else if self.replicas.partition(&topic.name, index).is_some() {
+                // Reassigned away (or never a replica: a placeholder of the hosted
+                // prefix, which stop_replicas leaves alone).
+                plan.stopped.push(state);
             }
         }
-        if created_any {
-            // The new partition directories must survive a crash before any write to
-            // them is acknowledged: one fsync covers them all.
-            let synced = std::fs::File::open(&self.data_dir).and_then(|dir| dir.sync_all());
-            if let Err(e) = synced {
-                tracing::error!(error = %e, "fsync of the data directory after creating partitions failed");
-            }
+    }
+
+    /// The new partition directories must survive a crash before any write to them is
+    /// acknowledged: one fsync of the data directory covers them all.
+    fn sync_data_dir(&self) {
+        let synced = std::fs::File::open(&self.data_dir).and_then(|dir| dir.sync_all());
+        if let Err(e) = synced {
+            tracing::error!(error = %e, "fsync of the data directory after creating partitions failed");
         }
+    }
+
+    /// Makes this broker lead or follow each planned partition and reports the roles it
+    /// took, with the image's leader epoch, for the coordinators (a leader loads its
+    /// shard, a transaction shard at that epoch; a follower unloads it). A partition that
+    /// fails is logged and skipped.
+    fn apply_leadership(&self, states: Vec<PartitionState>) -> Vec<LocalRoleChange> {
         let epochs: Vec<i32> = states.iter().map(|s| s.leader_epoch.0).collect();
-        let changes: Vec<LocalRoleChange> = self
-            .replicas
+        self.replicas
             .apply_partition_changes(states)
             .into_iter()
             .zip(epochs)
@@ -248,21 +306,21 @@ impl MetadataPublisher {
                     None
                 }
             })
-            .collect();
-        let stopped_names: Vec<TopicPartition> =
-            self.replicas.stop_replicas(stopped).into_iter().collect();
-        let mut changes = changes;
-        changes.extend(
-            stopped_names
-                .into_iter()
-                .map(|topic_partition| LocalRoleChange {
-                    topic_partition,
-                    leader: false,
-                    leader_epoch: -1,
-                }),
-        );
-        self.hooks.call(&changes);
-        self.cache.publish(image.clone());
+            .collect()
+    }
+
+    /// Stops the replicas reassigned away from this broker; the coordinators see each as a
+    /// resignation (a follower role with no epoch), so they unload its state.
+    fn stop_moved_replicas(&self, stopped: Vec<PartitionState>) -> Vec<LocalRoleChange> {
+        self.replicas
+            .stop_replicas(stopped)
+            .into_iter()
+            .map(|topic_partition| LocalRoleChange {
+                topic_partition,
+                leader: false,
+                leader_epoch: -1,
+            })
+            .collect()
     }
 
     /// Opens the logs of `topic`'s partitions this broker is a replica of and does not

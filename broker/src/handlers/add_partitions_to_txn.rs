@@ -42,30 +42,7 @@ pub fn handle(ctx: &super::RequestContext, request: AddPartitionsToTxnRequest) -
             .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
         return super::ready(ResponseKind::AddPartitionsToTxn(response));
     }
-    // The client form needs WRITE on the transactional id and on each topic (an internal
-    // topic is never writable by a client).
-    let denied = (version < BATCHED_VERSION).then(|| {
-        let transactional_id = request.v3_and_below_transactional_id.as_str();
-        if !ctx.authorize(
-            AclOperation::Write,
-            ResourceType::TransactionalId,
-            transactional_id,
-        ) {
-            return Denied::TransactionalId;
-        }
-        Denied::Topics(
-            request
-                .v3_and_below_topics
-                .iter()
-                .map(|t| t.name.0.as_str())
-                .filter(|name| {
-                    crate::topics::is_internal(name)
-                        || !ctx.authorize(AclOperation::Write, ResourceType::Topic, name)
-                })
-                .map(str::to_string)
-                .collect(),
-        )
-    });
+    let denied = (version < BATCHED_VERSION).then(|| client_form_denials(ctx, &request));
     Box::pin(async move {
         let mut response = AddPartitionsToTxnResponse::default();
         if version < BATCHED_VERSION {
@@ -108,6 +85,32 @@ pub fn handle(ctx: &super::RequestContext, request: AddPartitionsToTxnRequest) -
     })
 }
 
+/// The client form needs WRITE on the transactional id and on each topic (an internal
+/// topic is never writable by a client). Checked before the request is processed, as
+/// the authorizer belongs to the request's context, not to the future answering it.
+fn client_form_denials(ctx: &super::RequestContext, request: &AddPartitionsToTxnRequest) -> Denied {
+    let transactional_id = request.v3_and_below_transactional_id.as_str();
+    if !ctx.authorize(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        transactional_id,
+    ) {
+        return Denied::TransactionalId;
+    }
+    Denied::Topics(
+        request
+            .v3_and_below_topics
+            .iter()
+            .map(|t| t.name.0.as_str())
+            .filter(|name| {
+                crate::topics::is_internal(name)
+                    || !ctx.authorize(AclOperation::Write, ResourceType::Topic, name)
+            })
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
 /// One transaction's partitions: UNKNOWN_TOPIC_OR_PARTITION for those that do not exist
 /// and OPERATION_NOT_ATTEMPTED for the others (as Kafka), else the coordinator's answer.
 async fn process(
@@ -137,6 +140,89 @@ async fn process(
         let refused = ResponseError::TransactionalIdAuthorizationFailed.code();
         return results(topics, |_| refused);
     }
+    let sorted = sort_partitions(broker, denied, topics);
+    let outcomes: Vec<((String, i32), i16)> =
+        if !sorted.unknown.is_empty() || !sorted.unauthorized.is_empty() {
+            refused_outcomes(sorted, code)
+        } else if verify_only {
+            sorted
+                .partitions
+                .into_iter()
+                .map(|tp| {
+                    let r = broker
+                        .transactions
+                        .verify_local_partition(transactional_id, producer_id, producer_epoch, &tp)
+                        .err();
+                    (tp, r.map_or(errors::NONE, code))
+                })
+                .collect()
+        } else {
+            let partitions = sorted.partitions;
+            let result = broker
+                .transactions
+                .add_partitions(
+                    transactional_id,
+                    producer_id,
+                    producer_epoch,
+                    &partitions,
+                    client_transaction_version,
+                )
+                .await
+                .err();
+            let result = result.map_or(errors::NONE, code);
+            partitions.into_iter().map(|tp| (tp, result)).collect()
+        };
+    results(topics, |tp| {
+        outcomes
+            .iter()
+            .find(|(p, _)| p == tp)
+            .map_or(errors::NONE, |(_, e)| *e)
+    })
+}
+
+/// Any refused partition fails the whole transaction's request, as in Kafka: the refused
+/// ones answer their error, the others OPERATION_NOT_ATTEMPTED, and nothing is added.
+fn refused_outcomes(
+    sorted: SortedPartitions,
+    code: impl Fn(TxnError) -> i16,
+) -> Vec<((String, i32), i16)> {
+    let not_attempted = sorted
+        .partitions
+        .into_iter()
+        .map(|tp| (tp, code(TxnError::OperationNotAttempted)));
+    let refused = ResponseError::TopicAuthorizationFailed.code();
+    sorted
+        .unauthorized
+        .into_iter()
+        .map(|tp| (tp, refused))
+        .chain(
+            sorted
+                .unknown
+                .into_iter()
+                .map(|tp| (tp, code(TxnError::UnknownTopicOrPartition))),
+        )
+        .chain(not_attempted)
+        .collect()
+}
+
+/// A transaction's partitions sorted before the coordinator sees any: one refused
+/// partition means none is attempted, so all must be known first.
+struct SortedPartitions {
+    /// Partitions that exist and may be written.
+    partitions: Vec<(String, i32)>,
+    /// Partitions of unknown topics, or past their topic's partition count.
+    unknown: Vec<(String, i32)>,
+    /// Partitions of topics without WRITE (client form).
+    unauthorized: Vec<(String, i32)>,
+}
+
+/// Sorts `topics`' partitions into writable, unknown and unauthorized ones, in request
+/// order.
+fn sort_partitions(
+    broker: &Broker,
+    denied: Option<&Denied>,
+    topics: &[AddPartitionsToTxnTopic],
+) -> SortedPartitions {
     let mut partitions = Vec::new();
     let mut unknown = Vec::new();
     let mut unauthorized = Vec::new();
@@ -158,54 +244,11 @@ async fn process(
             }
         }
     }
-    let outcomes: Vec<((String, i32), i16)> = if !unknown.is_empty() || !unauthorized.is_empty() {
-        // Any refused partition fails the whole transaction's request.
-        let not_attempted = partitions
-            .into_iter()
-            .map(|tp| (tp, code(TxnError::OperationNotAttempted)));
-        let refused = ResponseError::TopicAuthorizationFailed.code();
-        unauthorized
-            .into_iter()
-            .map(|tp| (tp, refused))
-            .chain(
-                unknown
-                    .into_iter()
-                    .map(|tp| (tp, code(TxnError::UnknownTopicOrPartition))),
-            )
-            .chain(not_attempted)
-            .collect()
-    } else if verify_only {
-        partitions
-            .into_iter()
-            .map(|tp| {
-                let r = broker
-                    .transactions
-                    .verify_local_partition(transactional_id, producer_id, producer_epoch, &tp)
-                    .err();
-                (tp, r.map_or(errors::NONE, code))
-            })
-            .collect()
-    } else {
-        let result = broker
-            .transactions
-            .add_partitions(
-                transactional_id,
-                producer_id,
-                producer_epoch,
-                &partitions,
-                client_transaction_version,
-            )
-            .await
-            .err();
-        let result = result.map_or(errors::NONE, code);
-        partitions.into_iter().map(|tp| (tp, result)).collect()
-    };
-    results(topics, |tp| {
-        outcomes
-            .iter()
-            .find(|(p, _)| p == tp)
-            .map_or(errors::NONE, |(_, e)| *e)
-    })
+    SortedPartitions {
+        partitions,
+        unknown,
+        unauthorized,
+    }
 }
 
 /// The transactional producer a request speaks for.

@@ -3,6 +3,8 @@
 //! records each target (see `QuorumController::alter_partition_reassignments`); the new
 //! replicas then fetch from the leader, join the ISR, and the old ones leave.
 
+use std::collections::HashMap;
+
 use kafka_protocol::messages::alter_partition_reassignments_response::{
     ReassignablePartitionResponse, ReassignableTopicResponse,
 };
@@ -11,13 +13,19 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
+use logbook_controller::quorum::{ReassignmentResults, ReassignmentTargets};
 
 use super::RequestContext;
 use crate::authorizer::AclOperation;
+use crate::cluster::ClusterContext;
 use crate::errors;
 
 /// Versions served (Kafka 4.x serves 0-1; v1 adds `AllowReplicationFactorChange`, KIP-860).
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
+
+/// A target refused before the controller sees it: the partition, its error code and
+/// message.
+type Refusal = ((String, i32), (i16, String));
 
 /// Answers an AlterPartitionReassignments request.
 pub fn handle(
@@ -33,14 +41,42 @@ pub fn handle(
         return response.with_error_code(ResponseError::NotController.code());
     };
     let image = cluster.metadata.image();
+    let (asked, refused) = screen_targets(ctx, &request, &image);
+    let results = if asked.is_empty() {
+        Vec::new()
+    } else {
+        match submit_to_controller(cluster, asked) {
+            Ok(results) => results,
+            Err(error) => {
+                tracing::info!(?error, "AlterPartitionReassignments failed");
+                return response.with_error_code(error.code());
+            }
+        }
+    };
+    if results.iter().any(|(_, r)| r.is_ok()) && !cluster.wait_for_controller_offset() {
+        tracing::warn!("AlterPartitionReassignments: this broker's metadata did not catch up");
+    }
+    let outcomes = partition_outcomes(results, refused);
+    response.with_responses(topic_responses(&request, &outcomes))
+}
+
+/// Splits the request's targets into those to send to the controller and those refused
+/// here: a partition named twice, and (KIP-860) a target changing the replication factor
+/// when the client does not allow it. Refusing them here keeps the controller's batch
+/// valid for the other partitions.
+fn screen_targets(
+    ctx: &RequestContext,
+    request: &AlterPartitionReassignmentsRequest,
+    image: &logbook_metadata::MetadataImage,
+) -> (ReassignmentTargets, Vec<Refusal>) {
     // KIP-860: when the client does not allow it (v1+), a target must keep the partition's
     // replication factor. v0 has no such option and always allows the change (the Java
     // client refuses to send `allowReplicationFactorChange=false` at v0), which is how
     // kafka-reassign-partitions.sh raises or lowers a replication factor.
     let keep_factor = ctx.api_version >= 1 && !request.allow_replication_factor_change;
-    let mut refused: Vec<((String, i32), (i16, String))> = Vec::new();
+    let mut refused: Vec<Refusal> = Vec::new();
     let mut asked = Vec::new();
-    let duplicated = duplicated_partitions(&request);
+    let duplicated = duplicated_partitions(request);
     for topic in &request.topics {
         let name = topic.name.as_str().to_string();
         for p in &topic.partitions {
@@ -84,30 +120,34 @@ pub fn handle(
             ),
         )
     }));
-    let results = if asked.is_empty() {
-        Vec::new()
-    } else {
-        let outcome = cluster
-            .controller()
-            .map_err(|e| errors::quorum_error(&e))
-            .and_then(|controller| {
-                cluster
-                    .block_on(controller.alter_partition_reassignments(asked))
-                    .ok_or(ResponseError::RequestTimedOut)?
-                    .map_err(|e| errors::quorum_error(&e))
-            });
-        match outcome {
-            Ok(results) => results,
-            Err(error) => {
-                tracing::info!(?error, "AlterPartitionReassignments failed");
-                return response.with_error_code(error.code());
-            }
-        }
-    };
-    if results.iter().any(|(_, r)| r.is_ok()) && !cluster.wait_for_controller_offset() {
-        tracing::warn!("AlterPartitionReassignments: this broker's metadata did not catch up");
-    }
-    let mut outcomes: std::collections::HashMap<(String, i32), (i16, Option<String>)> = results
+    (asked, refused)
+}
+
+/// Records the targets through the active controller, local or remote. An error here
+/// (no controller, timeout) fails the whole request, as in Kafka, where the controller
+/// answers it as one.
+fn submit_to_controller(
+    cluster: &ClusterContext,
+    asked: ReassignmentTargets,
+) -> Result<ReassignmentResults, ResponseError> {
+    cluster
+        .controller()
+        .map_err(|e| errors::quorum_error(&e))
+        .and_then(|controller| {
+            cluster
+                .block_on(controller.alter_partition_reassignments(asked))
+                .ok_or(ResponseError::RequestTimedOut)?
+                .map_err(|e| errors::quorum_error(&e))
+        })
+}
+
+/// Each partition's error code and message: the controller's verdict, or the refusal
+/// made here.
+fn partition_outcomes(
+    results: ReassignmentResults,
+    refused: Vec<Refusal>,
+) -> HashMap<(String, i32), (i16, Option<String>)> {
+    let mut outcomes: HashMap<(String, i32), (i16, Option<String>)> = results
         .into_iter()
         .map(|(key, result)| {
             let outcome = match result {
@@ -122,7 +162,16 @@ pub fn handle(
             .into_iter()
             .map(|(key, (code, message))| (key, (code, Some(message)))),
     );
-    let responses = request
+    outcomes
+}
+
+/// The response answers every partition of the request, in its order; one with no
+/// outcome (which should not happen) gets UNKNOWN_SERVER_ERROR rather than silence.
+fn topic_responses(
+    request: &AlterPartitionReassignmentsRequest,
+    outcomes: &HashMap<(String, i32), (i16, Option<String>)>,
+) -> Vec<ReassignableTopicResponse> {
+    request
         .topics
         .iter()
         .map(|topic| {
@@ -145,8 +194,7 @@ pub fn handle(
                 .with_name(topic.name.clone())
                 .with_partitions(partitions)
         })
-        .collect();
-    response.with_responses(responses)
+        .collect()
 }
 
 /// The (topic, partition) pairs the request names more than once (in one topic entry or

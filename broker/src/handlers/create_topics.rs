@@ -31,44 +31,7 @@ fn create_one(
             .iter()
             .map(|c| (c.name.as_str(), c.value.as_ref().map(StrBytes::as_str))),
     )?;
-    let (partitions, replication_factor) = if t.assignments.is_empty() {
-        let partitions = if t.num_partitions == -1 {
-            broker.config.num_partitions
-        } else {
-            t.num_partitions
-        };
-        let factor = if t.replication_factor == -1 {
-            broker.config.default_replication_factor
-        } else {
-            t.replication_factor
-        };
-        (partitions, factor)
-    } else {
-        if t.num_partitions != -1 || t.replication_factor != -1 {
-            return Err(TopicError::InvalidReplicaAssignment(
-                "both an assignment and a partition count or replication factor were given".into(),
-            ));
-        }
-        let mut indexes: Vec<i32> = t.assignments.iter().map(|a| a.partition_index).collect();
-        indexes.sort_unstable();
-        if indexes.iter().zip(0..).any(|(i, expected)| *i != expected) {
-            return Err(TopicError::InvalidReplicaAssignment(
-                "partitions must be numbered 0..n".into(),
-            ));
-        }
-        let factor = t.assignments[0].broker_ids.len();
-        for a in &t.assignments {
-            if a.broker_ids.len() != factor {
-                return Err(TopicError::InvalidReplicaAssignment(
-                    "all partitions need the same replica count".into(),
-                ));
-            }
-        }
-        (
-            i32::try_from(t.assignments.len()).unwrap_or(i32::MAX),
-            i16::try_from(factor).unwrap_or(i16::MAX),
-        )
-    };
+    let (partitions, replication_factor) = partitions_and_factor(broker, t)?;
     let mut by_index: Vec<
         &kafka_protocol::messages::create_topics_request::CreatableReplicaAssignment,
     > = t.assignments.iter().collect();
@@ -98,6 +61,49 @@ fn create_one(
         partitions,
         replication_factor,
         topic.config.clone(),
+    ))
+}
+
+/// The topic's partition count and replication factor: the request's (-1 for the broker's
+/// defaults), or those a manual assignment implies. An assignment must come alone, number
+/// its partitions 0..n and give each the same replica count, as Kafka requires.
+fn partitions_and_factor(broker: &Broker, t: &CreatableTopic) -> Result<(i32, i16), TopicError> {
+    if t.assignments.is_empty() {
+        let partitions = if t.num_partitions == -1 {
+            broker.config.num_partitions
+        } else {
+            t.num_partitions
+        };
+        let factor = if t.replication_factor == -1 {
+            broker.config.default_replication_factor
+        } else {
+            t.replication_factor
+        };
+        return Ok((partitions, factor));
+    }
+    if t.num_partitions != -1 || t.replication_factor != -1 {
+        return Err(TopicError::InvalidReplicaAssignment(
+            "both an assignment and a partition count or replication factor were given".into(),
+        ));
+    }
+    let mut indexes: Vec<i32> = t.assignments.iter().map(|a| a.partition_index).collect();
+    indexes.sort_unstable();
+    if indexes.iter().zip(0..).any(|(i, expected)| *i != expected) {
+        return Err(TopicError::InvalidReplicaAssignment(
+            "partitions must be numbered 0..n".into(),
+        ));
+    }
+    let factor = t.assignments[0].broker_ids.len();
+    for a in &t.assignments {
+        if a.broker_ids.len() != factor {
+            return Err(TopicError::InvalidReplicaAssignment(
+                "all partitions need the same replica count".into(),
+            ));
+        }
+    }
+    Ok((
+        i32::try_from(t.assignments.len()).unwrap_or(i32::MAX),
+        i16::try_from(factor).unwrap_or(i16::MAX),
     ))
 }
 
@@ -131,7 +137,7 @@ fn describe_configs_error(ctx: &super::RequestContext, topic: &str) -> i16 {
 
 /// Answers a CreateTopics request.
 pub fn handle(ctx: &super::RequestContext, request: CreateTopicsRequest) -> CreateTopicsResponse {
-    let (broker, version) = (&ctx.broker, ctx.api_version);
+    let broker = &ctx.broker;
     // The whole request is checked against the partition limits before any topic of it
     // is created, so a request that cannot be completed leaves nothing behind.
     let requested = request
@@ -172,51 +178,64 @@ pub fn handle(ctx: &super::RequestContext, request: CreateTopicsRequest) -> Crea
                         "duplicate topic in request",
                     )));
             }
-            if !may_create_any && !ctx.authorize(AclOperation::Create, ResourceType::Topic, &t.name)
-            {
-                return result
-                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
-                    .with_error_message(Some(StrBytes::from_static_str("Authorization failed.")))
-                    .with_num_partitions(-1)
-                    .with_replication_factor(-1)
-                    .with_topic_config_error_code(describe_configs_error(ctx, &t.name));
-            }
-            let config_error = describe_configs_error(ctx, &t.name);
-            match create_one(broker, t, request.validate_only) {
-                Ok((id, partitions, factor, _)) if config_error != errors::NONE => result
-                    .with_topic_id(id)
-                    .with_num_partitions(partitions)
-                    .with_replication_factor(factor)
-                    .with_topic_config_error_code(config_error),
-                Ok((id, partitions, factor, config)) => {
-                    let configs = (version >= 5).then(|| {
-                        config
-                            .describe(broker.topics.defaults())
-                            .into_iter()
-                            .map(|(name, value, source)| {
-                                CreatableTopicConfigs::default()
-                                    .with_name(StrBytes::from_string(name))
-                                    .with_value(Some(StrBytes::from_string(value)))
-                                    .with_config_source(source.code())
-                            })
-                            .collect()
-                    });
-                    result
-                        .with_topic_id(id)
-                        .with_num_partitions(partitions)
-                        .with_replication_factor(factor)
-                        .with_configs(configs)
-                }
-                Err(e) => {
-                    tracing::info!(topic = %t.name.as_str(), error = %e, "create topic refused");
-                    result
-                        .with_error_code(errors::topic_error(&e).code())
-                        .with_error_message(Some(StrBytes::from_string(e.to_string())))
-                        .with_num_partitions(-1)
-                        .with_replication_factor(-1)
-                }
-            }
+            authorize_and_create(ctx, t, request.validate_only, may_create_any, result)
         })
         .collect();
     CreateTopicsResponse::default().with_topics(topics)
+}
+
+/// One topic's result: CREATE checked first (on the cluster, else on the topic), then the
+/// topic created or validated. Its configs are returned (v5+) only with DESCRIBE_CONFIGS
+/// on it, as Kafka does, since they may hold what the sender may not read.
+fn authorize_and_create(
+    ctx: &super::RequestContext,
+    t: &CreatableTopic,
+    validate_only: bool,
+    may_create_any: bool,
+    result: CreatableTopicResult,
+) -> CreatableTopicResult {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
+    if !may_create_any && !ctx.authorize(AclOperation::Create, ResourceType::Topic, &t.name) {
+        return result
+            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str("Authorization failed.")))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_topic_config_error_code(describe_configs_error(ctx, &t.name));
+    }
+    let config_error = describe_configs_error(ctx, &t.name);
+    match create_one(broker, t, validate_only) {
+        Ok((id, partitions, factor, _)) if config_error != errors::NONE => result
+            .with_topic_id(id)
+            .with_num_partitions(partitions)
+            .with_replication_factor(factor)
+            .with_topic_config_error_code(config_error),
+        Ok((id, partitions, factor, config)) => {
+            let configs = (version >= 5).then(|| {
+                config
+                    .describe(broker.topics.defaults())
+                    .into_iter()
+                    .map(|(name, value, source)| {
+                        CreatableTopicConfigs::default()
+                            .with_name(StrBytes::from_string(name))
+                            .with_value(Some(StrBytes::from_string(value)))
+                            .with_config_source(source.code())
+                    })
+                    .collect()
+            });
+            result
+                .with_topic_id(id)
+                .with_num_partitions(partitions)
+                .with_replication_factor(factor)
+                .with_configs(configs)
+        }
+        Err(e) => {
+            tracing::info!(topic = %t.name.as_str(), error = %e, "create topic refused");
+            result
+                .with_error_code(errors::topic_error(&e).code())
+                .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                .with_num_partitions(-1)
+                .with_replication_factor(-1)
+        }
+    }
 }

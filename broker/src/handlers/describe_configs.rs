@@ -189,31 +189,7 @@ pub fn handle(
                         .filter(|e| {
                             wanted.is_none_or(|keys| keys.iter().any(|k| k.as_str() == e.name))
                         })
-                        .map(|e| {
-                            let synonyms = if request.include_synonyms {
-                                e.synonyms
-                                    .iter()
-                                    .map(|s| {
-                                        DescribeConfigsSynonym::default()
-                                            .with_name(StrBytes::from_string(s.name.clone()))
-                                            .with_value(Some(StrBytes::from_string(
-                                                s.value.clone(),
-                                            )))
-                                            .with_source(s.source.code())
-                                    })
-                                    .collect()
-                            } else {
-                                Vec::new()
-                            };
-                            DescribeConfigsResourceResult::default()
-                                .with_config_source(e.source().code())
-                                .with_read_only(e.read_only)
-                                .with_is_sensitive(false)
-                                .with_synonyms(synonyms)
-                                .with_config_type(if version >= 3 { e.config_type } else { 0 })
-                                .with_value(e.value.map(StrBytes::from_string))
-                                .with_name(StrBytes::from_string(e.name))
-                        })
+                        .map(|e| config_entry(e, request.include_synonyms, version))
                         .collect();
                     result.with_configs(configs)
                 }
@@ -224,4 +200,31 @@ pub fn handle(
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
+}
+
+/// One config as the response lists it. Synonyms (the values a config would fall back to,
+/// most specific first) are listed only when the request's `include_synonyms` asks for
+/// them; `config_type` exists from v3 (older versions get 0, "unknown").
+fn config_entry(e: Entry, include_synonyms: bool, version: i16) -> DescribeConfigsResourceResult {
+    let synonyms = if include_synonyms {
+        e.synonyms
+            .iter()
+            .map(|s| {
+                DescribeConfigsSynonym::default()
+                    .with_name(StrBytes::from_string(s.name.clone()))
+                    .with_value(Some(StrBytes::from_string(s.value.clone())))
+                    .with_source(s.source.code())
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    DescribeConfigsResourceResult::default()
+        .with_config_source(e.source().code())
+        .with_read_only(e.read_only)
+        .with_is_sensitive(false)
+        .with_synonyms(synonyms)
+        .with_config_type(if version >= 3 { e.config_type } else { 0 })
+        .with_value(e.value.map(StrBytes::from_string))
+        .with_name(StrBytes::from_string(e.name))
 }

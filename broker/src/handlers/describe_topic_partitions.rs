@@ -105,14 +105,7 @@ pub fn handle(
         .cursor
         .as_ref()
         .map_or("", |c| c.topic_name.as_str());
-    let mut names: Vec<String> = if all {
-        broker.topics.all().iter().map(|t| t.name.clone()).collect()
-    } else {
-        request.topics.iter().map(|t| t.name.to_string()).collect()
-    };
-    names.retain(|n| n.as_str() >= cursor_topic);
-    names.sort();
-    names.dedup();
+    let names = names_from_cursor(broker, &request, cursor_topic);
     if let Some(cursor) = &request.cursor {
         if !all && !names.iter().any(|n| n.as_str() == cursor_topic) {
             return refused(&request, ResponseError::InvalidRequest);
@@ -149,17 +142,7 @@ pub fn handle(
         }
         let Some(topic) = broker.topics.get(name) else {
             if !all {
-                let error = match topics::validate_topic_name(name) {
-                    Ok(()) => ResponseError::UnknownTopicOrPartition,
-                    Err(_) => ResponseError::InvalidTopicException,
-                };
-                response.topics.push(
-                    DescribeTopicPartitionsResponseTopic::default()
-                        .with_name(Some(topic_name(name)))
-                        .with_error_code(error.code())
-                        .with_is_internal(topics::is_internal(name))
-                        .with_topic_authorized_operations(TOPIC_OPERATIONS_ALL),
-                );
+                response.topics.push(missing_topic(name));
             }
             continue;
         };
@@ -168,17 +151,8 @@ pub fn handle(
         } else {
             0
         };
-        let listed = partitions(broker, &topic, from, remaining);
-        let next = from.saturating_add(i32::try_from(listed.len()).unwrap_or(i32::MAX));
-        let count = i32::try_from(listed.len()).unwrap_or(i32::MAX);
-        response.topics.push(
-            DescribeTopicPartitionsResponseTopic::default()
-                .with_name(Some(topic_name(name)))
-                .with_topic_id(topic.id)
-                .with_is_internal(topics::is_internal(name))
-                .with_partitions(listed)
-                .with_topic_authorized_operations(TOPIC_OPERATIONS_ALL),
-        );
+        let (page, next, count) = topic_page(broker, name, &topic, from, remaining);
+        response.topics.push(page);
         if next < topic.partition_count {
             response.next_cursor = Some(
                 Cursor::default()
@@ -190,4 +164,58 @@ pub fn handle(
         remaining -= count;
     }
     response
+}
+
+/// The topics to page through, in name order from the cursor's topic on (KIP-966 pages by
+/// name): the named ones, or every topic when none is named; each once.
+fn names_from_cursor(
+    broker: &Broker,
+    request: &DescribeTopicPartitionsRequest,
+    cursor_topic: &str,
+) -> Vec<String> {
+    let mut names: Vec<String> = if request.topics.is_empty() {
+        broker.topics.all().iter().map(|t| t.name.clone()).collect()
+    } else {
+        request.topics.iter().map(|t| t.name.to_string()).collect()
+    };
+    names.retain(|n| n.as_str() >= cursor_topic);
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// A named topic that does not exist: an invalid name answers INVALID_TOPIC_EXCEPTION
+/// rather than UNKNOWN_TOPIC_OR_PARTITION, as Kafka tells the two apart.
+fn missing_topic(name: &str) -> DescribeTopicPartitionsResponseTopic {
+    let error = match topics::validate_topic_name(name) {
+        Ok(()) => ResponseError::UnknownTopicOrPartition,
+        Err(_) => ResponseError::InvalidTopicException,
+    };
+    DescribeTopicPartitionsResponseTopic::default()
+        .with_name(Some(topic_name(name)))
+        .with_error_code(error.code())
+        .with_is_internal(topics::is_internal(name))
+        .with_topic_authorized_operations(TOPIC_OPERATIONS_ALL)
+}
+
+/// One page of `topic`: its partitions from `from`, at most `limit` of them, with the
+/// partition the next page starts at and how many were listed (what is left of the
+/// response's partition budget shrinks by that).
+fn topic_page(
+    broker: &Broker,
+    name: &str,
+    topic: &Topic,
+    from: i32,
+    limit: i32,
+) -> (DescribeTopicPartitionsResponseTopic, i32, i32) {
+    let listed = partitions(broker, topic, from, limit);
+    let next = from.saturating_add(i32::try_from(listed.len()).unwrap_or(i32::MAX));
+    let count = i32::try_from(listed.len()).unwrap_or(i32::MAX);
+    let page = DescribeTopicPartitionsResponseTopic::default()
+        .with_name(Some(topic_name(name)))
+        .with_topic_id(topic.id)
+        .with_is_internal(topics::is_internal(name))
+        .with_partitions(listed)
+        .with_topic_authorized_operations(TOPIC_OPERATIONS_ALL);
+    (page, next, count)
 }

@@ -188,7 +188,15 @@ fn through_controller(
     if results.iter().any(|(_, r)| r.is_ok()) && !cluster.wait_for_controller_offset() {
         tracing::warn!("ElectLeaders: this broker's metadata did not catch up in time");
     }
-    // Group by topic: in the request's order when it named partitions, by name otherwise.
+    let order = topic_order(broker, request);
+    let results = results_by_topic(order, results, named.is_none());
+    ElectLeadersResponse::default().with_replica_election_results(results)
+}
+
+/// The topics of the answer, each once: in the request's order when it named partitions
+/// (a topic named twice, not necessarily in a row, where it came first), by name
+/// otherwise, as Kafka's `ElectLeaders` answers.
+fn topic_order(broker: &Broker, request: &ElectLeadersRequest) -> Vec<String> {
     let mut order: Vec<String> = match &request.topic_partitions {
         Some(topics) => topics
             .iter()
@@ -208,12 +216,26 @@ fn through_controller(
     // A topic named twice (not necessarily in a row) is answered once, where it came first.
     let mut seen = std::collections::HashSet::new();
     order.retain(|t| seen.insert(t.clone()));
+    order
+}
+
+/// The controller's per-partition outcomes grouped under `order`'s topics. With no
+/// partitions named (`all`), partitions that needed no election are left out, as Kafka's
+/// controller does; a named one answers ELECTION_NOT_NEEDED with Kafka's message.
+fn results_by_topic(
+    order: Vec<String>,
+    results: Vec<(
+        (String, i32),
+        Result<logbook_metadata::BrokerId, QuorumError>,
+    )>,
+    all: bool,
+) -> Vec<ReplicaElectionResult> {
     let mut by_topic: std::collections::HashMap<String, Vec<PartitionResult>> =
         order.iter().map(|t| (t.clone(), Vec::new())).collect();
     for ((topic, partition), elected) in results {
         let outcome = match elected {
             Ok(_) => (0, None),
-            Err(QuorumError::ElectionNotNeeded) if named.is_none() => continue,
+            Err(QuorumError::ElectionNotNeeded) if all => continue,
             Err(QuorumError::ElectionNotNeeded) => (
                 ResponseError::ElectionNotNeeded.code(),
                 Some("Leader election not needed for topic partition.".to_owned()),
@@ -226,7 +248,7 @@ fn through_controller(
             .with_error_message(outcome.1.map(StrBytes::from_string));
         by_topic.entry(topic).or_default().push(entry);
     }
-    let results = order
+    order
         .into_iter()
         .map(|topic| {
             let partitions = by_topic.remove(&topic).unwrap_or_default();
@@ -234,6 +256,5 @@ fn through_controller(
                 .with_topic(TopicName(StrBytes::from_string(topic)))
                 .with_partition_result(partitions)
         })
-        .collect();
-    ElectLeadersResponse::default().with_replica_election_results(results)
+        .collect()
 }

@@ -12,6 +12,9 @@
 //! follower must truncate to if it is ahead), not the high watermark, and KIP-207 does not
 //! apply. Replicas, like consumers, are answered by the leader only.
 
+use std::sync::Arc;
+
+use kafka_protocol::messages::list_offsets_request::ListOffsetsPartition;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
@@ -21,7 +24,9 @@ use kafka_protocol::ResponseError;
 use logbook_replication::{Partition, TopicPartition};
 
 use crate::authorizer::{AclOperation, ResourceType};
+use crate::broker::Broker;
 use crate::errors;
+use crate::topics::Topic;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 10 };
@@ -112,48 +117,73 @@ fn lookup(
         }
         // No tiered storage: nothing has been uploaded.
         LATEST_TIERED => Ok((-1, -1, -1)),
-        MAX_TIMESTAMP => {
-            let batch = partition
-                .batch_with_max_timestamp()
-                .map_err(|e| errors::replication_error(&e))?;
-            let Some(batch) = batch else {
-                not_available()?;
-                return Ok((-1, -1, -1));
-            };
-            let epoch = batch_epoch(&batch);
-            let records = summarize(partition, &batch)?;
-            // The earliest record holding the largest timestamp, as Kafka answers.
-            let best = records.iter().filter(|r| r.offset < last_fetchable).fold(
-                None::<(i64, i64)>,
-                |best, r| match best {
-                    Some((_, ts)) if ts >= r.timestamp => best,
-                    _ => Some((r.offset, r.timestamp)),
-                },
-            );
-            match best {
-                Some((offset, timestamp)) => Ok((offset, timestamp, epoch)),
-                None => not_available().map(|()| (-1, -1, -1)),
-            }
-        }
-        target if target >= 0 => {
-            let batch = partition
-                .batch_for_timestamp(target)
-                .map_err(|e| errors::replication_error(&e))?;
-            let Some(batch) = batch else {
-                not_available()?;
-                return Ok((-1, -1, -1));
-            };
-            let epoch = batch_epoch(&batch);
-            let records = summarize(partition, &batch)?;
-            let found = records.iter().find(|r| {
-                r.timestamp >= target && r.offset >= log_start_offset && r.offset < last_fetchable
-            });
-            match found {
-                Some(r) => Ok((r.offset, r.timestamp, epoch)),
-                None => not_available().map(|()| (-1, -1, -1)),
-            }
-        }
+        MAX_TIMESTAMP => max_timestamp_lookup(partition, last_fetchable, &not_available),
+        target if target >= 0 => timestamp_lookup(
+            partition,
+            target,
+            log_start_offset..last_fetchable,
+            &not_available,
+        ),
         _ => Err(ResponseError::InvalidRequest),
+    }
+}
+
+/// MAX_TIMESTAMP (KIP-734): the earliest record holding the largest timestamp below
+/// `last_fetchable`. Only the batch holding the largest timestamp is decoded, not the log.
+/// `not_available` is the KIP-207 check for a lookup finding nothing.
+fn max_timestamp_lookup(
+    partition: &Partition,
+    last_fetchable: i64,
+    not_available: &dyn Fn() -> Result<(), ResponseError>,
+) -> Result<(i64, i64, i32), ResponseError> {
+    let batch = partition
+        .batch_with_max_timestamp()
+        .map_err(|e| errors::replication_error(&e))?;
+    let Some(batch) = batch else {
+        not_available()?;
+        return Ok((-1, -1, -1));
+    };
+    let epoch = batch_epoch(&batch);
+    let records = summarize(partition, &batch)?;
+    // The earliest record holding the largest timestamp, as Kafka answers.
+    let best =
+        records
+            .iter()
+            .filter(|r| r.offset < last_fetchable)
+            .fold(None::<(i64, i64)>, |best, r| match best {
+                Some((_, ts)) if ts >= r.timestamp => best,
+                _ => Some((r.offset, r.timestamp)),
+            });
+    match best {
+        Some((offset, timestamp)) => Ok((offset, timestamp, epoch)),
+        None => not_available().map(|()| (-1, -1, -1)),
+    }
+}
+
+/// The first record at or after `target` within `visible` (log start to last fetchable
+/// offset): the time index finds the batch, and only that batch is decoded.
+/// `not_available` is the KIP-207 check for a lookup finding nothing.
+fn timestamp_lookup(
+    partition: &Partition,
+    target: i64,
+    visible: std::ops::Range<i64>,
+    not_available: &dyn Fn() -> Result<(), ResponseError>,
+) -> Result<(i64, i64, i32), ResponseError> {
+    let batch = partition
+        .batch_for_timestamp(target)
+        .map_err(|e| errors::replication_error(&e))?;
+    let Some(batch) = batch else {
+        not_available()?;
+        return Ok((-1, -1, -1));
+    };
+    let epoch = batch_epoch(&batch);
+    let records = summarize(partition, &batch)?;
+    let found = records
+        .iter()
+        .find(|r| r.timestamp >= target && visible.contains(&r.offset));
+    match found {
+        Some(r) => Ok((r.offset, r.timestamp, epoch)),
+        None => not_available().map(|()| (-1, -1, -1)),
     }
 }
 
@@ -184,50 +214,7 @@ pub fn handle(ctx: &super::RequestContext, request: ListOffsetsRequest) -> ListO
             let partitions = t
                 .partitions
                 .iter()
-                .map(|p| {
-                    let response = ListOffsetsPartitionResponse::default()
-                        .with_partition_index(p.partition_index);
-                    let partition = match &topic {
-                        Ok(topic) => broker
-                            .replicas
-                            .get_partition_or_error(
-                                &TopicPartition {
-                                    topic: topic.name.clone(),
-                                    partition: p.partition_index,
-                                },
-                                p.current_leader_epoch,
-                            )
-                            .map_err(|e| errors::replication_error(&e)),
-                        Err(e) => Err(*e),
-                    };
-                    let partition = match partition {
-                        Ok(partition) => partition,
-                        Err(e) => {
-                            return response
-                                .with_error_code(e.code())
-                                .with_offset(-1)
-                                .with_timestamp(-1)
-                        }
-                    };
-                    match tokio::task::block_in_place(|| {
-                        lookup(
-                            &partition,
-                            p.timestamp,
-                            asker,
-                            version >= ISOLATION_LEVEL_VERSION && !replica,
-                        )
-                    }) {
-                        Ok((offset, timestamp, epoch)) => response
-                            .with_offset(offset)
-                            .with_timestamp(timestamp)
-                            // The field exists from v4; earlier versions cannot carry it.
-                            .with_leader_epoch(if version >= 4 { epoch } else { -1 }),
-                        Err(e) => response
-                            .with_error_code(e.code())
-                            .with_offset(-1)
-                            .with_timestamp(-1),
-                    }
-                })
+                .map(|p| partition_offsets(broker, &topic, p, asker, version, replica))
                 .collect();
             ListOffsetsTopicResponse::default()
                 .with_name(t.name)
@@ -235,4 +222,58 @@ pub fn handle(ctx: &super::RequestContext, request: ListOffsetsRequest) -> ListO
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// One partition's answer. Only the partition's leader answers (replicas too), at the
+/// client's current leader epoch when it sent one, so a client with stale metadata is told
+/// to refresh it (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER) instead of given an offset.
+fn partition_offsets(
+    broker: &Broker,
+    topic: &Result<Arc<Topic>, ResponseError>,
+    p: &ListOffsetsPartition,
+    asker: Asker,
+    version: i16,
+    replica: bool,
+) -> ListOffsetsPartitionResponse {
+    let response = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+    let partition = match topic {
+        Ok(topic) => broker
+            .replicas
+            .get_partition_or_error(
+                &TopicPartition {
+                    topic: topic.name.clone(),
+                    partition: p.partition_index,
+                },
+                p.current_leader_epoch,
+            )
+            .map_err(|e| errors::replication_error(&e)),
+        Err(e) => Err(*e),
+    };
+    let partition = match partition {
+        Ok(partition) => partition,
+        Err(e) => {
+            return response
+                .with_error_code(e.code())
+                .with_offset(-1)
+                .with_timestamp(-1)
+        }
+    };
+    match tokio::task::block_in_place(|| {
+        lookup(
+            &partition,
+            p.timestamp,
+            asker,
+            version >= ISOLATION_LEVEL_VERSION && !replica,
+        )
+    }) {
+        Ok((offset, timestamp, epoch)) => response
+            .with_offset(offset)
+            .with_timestamp(timestamp)
+            // The field exists from v4; earlier versions cannot carry it.
+            .with_leader_epoch(if version >= 4 { epoch } else { -1 }),
+        Err(e) => response
+            .with_error_code(e.code())
+            .with_offset(-1)
+            .with_timestamp(-1),
+    }
 }

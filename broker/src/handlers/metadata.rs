@@ -2,6 +2,7 @@
 //! their leader. Unknown topics are created here when `auto.create.topics.enable` and the
 //! request allow it, as Kafka does.
 
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -213,20 +214,10 @@ pub fn handle(ctx: &super::RequestContext, request: MetadataRequest) -> Metadata
         } else {
             OPERATIONS_NOT_REQUESTED
         };
-    let may_describe =
-        |name: &str| ctx.authorize(AclOperation::Describe, ResourceType::Topic, name);
     let may_create_any = auto_create
         && ctx
             .authorizer
             .authorize_cluster_quietly(AclOperation::Create);
-    // A topic asked for by id: ids are not secret, so an unauthorized one is named as such.
-    let by_id = |id: uuid::Uuid| match broker.topics.get_by_id(&id) {
-        Some(topic) if may_describe(&topic.name) => {
-            describe_topic(broker, &topic, topic_operations)
-        }
-        Some(_) => failed_topic(None, id, ResponseError::TopicAuthorizationFailed),
-        None => failed_topic(None, id, ResponseError::UnknownTopicId),
-    };
     let topics = if all_topics {
         // Every topic the sender may DESCRIBE; the others are left out without a word.
         broker
@@ -237,57 +228,121 @@ pub fn handle(ctx: &super::RequestContext, request: MetadataRequest) -> Metadata
             .map(|t| describe_topic(broker, t, topic_operations))
             .collect()
     } else {
-        request
-            .topics
-            .unwrap_or_default()
-            .into_iter()
-            .map(|wanted| match wanted.name {
-                // Clients that ask by id (v10+) may still send an empty name, not null.
-                Some(_) if !wanted.topic_id.is_nil() => by_id(wanted.topic_id),
-                Some(name) if !may_describe(name.as_str()) => {
-                    // Existence is not revealed, so no topic id either.
-                    failed_topic(Some(name), uuid::Uuid::nil(), ResponseError::TopicAuthorizationFailed)
-                }
-                Some(name) if topics::is_internal(name.as_str()) => {
-                    internal_topic(broker, name, auto_create, topic_operations)
-                }
-                Some(name) => {
-                    // Creating a missing topic needs CREATE on the cluster or on the topic.
-                    let may_create =
-                        || ctx.authorize(AclOperation::Create, ResourceType::Topic, name.as_str());
-                    // (The lookup runs only without CREATE on the cluster.)
-                    if auto_create
-                        && !may_create_any
-                        && broker.topics.get(name.as_str()).is_none()
-                        && !may_create()
-                    {
-                        return failed_topic(
-                            Some(name),
-                            uuid::Uuid::nil(),
-                            ResponseError::TopicAuthorizationFailed,
-                        );
-                    }
-                    let result = tokio::task::block_in_place(|| {
-                        broker
-                            .topics
-                            .get_or_create(name.as_str(), auto_create, broker.config.num_partitions)
-                    });
-                    match result {
-                        Ok(topic) => describe_topic(broker, &topic, topic_operations),
-                        Err(e) => {
-                            if !matches!(e, TopicError::Unknown(_)) {
-                                tracing::debug!(topic = %name.as_str(), error = %e, "metadata auto-create refused");
-                            }
-                            failed_topic(Some(name), uuid::Uuid::nil(), errors::topic_error(&e))
-                        }
-                    }
-                }
-                None => by_id(wanted.topic_id),
-            })
-            .collect()
+        requested_topics(
+            ctx,
+            request.topics.unwrap_or_default(),
+            auto_create,
+            may_create_any,
+            topic_operations,
+        )
     };
     let (brokers, controller_id) = brokers_and_controller(broker);
-    let brokers = brokers
+    MetadataResponse::default()
+        .with_brokers(response_brokers(brokers))
+        .with_cluster_id(Some(StrBytes::from_string(broker.topics.cluster_id())))
+        .with_controller_id(BrokerId(controller_id))
+        .with_topics(topics)
+        .with_cluster_authorized_operations(cluster_operations)
+}
+
+/// The topics the request names, in its order, each by id or by name: described, refused,
+/// or auto-created. Names are checked for DESCRIBE before anything else, so a topic the
+/// sender may not see is not revealed to exist.
+fn requested_topics(
+    ctx: &super::RequestContext,
+    wanted: Vec<MetadataRequestTopic>,
+    auto_create: bool,
+    may_create_any: bool,
+    topic_operations: i32,
+) -> Vec<MetadataResponseTopic> {
+    let broker = &ctx.broker;
+    wanted
+        .into_iter()
+        .map(|wanted| match wanted.name {
+            // Clients that ask by id (v10+) may still send an empty name, not null.
+            Some(_) if !wanted.topic_id.is_nil() => {
+                topic_by_id(ctx, wanted.topic_id, topic_operations)
+            }
+            Some(name)
+                if !ctx.authorize(AclOperation::Describe, ResourceType::Topic, name.as_str()) =>
+            {
+                // Existence is not revealed, so no topic id either.
+                failed_topic(
+                    Some(name),
+                    uuid::Uuid::nil(),
+                    ResponseError::TopicAuthorizationFailed,
+                )
+            }
+            Some(name) if topics::is_internal(name.as_str()) => {
+                internal_topic(broker, name, auto_create, topic_operations)
+            }
+            Some(name) => {
+                topic_or_auto_create(ctx, name, auto_create, may_create_any, topic_operations)
+            }
+            None => topic_by_id(ctx, wanted.topic_id, topic_operations),
+        })
+        .collect()
+}
+
+/// A topic asked for by id: ids are not secret, so an unauthorized one is named as such.
+fn topic_by_id(
+    ctx: &super::RequestContext,
+    id: uuid::Uuid,
+    operations: i32,
+) -> MetadataResponseTopic {
+    let broker = &ctx.broker;
+    match broker.topics.get_by_id(&id) {
+        Some(topic) if ctx.authorize(AclOperation::Describe, ResourceType::Topic, &topic.name) => {
+            describe_topic(broker, &topic, operations)
+        }
+        Some(_) => failed_topic(None, id, ResponseError::TopicAuthorizationFailed),
+        None => failed_topic(None, id, ResponseError::UnknownTopicId),
+    }
+}
+
+/// A non-internal topic the sender may describe, asked for by name: described, or, when
+/// missing, created as Kafka's `AutoTopicCreationManager` does if auto-creation is on and
+/// the sender may CREATE it.
+fn topic_or_auto_create(
+    ctx: &super::RequestContext,
+    name: TopicName,
+    auto_create: bool,
+    may_create_any: bool,
+    operations: i32,
+) -> MetadataResponseTopic {
+    let broker = &ctx.broker;
+    // Creating a missing topic needs CREATE on the cluster or on the topic.
+    let may_create = || ctx.authorize(AclOperation::Create, ResourceType::Topic, name.as_str());
+    // (The lookup runs only without CREATE on the cluster.)
+    if auto_create && !may_create_any && broker.topics.get(name.as_str()).is_none() && !may_create()
+    {
+        return failed_topic(
+            Some(name),
+            uuid::Uuid::nil(),
+            ResponseError::TopicAuthorizationFailed,
+        );
+    }
+    let result = tokio::task::block_in_place(|| {
+        broker
+            .topics
+            .get_or_create(name.as_str(), auto_create, broker.config.num_partitions)
+    });
+    match result {
+        Ok(topic) => describe_topic(broker, &topic, operations),
+        Err(e) => {
+            if !matches!(e, TopicError::Unknown(_)) {
+                tracing::debug!(topic = %name.as_str(), error = %e, "metadata auto-create refused");
+            }
+            failed_topic(Some(name), uuid::Uuid::nil(), errors::topic_error(&e))
+        }
+    }
+}
+
+/// The brokers as the response lists them.
+fn response_brokers(
+    brokers: Vec<crate::cluster::views::BrokerView>,
+) -> Vec<MetadataResponseBroker> {
+    brokers
         .into_iter()
         .map(|b| {
             MetadataResponseBroker::default()
@@ -296,11 +351,5 @@ pub fn handle(ctx: &super::RequestContext, request: MetadataRequest) -> Metadata
                 .with_port(b.port)
                 .with_rack(b.rack.map(StrBytes::from_string))
         })
-        .collect();
-    MetadataResponse::default()
-        .with_brokers(brokers)
-        .with_cluster_id(Some(StrBytes::from_string(broker.topics.cluster_id())))
-        .with_controller_id(BrokerId(controller_id))
-        .with_topics(topics)
-        .with_cluster_authorized_operations(cluster_operations)
+        .collect()
 }

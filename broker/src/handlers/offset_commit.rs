@@ -18,7 +18,6 @@ use crate::handlers::ResponseFuture;
 /// Versions served (v10 names topics by id; not served).
 pub const VERSIONS: VersionRange = VersionRange { min: 2, max: 9 };
 
-/// Commits what can be committed now and returns the future of the answer.
 /// The answer that gives every requested partition `error`.
 fn every_partition(request: &OffsetCommitRequest, error: ResponseError) -> OffsetCommitResponse {
     let topics = request
@@ -51,7 +50,55 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetCommitRequest) -> Resp
             ResponseError::GroupAuthorizationFailed,
         )));
     }
-    // Per partition in request order: Some(error) decided here, or None = handed to the group.
+    let (decided, commits) = screen_partitions(ctx, &request);
+    let result = broker.groups.commit_offsets(
+        request.group_id.0.as_str(),
+        request.generation_id_or_member_epoch,
+        request.member_id.as_str(),
+        request.group_instance_id.as_ref().map(StrBytes::as_str),
+        &commits,
+        version,
+    );
+    let timeout = Duration::from_millis(broker.groups.config().commit_timeout_ms);
+    let names: Vec<(StrBytes, Vec<i32>)> = request
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.0.clone(),
+                t.partitions.iter().map(|p| p.partition_index).collect(),
+            )
+        })
+        .collect();
+    Box::pin(async move {
+        let mut group_errors: Vec<Option<ResponseError>> = result
+            .errors
+            .iter()
+            .map(|e| e.map(|e| errors::group_error(&e)))
+            .collect();
+        if let Some((partition, end_offset)) = result.durable {
+            if let Err(e) = partition.wait_committed(end_offset, timeout).await {
+                tracing::warn!(error = %e, "offset commit not durable");
+                let error = errors::group_error(&GroupError::from(&e));
+                for slot in &mut group_errors {
+                    slot.get_or_insert(error);
+                }
+            }
+        }
+        let topics = response_topics(names, decided, group_errors);
+        Some(ResponseKind::OffsetCommit(OffsetCommitResponse::default().with_topics(topics)).into())
+    })
+}
+
+/// Decides what the broker can answer before the group coordinator sees the request: per
+/// partition in request order, `Some(error)` decided here (no READ on the topic, checked
+/// before its existence is revealed; unknown partition), or `None` for one handed to the
+/// group (in `commits`, in the same order, so its verdicts can be matched back).
+fn screen_partitions(
+    ctx: &super::RequestContext,
+    request: &OffsetCommitRequest,
+) -> (Vec<Vec<Option<ResponseError>>>, Vec<CommitPartition>) {
+    let (broker, version) = (&ctx.broker, ctx.api_version);
     let mut decided: Vec<Vec<Option<ResponseError>>> = Vec::with_capacity(request.topics.len());
     let mut commits = Vec::new();
     for topic in &request.topics {
@@ -87,64 +134,38 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetCommitRequest) -> Resp
         }
         decided.push(row);
     }
-    let result = broker.groups.commit_offsets(
-        request.group_id.0.as_str(),
-        request.generation_id_or_member_epoch,
-        request.member_id.as_str(),
-        request.group_instance_id.as_ref().map(StrBytes::as_str),
-        &commits,
-        version,
-    );
-    let timeout = Duration::from_millis(broker.groups.config().commit_timeout_ms);
-    let names: Vec<(StrBytes, Vec<i32>)> = request
-        .topics
-        .iter()
-        .map(|t| {
-            (
-                t.name.0.clone(),
-                t.partitions.iter().map(|p| p.partition_index).collect(),
-            )
+    (decided, commits)
+}
+
+/// The response's topics, in request order: a partition decided early keeps that error;
+/// the others take the group's verdicts in turn (they were handed over in that order).
+fn response_topics(
+    names: Vec<(StrBytes, Vec<i32>)>,
+    decided: Vec<Vec<Option<ResponseError>>>,
+    group_errors: Vec<Option<ResponseError>>,
+) -> Vec<OffsetCommitResponseTopic> {
+    let mut group_errors = group_errors.into_iter();
+    names
+        .into_iter()
+        .zip(decided)
+        .map(|((name, partitions), row)| {
+            OffsetCommitResponseTopic::default()
+                .with_name(name.into())
+                .with_partitions(
+                    partitions
+                        .into_iter()
+                        .zip(row)
+                        .map(|(index, early)| {
+                            let error = match early {
+                                Some(e) => Some(e),
+                                None => group_errors.next().flatten(),
+                            };
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(index)
+                                .with_error_code(errors::code(error))
+                        })
+                        .collect(),
+                )
         })
-        .collect();
-    Box::pin(async move {
-        let mut group_errors: Vec<Option<ResponseError>> = result
-            .errors
-            .iter()
-            .map(|e| e.map(|e| errors::group_error(&e)))
-            .collect();
-        if let Some((partition, end_offset)) = result.durable {
-            if let Err(e) = partition.wait_committed(end_offset, timeout).await {
-                tracing::warn!(error = %e, "offset commit not durable");
-                let error = errors::group_error(&GroupError::from(&e));
-                for slot in &mut group_errors {
-                    slot.get_or_insert(error);
-                }
-            }
-        }
-        let mut group_errors = group_errors.into_iter();
-        let topics = names
-            .into_iter()
-            .zip(decided)
-            .map(|((name, partitions), row)| {
-                OffsetCommitResponseTopic::default()
-                    .with_name(name.into())
-                    .with_partitions(
-                        partitions
-                            .into_iter()
-                            .zip(row)
-                            .map(|(index, early)| {
-                                let error = match early {
-                                    Some(e) => Some(e),
-                                    None => group_errors.next().flatten(),
-                                };
-                                OffsetCommitResponsePartition::default()
-                                    .with_partition_index(index)
-                                    .with_error_code(errors::code(error))
-                            })
-                            .collect(),
-                    )
-            })
-            .collect();
-        Some(ResponseKind::OffsetCommit(OffsetCommitResponse::default().with_topics(topics)).into())
-    })
+        .collect()
 }

@@ -3,6 +3,7 @@
 //! commit is not yet committed or aborted answers UNSTABLE_OFFSET_COMMIT, so the consumer
 //! retries instead of starting from an offset a transaction may still change.
 
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -97,62 +98,84 @@ fn split(committed: Result<Option<OffsetAndMetadata>, i16>) -> (Option<OffsetAnd
     }
 }
 
+/// The committed offset's fields as a partition reports them (offset, leader epoch,
+/// metadata), with "no committed offset" when there is none or it is unstable, and the
+/// partition's error code.
+fn reported(committed: Result<Option<OffsetAndMetadata>, i16>) -> (i64, i32, String, i16) {
+    let (committed, code) = split(committed);
+    let (offset, leader_epoch, metadata) = committed.map_or((NO_OFFSET, -1, String::new()), |c| {
+        (c.offset, c.leader_epoch, c.metadata)
+    });
+    (offset, leader_epoch, metadata, code)
+}
+
 /// Answers OffsetFetch.
 #[must_use]
 pub fn handle(ctx: &super::RequestContext, request: OffsetFetchRequest) -> OffsetFetchResponse {
-    let version = ctx.api_version;
-    let epoch = |e: i32| if version >= 5 { e } else { -1 };
-    if version >= GROUPS_VERSION {
+    if ctx.api_version >= GROUPS_VERSION {
         let groups = request
             .groups
             .iter()
-            .map(|g| {
-                let topics = g.topics.as_ref().map(|ts| {
-                    ts.iter()
-                        .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
-                        .collect()
-                });
-                let (fetched, error_code) =
-                    match fetch(ctx, g.group_id.0.as_str(), topics, request.require_stable) {
-                        Ok(fetched) => (fetched, 0),
-                        Err(code) => (Vec::new(), code),
-                    };
-                OffsetFetchResponseGroup::default()
-                    .with_group_id(g.group_id.clone())
-                    .with_error_code(error_code)
-                    .with_topics(
-                        fetched
-                            .into_iter()
-                            .map(|(topic, partitions)| {
-                                OffsetFetchResponseTopics::default()
-                                    .with_name(StrBytes::from_string(topic).into())
-                                    .with_partitions(
-                                        partitions
-                                            .into_iter()
-                                            .map(|(index, committed)| {
-                                                let (committed, code) = split(committed);
-                                                let (offset, leader_epoch, metadata) = committed
-                                                    .map_or((NO_OFFSET, -1, String::new()), |c| {
-                                                        (c.offset, c.leader_epoch, c.metadata)
-                                                    });
-                                                OffsetFetchResponsePartitions::default()
-                                                    .with_partition_index(index)
-                                                    .with_error_code(code)
-                                                    .with_committed_offset(offset)
-                                                    .with_committed_leader_epoch(leader_epoch)
-                                                    .with_metadata(Some(StrBytes::from_string(
-                                                        metadata,
-                                                    )))
-                                            })
-                                            .collect(),
-                                    )
-                            })
-                            .collect(),
-                    )
-            })
+            .map(|g| group_response(ctx, g, request.require_stable))
             .collect();
         return OffsetFetchResponse::default().with_groups(groups);
     }
+    single_group_response(ctx, &request)
+}
+
+/// One group of the multi-group form (v8+, KIP-709): each group is authorized and
+/// answered on its own, so one failing group leaves the others' answers intact.
+fn group_response(
+    ctx: &super::RequestContext,
+    g: &OffsetFetchRequestGroup,
+    require_stable: bool,
+) -> OffsetFetchResponseGroup {
+    let topics = g.topics.as_ref().map(|ts| {
+        ts.iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+            .collect()
+    });
+    let (fetched, error_code) = match fetch(ctx, g.group_id.0.as_str(), topics, require_stable) {
+        Ok(fetched) => (fetched, 0),
+        Err(code) => (Vec::new(), code),
+    };
+    OffsetFetchResponseGroup::default()
+        .with_group_id(g.group_id.clone())
+        .with_error_code(error_code)
+        .with_topics(
+            fetched
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    OffsetFetchResponseTopics::default()
+                        .with_name(StrBytes::from_string(topic).into())
+                        .with_partitions(
+                            partitions
+                                .into_iter()
+                                .map(|(index, committed)| {
+                                    let (offset, leader_epoch, metadata, code) =
+                                        reported(committed);
+                                    OffsetFetchResponsePartitions::default()
+                                        .with_partition_index(index)
+                                        .with_error_code(code)
+                                        .with_committed_offset(offset)
+                                        .with_committed_leader_epoch(leader_epoch)
+                                        .with_metadata(Some(StrBytes::from_string(metadata)))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
+}
+
+/// The single-group form (v1-7), whose response shape differs from the multi-group one:
+/// the group's error is top-level (absent in v1) and leader epochs exist from v5.
+fn single_group_response(
+    ctx: &super::RequestContext,
+    request: &OffsetFetchRequest,
+) -> OffsetFetchResponse {
+    let version = ctx.api_version;
+    let epoch = |e: i32| if version >= 5 { e } else { -1 };
     let topics = request.topics.as_ref().map(|ts| {
         ts.iter()
             .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
@@ -180,11 +203,8 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetFetchRequest) -> Offse
                             partitions
                                 .into_iter()
                                 .map(|(index, committed)| {
-                                    let (committed, code) = split(committed);
-                                    let (offset, leader_epoch, metadata) = committed
-                                        .map_or((NO_OFFSET, -1, String::new()), |c| {
-                                            (c.offset, c.leader_epoch, c.metadata)
-                                        });
+                                    let (offset, leader_epoch, metadata, code) =
+                                        reported(committed);
                                     OffsetFetchResponsePartition::default()
                                         .with_partition_index(index)
                                         .with_error_code(code)

@@ -93,37 +93,7 @@ fn commit(
             )));
         }
     }
-    let mut decided: Vec<Vec<Option<ResponseError>>> = Vec::with_capacity(request.topics.len());
-    let mut commits = Vec::new();
-    for topic in &request.topics {
-        let name = topic.name.0.as_str();
-        let known = broker.topics.get(name);
-        let mut row = Vec::with_capacity(topic.partitions.len());
-        for p in &topic.partitions {
-            if unreadable.contains(name) {
-                row.push(Some(ResponseError::TopicAuthorizationFailed));
-            } else if known
-                .as_ref()
-                .is_some_and(|t| (0..t.partition_count).contains(&p.partition_index))
-            {
-                row.push(None);
-                commits.push(CommitPartition {
-                    topic: name.to_string(),
-                    partition: p.partition_index,
-                    offset: p.committed_offset,
-                    leader_epoch: if version >= 2 {
-                        p.committed_leader_epoch
-                    } else {
-                        -1
-                    },
-                    metadata: p.committed_metadata.as_ref().map(ToString::to_string),
-                });
-            } else {
-                row.push(Some(ResponseError::UnknownTopicOrPartition));
-            }
-        }
-        decided.push(row);
-    }
+    let (decided, commits) = screen_partitions(broker, version, request, unreadable);
     let (generation_id, member_id, instance_id) = if version >= 3 {
         (
             request.generation_id,
@@ -168,32 +138,86 @@ fn commit(
                 }
             }
         }
-        let mut group_errors = group_errors.into_iter();
-        let topics = names
-            .into_iter()
-            .zip(decided)
-            .map(|((name, partitions), row)| {
-                TxnOffsetCommitResponseTopic::default()
-                    .with_name(name.into())
-                    .with_partitions(
-                        partitions
-                            .into_iter()
-                            .zip(row)
-                            .map(|(index, early)| {
-                                let error = early.or_else(|| group_errors.next().flatten());
-                                TxnOffsetCommitResponsePartition::default()
-                                    .with_partition_index(index)
-                                    .with_error_code(errors::code(error))
-                            })
-                            .collect(),
-                    )
-            })
-            .collect();
+        let topics = response_topics(names, decided, group_errors);
         Some(
             ResponseKind::TxnOffsetCommit(TxnOffsetCommitResponse::default().with_topics(topics))
                 .into(),
         )
     })
+}
+
+/// Decides what the broker can answer before the group coordinator sees the request: per
+/// partition, in request order, TOPIC_AUTHORIZATION_FAILED or UNKNOWN_TOPIC_OR_PARTITION,
+/// or `None` for a partition whose offset goes to the coordinator (in `commits`, in the
+/// same order, so its verdicts can be matched back).
+fn screen_partitions(
+    broker: &Broker,
+    version: i16,
+    request: &TxnOffsetCommitRequest,
+    unreadable: &HashSet<String>,
+) -> (Vec<Vec<Option<ResponseError>>>, Vec<CommitPartition>) {
+    let mut decided: Vec<Vec<Option<ResponseError>>> = Vec::with_capacity(request.topics.len());
+    let mut commits = Vec::new();
+    for topic in &request.topics {
+        let name = topic.name.0.as_str();
+        let known = broker.topics.get(name);
+        let mut row = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
+            if unreadable.contains(name) {
+                row.push(Some(ResponseError::TopicAuthorizationFailed));
+            } else if known
+                .as_ref()
+                .is_some_and(|t| (0..t.partition_count).contains(&p.partition_index))
+            {
+                row.push(None);
+                commits.push(CommitPartition {
+                    topic: name.to_string(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: if version >= 2 {
+                        p.committed_leader_epoch
+                    } else {
+                        -1
+                    },
+                    metadata: p.committed_metadata.as_ref().map(ToString::to_string),
+                });
+            } else {
+                row.push(Some(ResponseError::UnknownTopicOrPartition));
+            }
+        }
+        decided.push(row);
+    }
+    (decided, commits)
+}
+
+/// The response's topics, in request order: a partition decided early keeps that error;
+/// the others take the coordinator's verdicts in turn (they were sent in that order).
+fn response_topics(
+    names: Vec<(StrBytes, Vec<i32>)>,
+    decided: Vec<Vec<Option<ResponseError>>>,
+    group_errors: Vec<Option<ResponseError>>,
+) -> Vec<TxnOffsetCommitResponseTopic> {
+    let mut group_errors = group_errors.into_iter();
+    names
+        .into_iter()
+        .zip(decided)
+        .map(|((name, partitions), row)| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(name.into())
+                .with_partitions(
+                    partitions
+                        .into_iter()
+                        .zip(row)
+                        .map(|(index, early)| {
+                            let error = early.or_else(|| group_errors.next().flatten());
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(index)
+                                .with_error_code(errors::code(error))
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
 }
 
 /// Kafka's checks before a transactional offset write: that this broker coordinates the
