@@ -219,50 +219,87 @@ fn append_partition(
             return (validation_failure(index, &e), None);
         }
     };
-    if let Some(first) = validated
-        .batches()
-        .first()
-        .filter(|b| b.header.is_transactional())
-    {
-        if let Some(transactional_id) = transactional_id {
-            let topic_partition = (topic.name.clone(), index);
-            let (producer_id, producer_epoch) =
-                (first.header.producer_id, first.header.producer_epoch);
-            let verified = if adds_partition {
-                broker.transactions.add_partition_for_produce(
-                    transactional_id,
-                    producer_id,
-                    producer_epoch,
-                    &topic_partition,
-                )
-            } else {
-                broker.transactions.verify_partition(
-                    transactional_id,
-                    producer_id,
-                    producer_epoch,
-                    &topic_partition,
-                )
-            };
-            if let Err(e) = verified {
-                tracing::debug!(partition = %partition.topic_partition(), transactional_id, error = %e, "transactional produce not verified");
-                return (
-                    partition_error(
-                        index,
-                        errors::produce_verification_error(&e),
-                        Some(format!(
-                            "Partition was not verified in the transaction: {e}"
-                        )),
-                    ),
-                    None,
-                );
-            }
+    if let Some(transactional_id) = transactional_id {
+        let verification = TxnVerification {
+            transactional_id,
+            adds_partition,
+        };
+        if let Err(refused) = verification.check(broker, topic, partition, &validated, index) {
+            return (refused, None);
         }
     }
     // The bytes are those received, except where the validator rewrote a batch's
     // timestamp fields as Kafka does (LogAppendTime, or a maxTimestamp that disagreed
     // with the records).
-    let log_append_time_ms = validated.log_append_time_ms().unwrap_or(-1);
     let outcome = partition.append_as_leader(&validated, acks, min_insync_replicas(broker, topic));
+    append_response(topic, partition, &validated, index, outcome)
+}
+
+/// A transactional produce's check against its coordinator (KIP-890): with transaction
+/// protocol v2 the produce adds its partition to the transaction itself, otherwise the
+/// partition must have been added (AddPartitionsToTxn) before.
+struct TxnVerification<'a> {
+    transactional_id: &'a str,
+    adds_partition: bool,
+}
+
+impl TxnVerification<'_> {
+    /// `Err` is the partition's answer when its transactional batches are refused;
+    /// non-transactional batches pass.
+    fn check(
+        &self,
+        broker: &Broker,
+        topic: &Topic,
+        partition: &Partition,
+        validated: &ValidatedBatches,
+        index: i32,
+    ) -> Result<(), PartitionProduceResponse> {
+        let Some(first) = validated
+            .batches()
+            .first()
+            .filter(|b| b.header.is_transactional())
+        else {
+            return Ok(());
+        };
+        let transactional_id = self.transactional_id;
+        let topic_partition = (topic.name.clone(), index);
+        let (producer_id, producer_epoch) = (first.header.producer_id, first.header.producer_epoch);
+        let verified = if self.adds_partition {
+            broker.transactions.add_partition_for_produce(
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                &topic_partition,
+            )
+        } else {
+            broker.transactions.verify_partition(
+                transactional_id,
+                producer_id,
+                producer_epoch,
+                &topic_partition,
+            )
+        };
+        verified.map_err(|e| {
+            tracing::debug!(partition = %partition.topic_partition(), transactional_id, error = %e, "transactional produce not verified");
+            partition_error(
+                index,
+                errors::produce_verification_error(&e),
+                Some(format!("Partition was not verified in the transaction: {e}")),
+            )
+        })
+    }
+}
+
+/// The partition's answer to an append, and on success the offset that must become
+/// durable (for a retried batch, the first append's).
+fn append_response(
+    topic: &Topic,
+    partition: &Arc<Partition>,
+    validated: &ValidatedBatches,
+    index: i32,
+    outcome: Result<AppendOutcome, logbook_replication::Error>,
+) -> (PartitionProduceResponse, Option<(Arc<Partition>, Offset)>) {
+    let log_append_time_ms = validated.log_append_time_ms().unwrap_or(-1);
     match outcome {
         Ok(AppendOutcome::Duplicate(cached)) => {
             // A retried batch: answer as the first time, and wait for the same durability.
@@ -364,19 +401,9 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
     let mut responses = Vec::with_capacity(request.topic_data.len());
     let mut topic_names = Vec::with_capacity(request.topic_data.len());
     let mut waits = Vec::new();
-    // A transactional produce needs WRITE on its transactional id; without it every
-    // partition is refused (Kafka answers the whole request with the error).
-    let may_use_transactional_id = request.transactional_id.as_ref().is_none_or(|id| {
-        ctx.authorize(
-            AclOperation::Write,
-            ResourceType::TransactionalId,
-            id.as_str(),
-        )
-    });
+    let may_use_transactional_id = may_use_transactional_id(ctx, &request);
+    let transactional_id = request.transactional_id.as_ref().map(|t| t.0.as_str());
     for (topic_index, data) in request.topic_data.iter().enumerate() {
-        let mut topic_response = TopicProduceResponse::default()
-            .with_name(data.name.clone())
-            .with_topic_id(data.topic_id);
         let resolved = if may_use_transactional_id {
             resolve_topic(ctx, data, version)
         } else {
@@ -384,31 +411,17 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
         };
         topic_names.push(resolved.as_ref().ok().map(|t| t.name.clone()));
         let partitions = match (acks, resolved) {
-            (-1..=1, Ok(topic)) => data
-                .partition_data
-                .iter()
-                .enumerate()
-                .map(|(partition_index, p)| {
-                    let (response, durable) = append_partition(
-                        broker,
-                        &topic,
-                        p,
-                        request.transactional_id.as_ref().map(|t| t.0.as_str()),
-                        adds_partition,
-                        acks,
-                    );
-                    if let Some((partition, end_offset)) = durable {
-                        waits.push(DurableWait {
-                            topic_index,
-                            partition_index,
-                            partition,
-                            end_offset,
-                            min_insync_replicas: min_insync_replicas(broker, &topic),
-                        });
-                    }
-                    response
-                })
-                .collect(),
+            (-1..=1, Ok(topic)) => {
+                let target = TopicAppend {
+                    broker,
+                    topic: &topic,
+                    topic_index,
+                    transactional_id,
+                    adds_partition,
+                    acks,
+                };
+                target.append_all(&data.partition_data, &mut waits)
+            }
             (-1..=1, Err(error)) => data
                 .partition_data
                 .iter()
@@ -420,42 +433,124 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
                 .map(|p| partition_error(p.index, ResponseError::InvalidRequiredAcks, None))
                 .collect(),
         };
-        topic_response.partition_responses = partitions;
-        responses.push(topic_response);
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(data.name.clone())
+                .with_topic_id(data.topic_id)
+                .with_partition_responses(partitions),
+        );
     }
     if acks == 0 {
-        // Kafka closes the connection of a failed acks=0 request: the client hears of the
-        // failure only this way, and refreshes its metadata.
-        let mut partitions = responses.iter().flat_map(|t| &t.partition_responses);
-        if partitions.any(|p| p.error_code != errors::NONE) {
-            ctx.close_connection();
-        }
+        close_if_failed(ctx, &responses);
         return Box::pin(std::future::ready(None));
     }
     let timeout_ms = u64::try_from(request.timeout_ms.max(0))
         .unwrap_or(0)
         .min(broker.config.limits.produce_timeout_ms_max);
-    let wait_durable = acks == -1 && !waits.is_empty();
-    let broker = Arc::clone(broker);
-    Box::pin(async move {
-        if wait_durable {
-            let timeout = Duration::from_millis(timeout_ms);
-            let results = futures::future::join_all(waits.iter().map(|w| {
-                w.partition
-                    .wait_for_acks_all(w.end_offset, timeout, w.min_insync_replicas)
-            }))
-            .await;
-            for (w, result) in waits.iter().zip(results) {
-                if let Err(e) = result {
-                    let p = &mut responses[w.topic_index].partition_responses[w.partition_index];
-                    p.error_code = errors::replication_error(&e).code();
-                    p.error_message = Some(StrBytes::from_string(e.to_string()));
+    let timeout = (acks == -1).then(|| Duration::from_millis(timeout_ms));
+    Box::pin(answer(
+        Arc::clone(broker),
+        version,
+        responses,
+        topic_names,
+        waits,
+        timeout,
+    ))
+}
+
+/// A transactional produce needs WRITE on its transactional id; without it every
+/// partition is refused (Kafka answers the whole request with the error).
+fn may_use_transactional_id(ctx: &super::RequestContext, request: &ProduceRequest) -> bool {
+    request.transactional_id.as_ref().is_none_or(|id| {
+        ctx.authorize(
+            AclOperation::Write,
+            ResourceType::TransactionalId,
+            id.as_str(),
+        )
+    })
+}
+
+/// acks=0 gets no answer: Kafka closes the connection of a failed acks=0 request, so the
+/// client hears of the failure this way, and refreshes its metadata.
+fn close_if_failed(ctx: &super::RequestContext, responses: &[TopicProduceResponse]) {
+    let mut partitions = responses.iter().flat_map(|t| &t.partition_responses);
+    if partitions.any(|p| p.error_code != errors::NONE) {
+        ctx.close_connection();
+    }
+}
+
+/// One topic of a Produce request, resolved: where its partitions' appends go.
+struct TopicAppend<'a> {
+    broker: &'a Broker,
+    topic: &'a Topic,
+    topic_index: usize,
+    transactional_id: Option<&'a str>,
+    adds_partition: bool,
+    acks: i16,
+}
+
+impl TopicAppend<'_> {
+    /// Appends each partition's records in request order; the answers, and in `waits` the
+    /// appends acks=all must wait for.
+    fn append_all(
+        &self,
+        partition_data: &[PartitionProduceData],
+        waits: &mut Vec<DurableWait>,
+    ) -> Vec<PartitionProduceResponse> {
+        partition_data
+            .iter()
+            .enumerate()
+            .map(|(partition_index, p)| {
+                let (response, durable) = append_partition(
+                    self.broker,
+                    self.topic,
+                    p,
+                    self.transactional_id,
+                    self.adds_partition,
+                    self.acks,
+                );
+                if let Some((partition, end_offset)) = durable {
+                    waits.push(DurableWait {
+                        topic_index: self.topic_index,
+                        partition_index,
+                        partition,
+                        end_offset,
+                        min_insync_replicas: min_insync_replicas(self.broker, self.topic),
+                    });
                 }
+                response
+            })
+            .collect()
+    }
+}
+
+/// The answer of a Produce request once its appends are done: with `timeout` (acks=all),
+/// after every append in `waits` is committed or failed; then the current leaders of
+/// partitions answered NOT_LEADER (KIP-951).
+async fn answer(
+    broker: Arc<Broker>,
+    version: i16,
+    mut responses: Vec<TopicProduceResponse>,
+    topic_names: Vec<Option<String>>,
+    waits: Vec<DurableWait>,
+    timeout: Option<Duration>,
+) -> Option<crate::handlers::Response> {
+    if let Some(timeout) = timeout.filter(|_| !waits.is_empty()) {
+        let results = futures::future::join_all(waits.iter().map(|w| {
+            w.partition
+                .wait_for_acks_all(w.end_offset, timeout, w.min_insync_replicas)
+        }))
+        .await;
+        for (w, result) in waits.iter().zip(results) {
+            if let Err(e) = result {
+                let p = &mut responses[w.topic_index].partition_responses[w.partition_index];
+                p.error_code = errors::replication_error(&e).code();
+                p.error_message = Some(StrBytes::from_string(e.to_string()));
             }
         }
-        if version >= CURRENT_LEADER_VERSION {
-            fill_current_leaders(&broker, &mut responses, &topic_names);
-        }
-        Some(ResponseKind::Produce(ProduceResponse::default().with_responses(responses)).into())
-    })
+    }
+    if version >= CURRENT_LEADER_VERSION {
+        fill_current_leaders(&broker, &mut responses, &topic_names);
+    }
+    Some(ResponseKind::Produce(ProduceResponse::default().with_responses(responses)).into())
 }
