@@ -191,124 +191,34 @@ fn error_partition(index: i32, error: ResponseError) -> PartitionData {
         .with_records(Some(Bytes::new()))
 }
 
+/// One pass over every requested partition, in request order, within `max_bytes` (the
+/// first partition with data always gets one whole batch).
 fn read_pass(
     topics: &[ResolvedTopic],
     max_bytes: usize,
     read_committed: bool,
     follower: Option<Follower>,
 ) -> Pass {
-    let mut budget = max_bytes;
-    let mut min_one_batch = true;
-    let mut bytes = 0;
-    let mut error = false;
-    let mut records = FileRecords::default();
-    let mut delivered = Vec::new();
+    let mut reader = PassReader {
+        budget: max_bytes,
+        min_one_batch: true,
+        read_committed,
+        follower,
+        pass: Pass {
+            response: Vec::new(),
+            records: FileRecords::default(),
+            bytes: 0,
+            error: false,
+            delivered: Vec::new(),
+        },
+    };
     let response = topics
         .iter()
         .map(|t| {
             let partitions = t
                 .partitions
                 .iter()
-                .map(|(req, partition)| {
-                    let partition = match partition {
-                        Ok(p) => p,
-                        Err(e) => {
-                            error = true;
-                            return error_partition(req.partition, *e);
-                        }
-                    };
-                    let limit = usize::try_from(req.partition_max_bytes.max(0))
-                        .unwrap_or(0)
-                        .min(budget);
-                    let offset = Offset(req.fetch_offset);
-                    if let Some(follower) = follower {
-                        let fetch = FollowerFetch {
-                            replica_id: follower.replica_id,
-                            replica_epoch: follower.replica_epoch,
-                            fetch_offset: offset,
-                            log_start_offset: Offset(req.log_start_offset),
-                            current_leader_epoch: req.current_leader_epoch,
-                            last_fetched_epoch: req.last_fetched_epoch,
-                            max_bytes: limit,
-                            min_one_batch,
-                        };
-                        let data = follower_partition(partition, &fetch, &mut records);
-                        if data.error_code != errors::NONE {
-                            error = true;
-                        }
-                        let n = data.records.as_ref().map_or(0, Bytes::len);
-                        if n > 0 {
-                            min_one_batch = false;
-                        }
-                        bytes += n;
-                        budget = budget.saturating_sub(n);
-                        return data;
-                    }
-                    let read = if read_committed {
-                        partition
-                            .read_slices_committed(offset, limit, min_one_batch)
-                            .map(|r| (r.read, Some(r.offsets), Some(r.aborted_transactions)))
-                    } else {
-                        partition
-                            .read_slices(offset, limit, min_one_batch)
-                            .map(|read| (read, None, None))
-                    };
-                    let read = read.and_then(|(read, offsets, aborted)| {
-                        let regions = read
-                            .slices
-                            .iter()
-                            .map(|slice| FileRegion {
-                                file: Arc::clone(&slice.file),
-                                position: slice.position,
-                                len: slice.len,
-                            })
-                            .collect();
-                        let set = records
-                            .records(regions)
-                            .map_err(logbook_storage::Error::from)?;
-                        Ok((read, set, offsets, aborted))
-                    });
-                    match read {
-                        Ok((read, set, offsets, aborted)) => {
-                            let offsets = offsets.or_else(|| partition.offsets().ok());
-                            let high_watermark = offsets.map_or(-1, |o| o.high_watermark.get());
-                            let last_stable = offsets.map_or(-1, |o| o.last_stable_offset.get());
-                            let n = read.bytes;
-                            if n > 0 {
-                                min_one_batch = false;
-                                if crate::metrics::enabled() {
-                                    let offsets = read.next_offset.map_or(0, |next| {
-                                        u64::try_from(next.get() - offset.get()).unwrap_or(0)
-                                    });
-                                    delivered.push((t.name.to_string(), n, offsets));
-                                }
-                            }
-                            bytes += n;
-                            budget = budget.saturating_sub(n);
-                            PartitionData::default()
-                                .with_partition_index(req.partition)
-                                .with_high_watermark(high_watermark)
-                                .with_last_stable_offset(last_stable)
-                                .with_log_start_offset(read.log_start_offset.get())
-                                .with_aborted_transactions(aborted.map(aborted_transactions))
-                                .with_preferred_read_replica(BrokerId(-1))
-                                .with_records(Some(set))
-                        }
-                        Err(e) => {
-                            error = true;
-                            let code = errors::replication_error(&e);
-                            let offsets = partition.offsets().ok();
-                            error_partition(req.partition, code)
-                                .with_high_watermark(offsets.map_or(-1, |o| o.high_watermark.get()))
-                                .with_last_stable_offset(
-                                    offsets.map_or(-1, |o| o.last_stable_offset.get()),
-                                )
-                                .with_log_start_offset(
-                                    offsets.map_or(-1, |o| o.log_start_offset.get()),
-                                )
-                        }
-                    }
-                })
+                .map(|(req, partition)| reader.read_partition(&t.name, req, partition))
                 .collect();
             FetchableTopicResponse::default()
                 .with_topic(t.name.clone())
@@ -316,12 +226,147 @@ fn read_pass(
                 .with_partitions(partitions)
         })
         .collect();
-    Pass {
-        response,
-        records,
-        bytes,
-        error,
-        delivered,
+    reader.pass.response = response;
+    reader.pass
+}
+
+/// A pass in progress: the byte budget left, whether the next partition must still get one
+/// whole batch, and what was read so far.
+struct PassReader {
+    budget: usize,
+    min_one_batch: bool,
+    read_committed: bool,
+    follower: Option<Follower>,
+    pass: Pass,
+}
+
+impl PassReader {
+    /// The answer for one partition: a follower's read, a consumer's, or its error.
+    fn read_partition(
+        &mut self,
+        topic: &TopicName,
+        req: &FetchPartition,
+        partition: &Result<Arc<Partition>, ResponseError>,
+    ) -> PartitionData {
+        let partition = match partition {
+            Ok(p) => p,
+            Err(e) => {
+                self.pass.error = true;
+                return error_partition(req.partition, *e);
+            }
+        };
+        let limit = usize::try_from(req.partition_max_bytes.max(0))
+            .unwrap_or(0)
+            .min(self.budget);
+        match self.follower {
+            Some(follower) => self.follower_read(follower, req, partition, limit),
+            None => self.consumer_read(topic, req, partition, limit),
+        }
+    }
+
+    /// Counts `n` bytes read: they leave the budget, and once any partition returned
+    /// data the others no longer need a whole batch.
+    fn took(&mut self, n: usize) {
+        if n > 0 {
+            self.min_one_batch = false;
+        }
+        self.pass.bytes += n;
+        self.budget = self.budget.saturating_sub(n);
+    }
+
+    /// A follower's read (`fetch/replica.rs`), up to the log end.
+    fn follower_read(
+        &mut self,
+        follower: Follower,
+        req: &FetchPartition,
+        partition: &Partition,
+        limit: usize,
+    ) -> PartitionData {
+        let fetch = FollowerFetch {
+            replica_id: follower.replica_id,
+            replica_epoch: follower.replica_epoch,
+            fetch_offset: Offset(req.fetch_offset),
+            log_start_offset: Offset(req.log_start_offset),
+            current_leader_epoch: req.current_leader_epoch,
+            last_fetched_epoch: req.last_fetched_epoch,
+            max_bytes: limit,
+            min_one_batch: self.min_one_batch,
+        };
+        let data = follower_partition(partition, &fetch, &mut self.pass.records);
+        if data.error_code != errors::NONE {
+            self.pass.error = true;
+        }
+        self.took(data.records.as_ref().map_or(0, Bytes::len));
+        data
+    }
+
+    /// A consumer's read: whole batches below the high watermark (the last stable offset
+    /// for read_committed, with the aborted transactions), selected as file ranges that
+    /// the response sends with `sendfile`.
+    fn consumer_read(
+        &mut self,
+        topic: &TopicName,
+        req: &FetchPartition,
+        partition: &Partition,
+        limit: usize,
+    ) -> PartitionData {
+        let offset = Offset(req.fetch_offset);
+        let read = if self.read_committed {
+            partition
+                .read_slices_committed(offset, limit, self.min_one_batch)
+                .map(|r| (r.read, Some(r.offsets), Some(r.aborted_transactions)))
+        } else {
+            partition
+                .read_slices(offset, limit, self.min_one_batch)
+                .map(|read| (read, None, None))
+        };
+        let records = &mut self.pass.records;
+        let read = read.and_then(|(read, offsets, aborted)| {
+            let regions = read
+                .slices
+                .iter()
+                .map(|slice| FileRegion {
+                    file: Arc::clone(&slice.file),
+                    position: slice.position,
+                    len: slice.len,
+                })
+                .collect();
+            let set = records
+                .records(regions)
+                .map_err(logbook_storage::Error::from)?;
+            Ok((read, set, offsets, aborted))
+        });
+        let (read, set, offsets, aborted) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                self.pass.error = true;
+                let code = errors::replication_error(&e);
+                let offsets = partition.offsets().ok();
+                return error_partition(req.partition, code)
+                    .with_high_watermark(offsets.map_or(-1, |o| o.high_watermark.get()))
+                    .with_last_stable_offset(offsets.map_or(-1, |o| o.last_stable_offset.get()))
+                    .with_log_start_offset(offsets.map_or(-1, |o| o.log_start_offset.get()));
+            }
+        };
+        let offsets = offsets.or_else(|| partition.offsets().ok());
+        let high_watermark = offsets.map_or(-1, |o| o.high_watermark.get());
+        let last_stable = offsets.map_or(-1, |o| o.last_stable_offset.get());
+        let n = read.bytes;
+        if n > 0 && crate::metrics::enabled() {
+            let spanned = read.next_offset.map_or(0, |next| {
+                u64::try_from(next.get() - offset.get()).unwrap_or(0)
+            });
+            self.pass.delivered.push((topic.to_string(), n, spanned));
+        }
+        self.took(n);
+        PartitionData::default()
+            .with_partition_index(req.partition)
+            .with_high_watermark(high_watermark)
+            .with_last_stable_offset(last_stable)
+            .with_log_start_offset(read.log_start_offset.get())
+            .with_aborted_transactions(aborted.map(aborted_transactions))
+            .with_preferred_read_replica(BrokerId(-1))
+            .with_records(Some(set))
     }
 }
 
@@ -360,29 +405,13 @@ async fn fetch(
     request: FetchRequest,
     version: i16,
 ) -> (FetchResponse, FileRecords) {
-    let limits = &broker.config.limits;
-    let max_wait = Duration::from_millis(
-        u64::try_from(request.max_wait_ms.max(0))
-            .unwrap_or(0)
-            .min(limits.fetch_wait_ms_max),
-    );
-    let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
-    let max_bytes = usize::try_from(request.max_bytes.max(0))
-        .unwrap_or(0)
-        .min(limits.fetch_response_bytes_max);
-    let read_committed = request.isolation_level == READ_COMMITTED;
-    let follower = if version >= REPLICA_STATE_VERSION {
-        Follower {
-            replica_id: request.replica_state.replica_id.0,
-            replica_epoch: request.replica_state.replica_epoch,
-        }
-    } else {
-        Follower {
-            replica_id: request.replica_id.0,
-            replica_epoch: -1,
-        }
-    };
-    let follower = (follower.replica_id >= 0).then_some(follower);
+    let FetchParams {
+        max_wait,
+        min_bytes,
+        max_bytes,
+        read_committed,
+        follower,
+    } = FetchParams::of(&broker.config.limits, &request, version);
     let by_id = version >= TOPIC_ID_VERSION;
     let mut request = request;
     let (context, requested) = session_context(broker, &request, version);
@@ -411,15 +440,101 @@ async fn fetch(
     };
     let topics = resolve(broker, may_read, request, version);
     let deadline = tokio::time::Instant::now() + max_wait;
-    let respond = |mut pass: Pass| {
+    let respond = |pass: Pass| {
+        let session = SessionAnswer {
+            context: &context,
+            requested,
+            by_id,
+            follower: follower.is_some(),
+        };
+        session.respond(broker, pass, version)
+    };
+    loop {
+        // Subscribe before reading, so an append between the read and the wait still wakes us.
+        let mut receivers = subscribe(&topics, follower.is_some());
+        let pass =
+            tokio::task::block_in_place(|| read_pass(&topics, max_bytes, read_committed, follower));
+        let done = pass.error || pass.bytes >= min_bytes || tokio::time::Instant::now() >= deadline;
+        if done || receivers.is_empty() {
+            return respond(pass);
+        }
+        let changed =
+            futures::future::select_all(receivers.iter_mut().map(|r| Box::pin(r.changed())));
+        if tokio::time::timeout_at(deadline, changed).await.is_err() {
+            let pass = tokio::task::block_in_place(|| {
+                read_pass(&topics, max_bytes, read_committed, follower)
+            });
+            return respond(pass);
+        }
+    }
+}
+
+/// A Fetch request's limits and reader, from the request and the broker's limits.
+struct FetchParams {
+    max_wait: Duration,
+    min_bytes: usize,
+    max_bytes: usize,
+    read_committed: bool,
+    /// Set for a follower's fetch (a replica id >= 0).
+    follower: Option<Follower>,
+}
+
+impl FetchParams {
+    fn of(limits: &crate::config::Limits, request: &FetchRequest, version: i16) -> FetchParams {
+        let max_wait = Duration::from_millis(
+            u64::try_from(request.max_wait_ms.max(0))
+                .unwrap_or(0)
+                .min(limits.fetch_wait_ms_max),
+        );
+        let follower = if version >= REPLICA_STATE_VERSION {
+            Follower {
+                replica_id: request.replica_state.replica_id.0,
+                replica_epoch: request.replica_state.replica_epoch,
+            }
+        } else {
+            Follower {
+                replica_id: request.replica_id.0,
+                replica_epoch: -1,
+            }
+        };
+        FetchParams {
+            max_wait,
+            min_bytes: usize::try_from(request.min_bytes.max(0)).unwrap_or(0),
+            max_bytes: usize::try_from(request.max_bytes.max(0))
+                .unwrap_or(0)
+                .min(limits.fetch_response_bytes_max),
+            read_committed: request.isolation_level == READ_COMMITTED,
+            follower: (follower.replica_id >= 0).then_some(follower),
+        }
+    }
+}
+
+/// How a pass becomes the answer under the request's session context (KIP-227): a full
+/// fetch creates a session of its partitions with what they were answered, an incremental
+/// one keeps only what changed; then the current leaders of partitions in error (KIP-951).
+struct SessionAnswer<'a> {
+    context: &'a FetchContext,
+    requested: Vec<(PartitionKey, FetchPartition)>,
+    by_id: bool,
+    follower: bool,
+}
+
+impl SessionAnswer<'_> {
+    fn respond(
+        self,
+        broker: &Broker,
+        mut pass: Pass,
+        version: i16,
+    ) -> (FetchResponse, FileRecords) {
         for (topic, bytes, offsets) in &pass.delivered {
             crate::metrics::BrokerTopicStats::fetched(topic, *bytes, *offsets);
         }
         let now = std::time::Instant::now();
-        let session_id = match &context {
+        let session_id = match self.context {
             FetchContext::Full => {
-                let answers = answers_by_key(&pass.response, by_id);
-                let partitions = requested
+                let answers = answers_by_key(&pass.response, self.by_id);
+                let partitions = self
+                    .requested
                     .into_iter()
                     .map(|(key, req)| {
                         let answer = answers.get(&key).copied().unwrap_or_default();
@@ -428,7 +543,7 @@ async fn fetch(
                     .collect();
                 broker
                     .fetch_sessions
-                    .create(follower.is_some(), by_id, partitions, now)
+                    .create(self.follower, self.by_id, partitions, now)
             }
             FetchContext::Incremental { id, epoch, .. } => {
                 let finished = broker.fetch_sessions.finish_incremental(
@@ -456,24 +571,6 @@ async fn fetch(
                 .with_responses(pass.response),
             pass.records,
         )
-    };
-    loop {
-        // Subscribe before reading, so an append between the read and the wait still wakes us.
-        let mut receivers = subscribe(&topics, follower.is_some());
-        let pass =
-            tokio::task::block_in_place(|| read_pass(&topics, max_bytes, read_committed, follower));
-        let done = pass.error || pass.bytes >= min_bytes || tokio::time::Instant::now() >= deadline;
-        if done || receivers.is_empty() {
-            return respond(pass);
-        }
-        let changed =
-            futures::future::select_all(receivers.iter_mut().map(|r| Box::pin(r.changed())));
-        if tokio::time::timeout_at(deadline, changed).await.is_err() {
-            let pass = tokio::task::block_in_place(|| {
-                read_pass(&topics, max_bytes, read_committed, follower)
-            });
-            return respond(pass);
-        }
     }
 }
 
