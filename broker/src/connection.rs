@@ -174,42 +174,8 @@ pub async fn serve_with<R, T>(
                 break;
             }
         };
-        let mut closing = false;
-        let transaction_version = broker.config.transaction_version;
-        let supported = |key| handlers::supported_at(key, transaction_version);
-        let frame_bytes = frame.len();
-        let pending = match decode_request(frame, &supported) {
-            Ok(request) => {
-                crate::metrics::RequestMetrics::global().received(request.api_key, frame_bytes);
-                let ctx = RequestContext::new(
-                    Arc::clone(&broker),
-                    peer,
-                    request.api_key,
-                    request.header.request_api_version,
-                    request.header.correlation_id,
-                    request.header.client_id,
-                );
-                let response = handlers::dispatch(&ctx, request.body);
-                closing = ctx.closes_connection();
-                Pending::Response {
-                    api_key: ctx.api_key,
-                    api_version: ctx.api_version,
-                    correlation_id: ctx.correlation_id,
-                    response,
-                    received: last_request,
-                }
-            }
-            Err(DecodeError::UnsupportedVersion {
-                preamble,
-                api_key: ApiKey::ApiVersions,
-            }) => Pending::ApiVersionsFallback {
-                correlation_id: preamble.correlation_id,
-                transaction_version,
-            },
-            Err(e) => {
-                tracing::warn!(%peer, error = %e, "closing connection: undecodable request");
-                break;
-            }
+        let Some((pending, closing)) = dispatch_frame(&broker, frame, peer, last_request) else {
+            break;
         };
         activity.request_queued();
         if tx.send(pending).await.is_err() {
@@ -223,6 +189,56 @@ pub async fn serve_with<R, T>(
     drop(tx);
     if let Err(e) = writer.await {
         tracing::error!(%peer, error = %e, "connection writer panicked");
+    }
+}
+
+/// Decodes a frame and runs its request's ordered part (`handlers::dispatch`): the
+/// pending answer for the writer, and whether the handler asked to close the connection
+/// after it; `None` (close now) when the frame is not a request we can answer.
+fn dispatch_frame(
+    broker: &Arc<Broker>,
+    frame: bytes::Bytes,
+    peer: SocketAddr,
+    received: Instant,
+) -> Option<(Pending, bool)> {
+    let transaction_version = broker.config.transaction_version;
+    let supported = |key| handlers::supported_at(key, transaction_version);
+    let frame_bytes = frame.len();
+    match decode_request(frame, &supported) {
+        Ok(request) => {
+            crate::metrics::RequestMetrics::global().received(request.api_key, frame_bytes);
+            let ctx = RequestContext::new(
+                Arc::clone(broker),
+                peer,
+                request.api_key,
+                request.header.request_api_version,
+                request.header.correlation_id,
+                request.header.client_id,
+            );
+            let response = handlers::dispatch(&ctx, request.body);
+            let pending = Pending::Response {
+                api_key: ctx.api_key,
+                api_version: ctx.api_version,
+                correlation_id: ctx.correlation_id,
+                response,
+                received,
+            };
+            Some((pending, ctx.closes_connection()))
+        }
+        Err(DecodeError::UnsupportedVersion {
+            preamble,
+            api_key: ApiKey::ApiVersions,
+        }) => {
+            let pending = Pending::ApiVersionsFallback {
+                correlation_id: preamble.correlation_id,
+                transaction_version,
+            };
+            Some((pending, false))
+        }
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "closing connection: undecodable request");
+            None
+        }
     }
 }
 
@@ -242,18 +258,9 @@ async fn write_loop<T: Transport>(
                 mut response,
                 received,
             } => {
-                // Handler futures run when polled here, in request order: until then the
-                // request waits behind the earlier ones of its connection.
-                let started = Instant::now();
-                let ready = ready_or_flush(&mut response, &mut buf, &mut transport).await;
-                if let Ok(answer) = &ready {
-                    crate::metrics::RequestMetrics::global().answered(
-                        api_key,
-                        started.saturating_duration_since(received),
-                        started.elapsed(),
-                        answer.as_ref().map(|r| &r.body),
-                    );
-                }
+                let ready =
+                    answer_in_order(api_key, &mut response, received, &mut buf, &mut transport)
+                        .await;
                 match ready {
                     Err(e) => {
                         tracing::debug!(%peer, error = %e, "write failed; closing connection");
@@ -300,6 +307,29 @@ async fn write_loop<T: Transport>(
         let _ = transport.send(buf.take_chunks()).await;
     }
     let _ = transport.shutdown().await;
+}
+
+/// Runs a request's future to its answer ([`ready_or_flush`]) and records its queue and
+/// handling times. Handler futures run when polled here, in request order: until then the
+/// request waits behind the earlier ones of its connection.
+async fn answer_in_order<T: Transport>(
+    api_key: ApiKey,
+    response: &mut ResponseFuture,
+    received: Instant,
+    buf: &mut ResponseBuf,
+    transport: &mut T,
+) -> std::io::Result<Option<handlers::Response>> {
+    let started = Instant::now();
+    let ready = ready_or_flush(response, buf, transport).await;
+    if let Ok(answer) = &ready {
+        crate::metrics::RequestMetrics::global().answered(
+            api_key,
+            started.saturating_duration_since(received),
+            started.elapsed(),
+            answer.as_ref().map(|r| &r.body),
+        );
+    }
+    ready
 }
 
 /// The answer of the next request, writing out the responses gathered so far first unless
