@@ -369,14 +369,7 @@ fn walk_records(
     let mut timestamp_rejected = false;
     // `Record::skim`, not `RecordIter`: the same checks without carrying each record's
     // borrowed fields out (most of the produce path's own CPU at 100 B values).
-    // `timestamp_error`'s CreateTime window, computed once: a record inside it needs no
-    // closer look (saturating bounds are exact: a bound beyond i64 excludes no timestamp).
-    let create_time_window = (!config.log_append_time && !header.is_log_append_time()).then(|| {
-        (
-            config.now_ms.saturating_sub(config.timestamp_before_max_ms),
-            config.now_ms.saturating_add(config.timestamp_after_max_ms),
-        )
-    });
+    let create_time_window = create_time_window(header, config);
     let mut rest = records;
     let mut count = 0usize;
     while !rest.is_empty() {
@@ -391,32 +384,8 @@ fn walk_records(
             Record::skim(rest).map_err(|e: RecordError| invalid_at(index, e.to_string()))?;
         rest = rest.get(record.size_bytes..).unwrap_or_default();
         count += 1;
-        let batch_index = i32::try_from(index).unwrap_or(i32::MAX);
-        if record.offset_delta != batch_index {
-            return Err(invalid_at(
-                index,
-                format!(
-                    "invalid offset delta {} for record {index} (deltas must be 0, 1, 2, ...)",
-                    record.offset_delta
-                ),
-            ));
-        }
-        let timestamp = if header.is_log_append_time() {
-            header.max_timestamp
-        } else {
-            header
-                .base_timestamp
-                .checked_add(record.timestamp_delta)
-                .ok_or_else(|| {
-                    invalid_at(
-                        index,
-                        format!(
-                            "timestamp delta {} overflows base timestamp {}",
-                            record.timestamp_delta, header.base_timestamp
-                        ),
-                    )
-                })?
-        };
+        let batch_index = checked_offset_delta(record.offset_delta, index)?;
+        let timestamp = record_timestamp(header, record.timestamp_delta, index)?;
         if config.compacted && !record.has_key {
             rejected.push(RejectedRecord {
                 batch_index,
@@ -424,15 +393,7 @@ fn walk_records(
             });
             continue;
         }
-        let suspect = match create_time_window {
-            Some((earliest, latest)) if timestamp != NO_TIMESTAMP => {
-                timestamp < earliest || timestamp > latest
-            }
-            _ => true,
-        };
-        if let Some(message) = suspect
-            .then(|| timestamp_error(header, timestamp, config))
-            .flatten()
+        if let Some(message) = record_timestamp_error(header, config, create_time_window, timestamp)
         {
             timestamp_rejected = true;
             rejected.push(RejectedRecord {
@@ -460,6 +421,86 @@ fn walk_records(
     if rejected.is_empty() {
         return Ok(walk);
     }
+    Err(rejection(rejected, timestamp_rejected))
+}
+
+/// `timestamp_error`'s CreateTime window, computed once per batch: a record inside it
+/// needs no closer look (saturating bounds are exact: a bound beyond i64 excludes no
+/// timestamp). `None` under LogAppendTime, where every record gets a closer look.
+fn create_time_window(header: &RecordBatchHeader, config: &ValidatorConfig) -> Option<(i64, i64)> {
+    (!config.log_append_time && !header.is_log_append_time()).then(|| {
+        (
+            config.now_ms.saturating_sub(config.timestamp_before_max_ms),
+            config.now_ms.saturating_add(config.timestamp_after_max_ms),
+        )
+    })
+}
+
+/// Record `index`'s position in its batch, which its offset delta must equal (Kafka's
+/// `validateRecord`: deltas are 0, 1, 2, ...).
+#[inline]
+fn checked_offset_delta(offset_delta: i32, index: usize) -> Result<i32, ValidationError> {
+    let batch_index = i32::try_from(index).unwrap_or(i32::MAX);
+    if offset_delta != batch_index {
+        return Err(invalid_at(
+            index,
+            format!(
+                "invalid offset delta {offset_delta} for record {index} (deltas must be 0, 1, 2, ...)"
+            ),
+        ));
+    }
+    Ok(batch_index)
+}
+
+/// Why a record's `timestamp` is refused, if it is: only a record outside the batch's
+/// CreateTime `window` (or any record without one) gets [`timestamp_error`]'s closer look.
+#[inline]
+fn record_timestamp_error(
+    header: &RecordBatchHeader,
+    config: &ValidatorConfig,
+    window: Option<(i64, i64)>,
+    timestamp: i64,
+) -> Option<String> {
+    let suspect = match window {
+        Some((earliest, latest)) if timestamp != NO_TIMESTAMP => {
+            timestamp < earliest || timestamp > latest
+        }
+        _ => true,
+    };
+    suspect
+        .then(|| timestamp_error(header, timestamp, config))
+        .flatten()
+}
+
+/// Record `index`'s timestamp: the batch's max timestamp under LogAppendTime, else base
+/// timestamp plus its delta (an overflow is a malformed record).
+#[inline]
+fn record_timestamp(
+    header: &RecordBatchHeader,
+    timestamp_delta: i64,
+    index: usize,
+) -> Result<i64, ValidationError> {
+    if header.is_log_append_time() {
+        return Ok(header.max_timestamp);
+    }
+    header
+        .base_timestamp
+        .checked_add(timestamp_delta)
+        .ok_or_else(|| {
+            invalid_at(
+                index,
+                format!(
+                    "timestamp delta {timestamp_delta} overflows base timestamp {}",
+                    header.base_timestamp
+                ),
+            )
+        })
+}
+
+/// The error for a batch with rejected records (Kafka's `RecordValidationException`):
+/// INVALID_TIMESTAMP if any was rejected for its timestamp, else INVALID_RECORD; the
+/// message shows the first three.
+fn rejection(rejected: Vec<RejectedRecord>, timestamp_rejected: bool) -> ValidationError {
     let shown: Vec<String> = rejected
         .iter()
         .take(3)
@@ -471,7 +512,7 @@ fn walk_records(
         shown.len(),
         shown.join("; ")
     );
-    Err(if timestamp_rejected {
+    if timestamp_rejected {
         ValidationError::InvalidTimestamp {
             message,
             records: rejected,
@@ -481,7 +522,7 @@ fn walk_records(
             message,
             records: rejected,
         }
-    })
+    }
 }
 
 /// Kafka's `validateTimestamp`: under CreateTime a record timestamp must lie within

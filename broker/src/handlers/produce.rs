@@ -224,7 +224,7 @@ fn append_partition(
             transactional_id,
             adds_partition,
         };
-        if let Err(refused) = verification.check(broker, topic, partition, &validated, index) {
+        if let Some(refused) = verification.refusal(broker, topic, partition, &validated, index) {
             return (refused, None);
         }
     }
@@ -244,23 +244,20 @@ struct TxnVerification<'a> {
 }
 
 impl TxnVerification<'_> {
-    /// `Err` is the partition's answer when its transactional batches are refused;
-    /// non-transactional batches pass.
-    fn check(
+    /// The partition's answer when its transactional batches are refused; `None` when they
+    /// are verified (non-transactional batches always pass).
+    fn refusal(
         &self,
         broker: &Broker,
         topic: &Topic,
         partition: &Partition,
         validated: &ValidatedBatches,
         index: i32,
-    ) -> Result<(), PartitionProduceResponse> {
-        let Some(first) = validated
+    ) -> Option<PartitionProduceResponse> {
+        let first = validated
             .batches()
             .first()
-            .filter(|b| b.header.is_transactional())
-        else {
-            return Ok(());
-        };
+            .filter(|b| b.header.is_transactional())?;
         let transactional_id = self.transactional_id;
         let topic_partition = (topic.name.clone(), index);
         let (producer_id, producer_epoch) = (first.header.producer_id, first.header.producer_epoch);
@@ -279,14 +276,15 @@ impl TxnVerification<'_> {
                 &topic_partition,
             )
         };
-        verified.map_err(|e| {
-            tracing::debug!(partition = %partition.topic_partition(), transactional_id, error = %e, "transactional produce not verified");
-            partition_error(
-                index,
-                errors::produce_verification_error(&e),
-                Some(format!("Partition was not verified in the transaction: {e}")),
-            )
-        })
+        let e = verified.err()?;
+        tracing::debug!(partition = %partition.topic_partition(), transactional_id, error = %e, "transactional produce not verified");
+        Some(partition_error(
+            index,
+            errors::produce_verification_error(&e),
+            Some(format!(
+                "Partition was not verified in the transaction: {e}"
+            )),
+        ))
     }
 }
 
