@@ -267,45 +267,7 @@ fn nemesis(
             let pid = cluster
                 .node_pid(id)
                 .ok_or_else(|| format!("node {id} has no pid"))?;
-            let heal_after = match fault {
-                Fault::Kill => {
-                    log.kills += 1;
-                    cluster.signal_kill(id)?;
-                    let after = random.between(0.5, 8.0);
-                    log.event(start, id, &format!("SIGKILL (restart in {after:.1}s)"));
-                    after
-                }
-                Fault::Stop => {
-                    log.stops += 1;
-                    let long = random.unit() < 0.3;
-                    let after = if long {
-                        log.long_stops += 1;
-                        random.between(12.0, 20.0)
-                    } else {
-                        random.between(1.0, 5.0)
-                    };
-                    signal(pid, libc::SIGSTOP);
-                    log.event(start, id, &format!("SIGSTOP (SIGCONT in {after:.1}s)"));
-                    after
-                }
-                Fault::Term => {
-                    log.terms += 1;
-                    signal(pid, libc::SIGTERM);
-                    log.event(start, id, "SIGTERM");
-                    let deadline = Instant::now() + TERM_TIMEOUT;
-                    while alive(pid) && Instant::now() < deadline {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    if alive(pid) {
-                        log.term_timeouts += 1;
-                        log.event(start, id, "still alive after SIGTERM: SIGKILL");
-                        cluster.signal_kill(id)?;
-                    } else {
-                        log.event(start, id, "exited");
-                    }
-                    random.between(0.0, 3.0)
-                }
-            };
+            let heal_after = inject(cluster, id, pid, fault, random, log, start)?;
             down.push((
                 id,
                 fault,
@@ -320,6 +282,59 @@ fn nemesis(
         heal(cluster, id, fault, log, start)?;
     }
     Ok(())
+}
+
+/// Starts `fault` on node `id` (process `pid`) and returns how many seconds until it is
+/// healed: SIGKILL (restarted later), SIGSTOP (sometimes long, past a session timeout)
+/// or SIGTERM (SIGKILL if the node has not exited within `TERM_TIMEOUT`).
+fn inject(
+    cluster: &mut LocalCluster,
+    id: i32,
+    pid: u32,
+    fault: Fault,
+    random: &mut XorShift,
+    log: &mut NemesisLog,
+    start: Instant,
+) -> Res<f64> {
+    match fault {
+        Fault::Kill => {
+            log.kills += 1;
+            cluster.signal_kill(id)?;
+            let after = random.between(0.5, 8.0);
+            log.event(start, id, &format!("SIGKILL (restart in {after:.1}s)"));
+            Ok(after)
+        }
+        Fault::Stop => {
+            log.stops += 1;
+            let long = random.unit() < 0.3;
+            let after = if long {
+                log.long_stops += 1;
+                random.between(12.0, 20.0)
+            } else {
+                random.between(1.0, 5.0)
+            };
+            signal(pid, libc::SIGSTOP);
+            log.event(start, id, &format!("SIGSTOP (SIGCONT in {after:.1}s)"));
+            Ok(after)
+        }
+        Fault::Term => {
+            log.terms += 1;
+            signal(pid, libc::SIGTERM);
+            log.event(start, id, "SIGTERM");
+            let deadline = Instant::now() + TERM_TIMEOUT;
+            while alive(pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if alive(pid) {
+                log.term_timeouts += 1;
+                log.event(start, id, "still alive after SIGTERM: SIGKILL");
+                cluster.signal_kill(id)?;
+            } else {
+                log.event(start, id, "exited");
+            }
+            Ok(random.between(0.0, 3.0))
+        }
+    }
 }
 
 /// Ends `fault` on node `id`.
@@ -831,32 +846,10 @@ fn run_job(bootstrap: &str, control: &JobControl, log: &JobLog) -> Res<()> {
     let mut incarnation = 0_u64;
     let mut txn_no = 0_u64;
     loop {
-        match control.phase.load(Ordering::SeqCst) {
-            JOB_STOP => return Ok(()),
-            JOB_DRAIN => {
-                let target = control.drain_to.lock().map_err(|_| "poisoned")?.clone();
-                let done = log.committed.lock().map_err(|_| "poisoned")?;
-                if target
-                    .iter()
-                    .all(|(p, end)| done.get(p).copied().unwrap_or(0) >= *end)
-                {
-                    return Ok(());
-                }
-            }
-            _ => {}
+        if job_finished(control, log)? {
+            return Ok(());
         }
-        let mut batch = Vec::new();
-        let until = Instant::now() + TXN_COLLECT;
-        while batch.len() < TXN_RECORDS_MAX && Instant::now() < until {
-            match consumer.poll(Duration::from_millis(50)) {
-                Some(Ok(m)) => {
-                    let value = String::from_utf8_lossy(m.payload().unwrap_or_default());
-                    batch.push((m.partition(), m.offset(), value.into_owned()));
-                }
-                Some(Err(e)) => log.error(format!("poll: {e}")),
-                None => {}
-            }
-        }
+        let batch = collect_batch(&consumer, log);
         if rebalanced.swap(false, Ordering::SeqCst) {
             // The new assignment starts at the committed offsets; what was read before
             // it is dropped and read again from there.
@@ -887,71 +880,155 @@ fn run_job(bootstrap: &str, control: &JobControl, log: &JobLog) -> Res<()> {
             }
             Err(failure) => Some(failure),
         };
-        match failure {
-            None => {}
-            Some(Failure::Abortable(why)) => {
-                log.error(format!("{txn}: {why}; aborting"));
-                let mut aborted = false;
-                for _ in 0..6 {
-                    log.step(&txn, "abort_transaction");
-                    match abort_serving_reports(&producer) {
-                        Ok(()) => {
-                            aborted = true;
-                            break;
-                        }
-                        Err(e) if retriable(&e) => log.error(format!("abort (retrying): {e}")),
-                        Err(e) => {
-                            log.error(format!("abort: {e}"));
-                            break;
-                        }
-                    }
-                }
-                if aborted {
-                    log.set_outcome(&txn, Outcome::Aborted);
-                    log.aborts.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    log.set_outcome(&txn, Outcome::Unknown);
-                    log.fatal.fetch_add(1, Ordering::Relaxed);
+        if let Some(failure) = failure {
+            match settle_failure(failure, &producer, &txn, log) {
+                AfterFailure::Keep => {}
+                AfterFailure::Replace => {
                     drop(producer);
                     producer = Arc::new(txn_producer(bootstrap, control)?);
                     incarnation += 1;
                     txn_no = 0;
                 }
-            }
-            Some(Failure::Hung(why)) => {
-                log.error(format!(
-                    "{txn}: {why}; new producer, the old one left behind"
-                ));
-                log.set_outcome(&txn, Outcome::Unknown);
-                log.client_hangs.fetch_add(1, Ordering::Relaxed);
-                producer = Arc::new(txn_producer(bootstrap, control)?);
-                incarnation += 1;
-                txn_no = 0;
-            }
-            Some(Failure::Fatal(why)) => {
-                log.error(format!("{txn}: {why}; new producer"));
-                log.set_outcome(&txn, Outcome::Unknown);
-                log.fatal.fetch_add(1, Ordering::Relaxed);
-                drop(producer);
-                producer = Arc::new(txn_producer(bootstrap, control)?);
-                incarnation += 1;
-                txn_no = 0;
+                AfterFailure::LeaveBehind => {
+                    producer = Arc::new(txn_producer(bootstrap, control)?);
+                    incarnation += 1;
+                    txn_no = 0;
+                }
             }
         }
         // Rewind until it works: reading on from a wrong position would duplicate output.
-        let deadline = Instant::now() + DRAIN_TIMEOUT;
-        loop {
-            log.step(&txn, "rewind (committed offsets, seek)");
-            match rewind(&consumer, log) {
-                Ok(()) => break,
-                Err(e) if Instant::now() < deadline => {
-                    log.error(format!("rewind: {e}; retrying"));
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-                Err(e) => return Err(format!("rewind: {e}").into()),
+        rewind_until_done(&consumer, &txn, log)?;
+    }
+}
+
+/// What a failed transaction does to the job's producer.
+enum AfterFailure {
+    /// Keep it: the transaction was aborted.
+    Keep,
+    /// Close it, then make a new one: the transaction's outcome is unknown.
+    Replace,
+    /// Make a new one and leave the old one behind: one of its calls is blocked.
+    LeaveBehind,
+}
+
+/// Logs and counts a failed transaction: an abortable one is aborted (the producer is
+/// replaced if that fails too), a fatal one or a hung client call leaves its outcome
+/// unknown. Says what to do with the producer.
+fn settle_failure(
+    failure: Failure,
+    producer: &BaseProducer<JobProducerContext>,
+    txn: &str,
+    log: &JobLog,
+) -> AfterFailure {
+    match failure {
+        Failure::Abortable(why) => {
+            log.error(format!("{txn}: {why}; aborting"));
+            if abort_with_retries(producer, txn, log) {
+                log.set_outcome(txn, Outcome::Aborted);
+                log.aborts.fetch_add(1, Ordering::Relaxed);
+                AfterFailure::Keep
+            } else {
+                log.set_outcome(txn, Outcome::Unknown);
+                log.fatal.fetch_add(1, Ordering::Relaxed);
+                AfterFailure::Replace
+            }
+        }
+        Failure::Hung(why) => {
+            log.error(format!(
+                "{txn}: {why}; new producer, the old one left behind"
+            ));
+            log.set_outcome(txn, Outcome::Unknown);
+            log.client_hangs.fetch_add(1, Ordering::Relaxed);
+            AfterFailure::LeaveBehind
+        }
+        Failure::Fatal(why) => {
+            log.error(format!("{txn}: {why}; new producer"));
+            log.set_outcome(txn, Outcome::Unknown);
+            log.fatal.fetch_add(1, Ordering::Relaxed);
+            AfterFailure::Replace
+        }
+    }
+}
+
+/// Whether the job is done: told to stop, or told to drain and its commits reached the
+/// input ends it was given.
+fn job_finished(control: &JobControl, log: &JobLog) -> Res<bool> {
+    match control.phase.load(Ordering::SeqCst) {
+        JOB_STOP => return Ok(true),
+        JOB_DRAIN => {
+            let target = control.drain_to.lock().map_err(|_| "poisoned")?.clone();
+            let done = log.committed.lock().map_err(|_| "poisoned")?;
+            if target
+                .iter()
+                .all(|(p, end)| done.get(p).copied().unwrap_or(0) >= *end)
+            {
+                return Ok(true);
+            }
+        }
+        _ => {}
+    }
+    Ok(false)
+}
+
+/// One transaction's input: records polled until `TXN_RECORDS_MAX` or `TXN_COLLECT` has
+/// passed, as (partition, offset, value).
+fn collect_batch(consumer: &BaseConsumer<RebalanceFlag>, log: &JobLog) -> Vec<(i32, i64, String)> {
+    let mut batch = Vec::new();
+    let until = Instant::now() + TXN_COLLECT;
+    while batch.len() < TXN_RECORDS_MAX && Instant::now() < until {
+        match consumer.poll(Duration::from_millis(50)) {
+            Some(Ok(m)) => {
+                let value = String::from_utf8_lossy(m.payload().unwrap_or_default());
+                batch.push((m.partition(), m.offset(), value.into_owned()));
+            }
+            Some(Err(e)) => log.error(format!("poll: {e}")),
+            None => {}
+        }
+    }
+    batch
+}
+
+/// Aborts `txn`, retrying a retriable error up to six attempts in all; `false` when it
+/// could not be aborted (the caller then replaces the producer).
+fn abort_with_retries(
+    producer: &BaseProducer<JobProducerContext>,
+    txn: &str,
+    log: &JobLog,
+) -> bool {
+    let mut aborted = false;
+    for _ in 0..6 {
+        log.step(txn, "abort_transaction");
+        match abort_serving_reports(producer) {
+            Ok(()) => {
+                aborted = true;
+                break;
+            }
+            Err(e) if retriable(&e) => log.error(format!("abort (retrying): {e}")),
+            Err(e) => {
+                log.error(format!("abort: {e}"));
+                break;
             }
         }
     }
+    aborted
+}
+
+/// Rewinds the consumer to the committed offsets, retrying for up to `DRAIN_TIMEOUT`:
+/// reading on from a wrong position would duplicate output.
+fn rewind_until_done(consumer: &BaseConsumer<RebalanceFlag>, txn: &str, log: &JobLog) -> Res<()> {
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    loop {
+        log.step(txn, "rewind (committed offsets, seek)");
+        match rewind(consumer, log) {
+            Ok(()) => break,
+            Err(e) if Instant::now() < deadline => {
+                log.error(format!("rewind: {e}; retrying"));
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Err(e) => return Err(format!("rewind: {e}").into()),
+        }
+    }
+    Ok(())
 }
 
 /// The group's committed offsets of the input as OffsetFetch answers them with and
@@ -1259,6 +1336,18 @@ fn check_input(acked: &[Acked], input: &[Read], counts: &mut Counts, details: &m
         }
         *high = (*high).max(seq);
     }
+    check_acked(acked, &places, counts, details);
+}
+
+/// Every acknowledged record must have been read (else `lost`), in the partition and at
+/// the offset it was acknowledged at (else `offset_changed`). `places` is where each
+/// (producer, sequence) was read.
+fn check_acked(
+    acked: &[Acked],
+    places: &HashMap<(&str, u64), Vec<(i32, i64)>>,
+    counts: &mut Counts,
+    details: &mut Vec<String>,
+) {
     for a in acked {
         match places.get(&(a.producer.as_str(), a.seq)) {
             None => {
@@ -1348,6 +1437,19 @@ fn check_output(
             );
         }
     }
+    check_inputs_processed(input, committed, &outputs_of, counts, details);
+    check_txn_visibility(txns, &visible, counts, details);
+}
+
+/// Every input record below the group's committed offset has exactly one output (else
+/// `txn_missing` or `txn_duplicated`); `outputs_of` counts the outputs of each input.
+fn check_inputs_processed(
+    input: &[Read],
+    committed: &BTreeMap<i32, i64>,
+    outputs_of: &HashMap<(i32, i64), u64>,
+    counts: &mut Counts,
+    details: &mut Vec<String>,
+) {
     for r in input {
         if r.offset < committed.get(&r.partition).copied().unwrap_or(0) {
             match outputs_of
@@ -1373,6 +1475,16 @@ fn check_output(
             }
         }
     }
+}
+
+/// Each transaction's records are visible all or none (else `txn_partial`), and all of
+/// a committed one's (else `committed_missing`); `visible` counts what was read of each.
+fn check_txn_visibility(
+    txns: &BTreeMap<String, (u64, Outcome)>,
+    visible: &HashMap<&str, u64>,
+    counts: &mut Counts,
+    details: &mut Vec<String>,
+) {
     for (txn, (sent, outcome)) in txns {
         let seen = visible.get(txn.as_str()).copied().unwrap_or(0);
         if seen != 0 && seen != *sent {
@@ -1392,9 +1504,9 @@ fn check_output(
     }
 }
 
-/// Runs `logbook-bench chaos ARGS…`; true when every count of every trial is 0.
-pub fn main(args: &[String]) -> Res<bool> {
-    let opts = ChaosOpts::parse_from(args);
+/// The node launcher of a chaos run: the configured one, with the run's
+/// `replica.lag.time.max.ms` added to each node's settings.
+fn chaos_launcher(opts: &ChaosOpts) -> Res<NodeLauncher> {
     let mut launcher = opts.launcher.launcher()?;
     match &mut launcher {
         NodeLauncher::Kafka { properties, .. } => {
@@ -1408,6 +1520,13 @@ pub fn main(args: &[String]) -> Res<bool> {
             args.push(opts.replica_lag_time_max_ms.to_string());
         }
     }
+    Ok(launcher)
+}
+
+/// Runs `logbook-bench chaos ARGS…`; true when every count of every trial is 0.
+pub fn main(args: &[String]) -> Res<bool> {
+    let opts = ChaosOpts::parse_from(args);
+    let launcher = chaos_launcher(&opts)?;
     let seed = opts.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -1438,58 +1557,8 @@ pub fn main(args: &[String]) -> Res<bool> {
     for index in 1..=opts.trials {
         let trial_seed = seed.wrapping_add(index as u64 - 1);
         let trial = run_trial(&opts, &launcher, &rt, trial_seed);
+        print_trial(index, trial_seed, &trial);
         let c = trial.counts;
-        let n = &trial.nemesis;
-        println!(
-            "{index:>5} {trial_seed:<13} {:>4} {:>4}({:>2}) {:>4} {:>7} {:>7} {:>5} {:>8} {:>6} {:>8} {:>5} {:>8} {:>6.1} {:>5} {:>3} {:>5} {:>5} {:>7} {:>8} {:>3} {:>4} {:>4} {:>4} {:>4} {:>5} {:>4} {:>5} {:>5}",
-            n.kills,
-            n.stops,
-            n.long_stops,
-            n.terms,
-            trial.acked,
-            trial.delivery_failed,
-            trial.producer_fatal,
-            trial.commits,
-            trial.aborts,
-            trial.job_fatal,
-            trial.rebalances,
-            trial.outputs,
-            trial.heal_s,
-            c.lost,
-            c.duplicated,
-            c.reordered,
-            c.offset_changed,
-            c.isolation_diff,
-            c.txn_missing,
-            c.txn_duplicated,
-            c.txn_past_commit,
-            c.txn_mismatch,
-            c.aborted_visible,
-            c.txn_partial,
-            c.committed_missing,
-            c.offsets_lost,
-            c.unacked,
-            c.stuck,
-        );
-        if let Some(failure) = &trial.failure {
-            println!("      stuck: {failure}");
-        }
-        if trial.client_hangs > 0 {
-            println!(
-                "      client: librdkafka blocked past its timeout {} time(s) in send_offsets_to_transaction; \
-                 the job fenced that producer with a new one (librdkafka#5456/#5511)",
-                trial.client_hangs
-            );
-        }
-        if c.total() > 0 {
-            for line in &trial.details {
-                println!("      {line}");
-            }
-            println!("      faults:");
-            for line in &n.events {
-                println!("        {line}");
-            }
-        }
         totals.add(&c);
         trials.push(trial);
     }
@@ -1511,9 +1580,87 @@ pub fn main(args: &[String]) -> Res<bool> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let line = serde_json::json!({
+    let line = summary_json(&opts, launcher.name(), seed, &trials, &totals);
+    println!("{line}");
+    if let Some(path) = &opts.json_out {
+        std::fs::write(path, format!("{line}\n"))?;
+    }
+    Ok(totals.total() == 0)
+}
+
+/// One trial's row of the table; for a trial that found something, its details and
+/// the faults it ran.
+fn print_trial(index: usize, trial_seed: u64, trial: &Trial) {
+    let c = trial.counts;
+    let n = &trial.nemesis;
+    println!(
+        "{index:>5} {trial_seed:<13} {:>4} {:>4}({:>2}) {:>4} {:>7} {:>7} {:>5} {:>8} {:>6} {:>8} {:>5} {:>8} {:>6.1} {:>5} {:>3} {:>5} {:>5} {:>7} {:>8} {:>3} {:>4} {:>4} {:>4} {:>4} {:>5} {:>4} {:>5} {:>5}",
+        n.kills,
+        n.stops,
+        n.long_stops,
+        n.terms,
+        trial.acked,
+        trial.delivery_failed,
+        trial.producer_fatal,
+        trial.commits,
+        trial.aborts,
+        trial.job_fatal,
+        trial.rebalances,
+        trial.outputs,
+        trial.heal_s,
+        c.lost,
+        c.duplicated,
+        c.reordered,
+        c.offset_changed,
+        c.isolation_diff,
+        c.txn_missing,
+        c.txn_duplicated,
+        c.txn_past_commit,
+        c.txn_mismatch,
+        c.aborted_visible,
+        c.txn_partial,
+        c.committed_missing,
+        c.offsets_lost,
+        c.unacked,
+        c.stuck,
+    );
+    if let Some(failure) = &trial.failure {
+        println!("      stuck: {failure}");
+    }
+    if trial.client_hangs > 0 {
+        println!(
+            "      client: librdkafka blocked past its timeout {} time(s) in send_offsets_to_transaction; \
+             the job fenced that producer with a new one (librdkafka#5456/#5511)",
+            trial.client_hangs
+        );
+    }
+    if c.total() > 0 {
+        for line in &trial.details {
+            println!("      {line}");
+        }
+        println!("      faults:");
+        for line in &n.events {
+            println!("        {line}");
+        }
+    }
+}
+
+/// The run's machine-readable summary: its parameters, the totals and every trial.
+fn summary_json(
+    opts: &ChaosOpts,
+    target: &str,
+    seed: u64,
+    trials: &[Trial],
+    totals: &Counts,
+) -> serde_json::Value {
+    let kills: u64 = trials.iter().map(|t| t.nemesis.kills).sum();
+    let stops: u64 = trials.iter().map(|t| t.nemesis.stops).sum();
+    let terms: u64 = trials.iter().map(|t| t.nemesis.terms).sum();
+    let acked: u64 = trials.iter().map(|t| t.acked).sum();
+    let commits: u64 = trials.iter().map(|t| t.commits).sum();
+    serde_json::json!({
         "bench": "logbook-bench chaos",
-        "target": launcher.name(),
+        "target": target,
         "seed": seed,
         "trials": trials.len(),
         "duration_s": opts.duration,
@@ -1550,12 +1697,7 @@ pub fn main(args: &[String]) -> Res<bool> {
             "failure": t.failure,
             "events": t.nemesis.events,
         })).collect::<Vec<_>>(),
-    });
-    println!("{line}");
-    if let Some(path) = &opts.json_out {
-        std::fs::write(path, format!("{line}\n"))?;
-    }
-    Ok(totals.total() == 0)
+    })
 }
 
 /// One trial; a trial that gets stuck is reported with `stuck` 1 and its reason.
@@ -1582,18 +1724,8 @@ fn trial_body(
     rt: &tokio::runtime::Runtime,
     trial: &mut Trial,
 ) -> Res<()> {
-    let nodes = opts.launcher.nodes;
     let mut random = XorShift::new(trial.seed);
-    let cluster = LocalCluster::start(launcher, nodes, &opts.launcher.data_root())?;
-    cluster.wait_settled(nodes, None, Duration::from_secs(120))?;
-    let configs = [
-        ("min.insync.replicas", "2"),
-        ("unclean.leader.election.enable", "false"),
-    ];
-    for topic in [INPUT, OUTPUT] {
-        cluster.create_topic(rt, topic, opts.partitions, 3, &configs)?;
-        cluster.wait_settled(nodes, Some((topic, 3)), Duration::from_secs(60))?;
-    }
+    let cluster = start_trial_cluster(opts, launcher, rt)?;
     let bootstrap = cluster.bootstrap();
     let start = Instant::now();
     eprintln!(
@@ -1609,16 +1741,7 @@ fn trial_body(
         phase: AtomicU8::new(JOB_RUN),
         drain_to: Mutex::new(BTreeMap::new()),
     });
-    // Not a scoped thread: a librdkafka transactional call can block for good (its wait
-    // has no deadline), and a stuck trial must not hang the run; such a job is left behind.
-    let job = {
-        let (bootstrap, control, log) = (
-            bootstrap.clone(),
-            Arc::clone(&control),
-            Arc::clone(&job_log),
-        );
-        std::thread::spawn(move || run_job(&bootstrap, &control, &log))
-    };
+    let job = spawn_job(&bootstrap, &control, &job_log);
     let cluster = Mutex::new(cluster);
     let mut nemesis_log = NemesisLog::default();
     let outcome: Res<u64> = std::thread::scope(|scope| {
@@ -1644,51 +1767,110 @@ fn trial_body(
             }
             // Every node is back: wait for full ISRs, then let the job drain the input.
             let cluster = cluster.lock().map_err(|_| "cluster poisoned")?;
-            for topic in [INPUT, OUTPUT] {
-                cluster.wait_settled(nodes, Some((topic, 3)), Duration::from_secs(180))?;
-            }
-            let consumer = crate::kafka::assigned_consumer(&bootstrap, INPUT, opts.partitions)?;
-            let mut ends = BTreeMap::new();
-            for partition in 0..opts.partitions {
-                let (_, high) = consumer.fetch_watermarks(INPUT, partition, CALL_TIMEOUT)?;
-                ends.insert(partition, high);
-            }
-            *control.drain_to.lock().map_err(|_| "poisoned")? = ends;
-            control.phase.store(JOB_DRAIN, Ordering::SeqCst);
-            let deadline = Instant::now() + DRAIN_TIMEOUT;
-            while !job.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            if !job.is_finished() {
-                for path in cluster.dump_stacks() {
-                    eprintln!(
-                        "chaos {:.3} stuck: node stacks in {}",
-                        wall(),
-                        path.display()
-                    );
-                }
-                return Err(format!(
-                    "the transactional job did not catch up within {DRAIN_TIMEOUT:?}: it is in {}; \
-                     its committed offsets {:?}, input ends {:?}; the group's offsets now: {}; last job error: {}",
-                    job_log.step.lock().map(|c| c.clone()).unwrap_or_default(),
-                    job_log.committed.lock().map(|c| c.clone()).unwrap_or_default(),
-                    control.drain_to.lock().map(|c| c.clone()).unwrap_or_default(),
-                    group_offsets_report(&bootstrap, opts.partitions),
-                    job_log.last_error.lock().map(|e| e.clone()).unwrap_or_default(),
-                )
-                .into());
-            }
+            drain_job(&cluster, &job, &control, &job_log, &bootstrap, opts)?;
             Ok(sent)
         })();
         stop_load.store(true, Ordering::Relaxed);
         healed
     });
+    let joined = stop_job(job, &control, &job_log)?;
+    trial.nemesis = nemesis_log;
+    trial.heal_s = start.elapsed().as_secs_f64() - opts.duration;
+    record_logs(trial, &producer_log, &job_log);
+    let acked = producer_log.acked.lock().map_err(|_| "poisoned")?.clone();
+    trial.acked = acked.len() as u64;
+    trial.sent = outcome?;
+    joined?;
+
+    check_trial(opts, &bootstrap, &acked, &job_log, trial)
+}
+
+/// A trial's cluster: `nodes` nodes started and settled, with the input and output
+/// topics created (three replicas, `min.insync.replicas` 2, no unclean election) and
+/// their ISRs full.
+fn start_trial_cluster(
+    opts: &ChaosOpts,
+    launcher: &NodeLauncher,
+    rt: &tokio::runtime::Runtime,
+) -> Res<LocalCluster> {
+    let nodes = opts.launcher.nodes;
+    let cluster = LocalCluster::start(launcher, nodes, &opts.launcher.data_root())?;
+    cluster.wait_settled(nodes, None, Duration::from_secs(120))?;
+    let configs = [
+        ("min.insync.replicas", "2"),
+        ("unclean.leader.election.enable", "false"),
+    ];
+    for topic in [INPUT, OUTPUT] {
+        cluster.create_topic(rt, topic, opts.partitions, 3, &configs)?;
+        cluster.wait_settled(nodes, Some((topic, 3)), Duration::from_secs(60))?;
+    }
+    Ok(cluster)
+}
+
+/// The end of a trial's faults (every node back): waits for full ISRs, then has the
+/// transactional job drain the input up to its current ends; if it does not within
+/// `DRAIN_TIMEOUT`, dumps the nodes' stacks and fails with what the job was doing.
+fn drain_job(
+    cluster: &LocalCluster,
+    job: &std::thread::JoinHandle<Res<()>>,
+    control: &JobControl,
+    job_log: &JobLog,
+    bootstrap: &str,
+    opts: &ChaosOpts,
+) -> Res<()> {
+    let nodes = opts.launcher.nodes;
+    for topic in [INPUT, OUTPUT] {
+        cluster.wait_settled(nodes, Some((topic, 3)), Duration::from_secs(180))?;
+    }
+    let consumer = crate::kafka::assigned_consumer(bootstrap, INPUT, opts.partitions)?;
+    let mut ends = BTreeMap::new();
+    for partition in 0..opts.partitions {
+        let (_, high) = consumer.fetch_watermarks(INPUT, partition, CALL_TIMEOUT)?;
+        ends.insert(partition, high);
+    }
+    *control.drain_to.lock().map_err(|_| "poisoned")? = ends;
+    control.phase.store(JOB_DRAIN, Ordering::SeqCst);
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    while !job.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if !job.is_finished() {
+        for path in cluster.dump_stacks() {
+            eprintln!(
+                "chaos {:.3} stuck: node stacks in {}",
+                wall(),
+                path.display()
+            );
+        }
+        return Err(format!(
+            "the transactional job did not catch up within {DRAIN_TIMEOUT:?}: it is in {}; \
+             its committed offsets {:?}, input ends {:?}; the group's offsets now: {}; last job error: {}",
+            job_log.step.lock().map(|c| c.clone()).unwrap_or_default(),
+            job_log.committed.lock().map(|c| c.clone()).unwrap_or_default(),
+            control.drain_to.lock().map(|c| c.clone()).unwrap_or_default(),
+            group_offsets_report(bootstrap, opts.partitions),
+            job_log.last_error.lock().map(|e| e.clone()).unwrap_or_default(),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Stops the transactional job and joins it, waiting up to `CALL_TIMEOUT`. The outer
+/// error is a job that panicked (the trial ends there); the inner result is the job's
+/// own, or where it is blocked in a librdkafka call (such a job is left behind), which
+/// the trial reports only after recording its logs.
+fn stop_job(
+    job: std::thread::JoinHandle<Res<()>>,
+    control: &JobControl,
+    job_log: &JobLog,
+) -> Res<Res<()>> {
     control.phase.store(JOB_STOP, Ordering::SeqCst);
     let deadline = Instant::now() + CALL_TIMEOUT;
     while !job.is_finished() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
-    let joined: Res<()> = if job.is_finished() {
+    Ok(if job.is_finished() {
         job.join().map_err(|_| "the job panicked")?
     } else {
         Err(format!(
@@ -1696,9 +1878,11 @@ fn trial_body(
             job_log.step.lock().map(|c| c.clone()).unwrap_or_default()
         )
         .into())
-    };
-    trial.nemesis = nemesis_log;
-    trial.heal_s = start.elapsed().as_secs_f64() - opts.duration;
+    })
+}
+
+/// Copies what the producers and the job counted into the trial's record.
+fn record_logs(trial: &mut Trial, producer_log: &ProducerLog, job_log: &JobLog) {
     trial.delivery_failed = producer_log.failed.load(Ordering::Relaxed);
     trial.producer_fatal = producer_log.fatal.load(Ordering::Relaxed);
     trial.commits = job_log.commits.load(Ordering::Relaxed);
@@ -1712,14 +1896,38 @@ fn trial_body(
         .ok()
         .and_then(|e| e.clone())
         .or_else(|| job_log.first_error.lock().ok().and_then(|e| e.clone()));
-    let acked = producer_log.acked.lock().map_err(|_| "poisoned")?.clone();
-    trial.acked = acked.len() as u64;
-    trial.sent = outcome?;
-    joined?;
+}
 
-    let input = read_all(&bootstrap, INPUT, opts.partitions, "read_committed")?;
-    let input_ru = read_all(&bootstrap, INPUT, opts.partitions, "read_uncommitted")?;
-    let output = read_all(&bootstrap, OUTPUT, opts.partitions, "read_committed")?;
+/// Starts the transactional job. Not a scoped thread: a librdkafka transactional call
+/// can block for good (its wait has no deadline), and a stuck trial must not hang the
+/// run; such a job is left behind.
+fn spawn_job(
+    bootstrap: &str,
+    control: &Arc<JobControl>,
+    job_log: &Arc<JobLog>,
+) -> std::thread::JoinHandle<Res<()>> {
+    let (bootstrap, control, log) = (
+        bootstrap.to_owned(),
+        Arc::clone(control),
+        Arc::clone(job_log),
+    );
+    std::thread::spawn(move || run_job(&bootstrap, &control, &log))
+}
+
+/// A trial's verdict, once the job has stopped: reads back input and output and counts
+/// what went wrong (acknowledged records missing, read_committed and read_uncommitted
+/// disagreeing, unacknowledged sends, group offsets behind the job's commits, output
+/// not exactly the committed input).
+fn check_trial(
+    opts: &ChaosOpts,
+    bootstrap: &str,
+    acked: &[Acked],
+    job_log: &JobLog,
+    trial: &mut Trial,
+) -> Res<()> {
+    let input = read_all(bootstrap, INPUT, opts.partitions, "read_committed")?;
+    let input_ru = read_all(bootstrap, INPUT, opts.partitions, "read_uncommitted")?;
+    let output = read_all(bootstrap, OUTPUT, opts.partitions, "read_committed")?;
     trial.outputs = output.len() as u64;
     let mut counts = Counts::default();
     let mut details = Vec::new();
@@ -1729,7 +1937,7 @@ fn trial_body(
     counts.isolation_diff = committed_read
         .symmetric_difference(&uncommitted_read)
         .count() as u64;
-    check_input(&acked, &input, &mut counts, &mut details);
+    check_input(acked, &input, &mut counts, &mut details);
     if opts.max_down <= 1 && trial.sent > trial.acked {
         counts.unacked = trial.sent - trial.acked;
         detail(
@@ -1740,9 +1948,32 @@ fn trial_body(
             ),
         );
     }
+    let committed = check_group_offsets(bootstrap, opts, job_log, &mut counts, &mut details)?;
+    let txns = job_log.txns.lock().map_err(|_| "poisoned")?.clone();
+    check_output(
+        &input,
+        &output,
+        &committed,
+        &txns,
+        &mut counts,
+        &mut details,
+    );
+    trial.counts = counts;
+    trial.details = details;
+    Ok(())
+}
 
+/// Compares the group's committed offsets of the input with the job's own record of
+/// what it committed; each offset the group lost counts. Returns the group's offsets.
+fn check_group_offsets(
+    bootstrap: &str,
+    opts: &ChaosOpts,
+    job_log: &JobLog,
+    counts: &mut Counts,
+    details: &mut Vec<String>,
+) -> Res<BTreeMap<i32, i64>> {
     let group: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
+        .set("bootstrap.servers", bootstrap)
         .set("group.id", GROUP)
         .set("isolation.level", "read_committed")
         .create()?;
@@ -1762,23 +1993,12 @@ fn trial_body(
         if kept < *offset {
             counts.offsets_lost += u64::try_from(offset - kept)?;
             detail(
-                &mut details,
+                details,
                 format!(
                     "group offset of {INPUT}-{partition} is {kept}, the job committed {offset}"
                 ),
             );
         }
     }
-    let txns = job_log.txns.lock().map_err(|_| "poisoned")?.clone();
-    check_output(
-        &input,
-        &output,
-        &committed,
-        &txns,
-        &mut counts,
-        &mut details,
-    );
-    trial.counts = counts;
-    trial.details = details;
-    Ok(())
+    Ok(committed)
 }

@@ -408,80 +408,91 @@ pub fn create_topic(
 fn launch(launcher: &NodeLauncher, node: &mut Node, voters: &str, cluster_id: &str) -> Res<()> {
     match launcher {
         NodeLauncher::Kafka { script, properties } => {
-            // The script formats the directory once, starts the JVM in the background,
-            // waits for the port and prints the JVM's pid.
-            let output = Command::new(script)
-                .arg(node.id.to_string())
-                .arg(node.port.to_string())
-                .arg(node.controller_port.to_string())
-                .arg(&node.dir)
-                .arg(voters)
-                .arg(cluster_id)
-                .args(properties)
-                .env("START_TIMEOUT_S", STARTUP_TIMEOUT.as_secs().to_string())
-                .stdin(Stdio::null())
-                .stderr(Stdio::piped())
-                .output()?;
-            if !output.status.success() {
-                return Err(format!(
-                    "start-node {} failed: {}",
-                    node.id,
-                    String::from_utf8_lossy(&output.stderr)
-                )
-                .into());
-            }
-            let pid: u32 = String::from_utf8_lossy(&output.stdout)
-                .trim()
-                .parse()
-                .map_err(|_| format!("start-node {} printed no pid", node.id))?;
-            node.pid = Some(pid);
-            Ok(())
+            launch_kafka(script, properties, node, voters, cluster_id)
         }
-        NodeLauncher::Logbook { bin, args } => {
-            let data = node.dir.join("data");
-            std::fs::create_dir_all(&data)?;
-            let log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(node.dir.join("node.log"))?;
-            let child = Command::new(bin)
-                .arg("--listen")
-                .arg(node.addr().to_string())
-                .arg("--data-dir")
-                .arg(&data)
-                .arg("--node-id")
-                .arg(node.id.to_string())
-                .arg("--controller-quorum-voters")
-                .arg(voters)
-                .args(args)
-                .stdin(Stdio::null())
-                .stdout(log.try_clone()?)
-                .stderr(log)
-                .spawn()?;
-            node.pid = Some(child.id());
-            node.child = Some(child);
-            let deadline = Instant::now() + STARTUP_TIMEOUT;
-            loop {
-                if TcpStream::connect_timeout(&node.addr(), Duration::from_millis(200)).is_ok() {
-                    return Ok(());
-                }
-                if let Some(child) = node.child.as_mut() {
-                    if let Some(status) = child.try_wait()? {
-                        node.child = None;
-                        node.pid = None;
-                        return Err(format!("node {} exited at start: {status}", node.id).into());
-                    }
-                }
-                if Instant::now() > deadline {
-                    return Err(format!(
-                        "node {} not listening after {STARTUP_TIMEOUT:?}",
-                        node.id
-                    )
-                    .into());
-                }
-                std::thread::sleep(Duration::from_millis(20));
+        NodeLauncher::Logbook { bin, args } => launch_logbook(bin, args, node, voters),
+    }
+}
+
+/// A reference Kafka node, through the `start-node` script.
+fn launch_kafka(
+    script: &Path,
+    properties: &[String],
+    node: &mut Node,
+    voters: &str,
+    cluster_id: &str,
+) -> Res<()> {
+    // The script formats the directory once, starts the JVM in the background,
+    // waits for the port and prints the JVM's pid.
+    let output = Command::new(script)
+        .arg(node.id.to_string())
+        .arg(node.port.to_string())
+        .arg(node.controller_port.to_string())
+        .arg(&node.dir)
+        .arg(voters)
+        .arg(cluster_id)
+        .args(properties)
+        .env("START_TIMEOUT_S", STARTUP_TIMEOUT.as_secs().to_string())
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()?;
+    if !output.status.success() {
+        return Err(format!(
+            "start-node {} failed: {}",
+            node.id,
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    let pid: u32 = String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .map_err(|_| format!("start-node {} printed no pid", node.id))?;
+    node.pid = Some(pid);
+    Ok(())
+}
+
+/// A `logbook` node, its output in `node.log` in its directory; fails if it exits or
+/// does not listen within `STARTUP_TIMEOUT`.
+fn launch_logbook(bin: &Path, args: &[String], node: &mut Node, voters: &str) -> Res<()> {
+    let data = node.dir.join("data");
+    std::fs::create_dir_all(&data)?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(node.dir.join("node.log"))?;
+    let child = Command::new(bin)
+        .arg("--listen")
+        .arg(node.addr().to_string())
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--node-id")
+        .arg(node.id.to_string())
+        .arg("--controller-quorum-voters")
+        .arg(voters)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()?;
+    node.pid = Some(child.id());
+    node.child = Some(child);
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    loop {
+        if TcpStream::connect_timeout(&node.addr(), Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        if let Some(child) = node.child.as_mut() {
+            if let Some(status) = child.try_wait()? {
+                node.child = None;
+                node.pid = None;
+                return Err(format!("node {} exited at start: {status}", node.id).into());
             }
         }
+        if Instant::now() > deadline {
+            return Err(format!("node {} not listening after {STARTUP_TIMEOUT:?}", node.id).into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -668,6 +679,163 @@ fn rss_sum(pids: &[u32]) -> f64 {
         .sum()
 }
 
+/// One replication factor's figures: on a fresh cluster (unless one is running), a
+/// throughput run with one producer, then a paced latency run on a second topic; the
+/// row is printed before the cluster goes.
+fn measure_rf(
+    opts: &ClusterOpts,
+    launcher: &NodeLauncher,
+    rt: &tokio::runtime::Runtime,
+    rf: i32,
+    run_id: u64,
+) -> Res<[(&'static str, f64); 9]> {
+    // A fresh cluster per replication factor, unless one is given.
+    let owned = match opts.bootstrap {
+        Some(_) => None,
+        None => Some(LocalCluster::start(
+            launcher,
+            opts.launcher.nodes,
+            &opts.launcher.data_root(),
+        )?),
+    };
+    let (bootstrap, pids) = match &owned {
+        Some(cluster) => (cluster.bootstrap(), cluster.pids()),
+        None => (
+            opts.bootstrap.clone().unwrap_or_default(),
+            opts.broker_pids.clone(),
+        ),
+    };
+    wait_settled(
+        &bootstrap,
+        opts.launcher.nodes,
+        None,
+        Duration::from_secs(120),
+    )?;
+    let topic = format!("cluster-rf{rf}-{run_id}");
+    create_settled_topic(opts, rt, &bootstrap, &topic, rf)?;
+    let settings = ProducerSettings::default_with("all");
+    let (run, wall, broker_cpu, client_cpu) =
+        produce_throughput(opts, &bootstrap, &topic, &settings, &pids)?;
+    #[expect(clippy::cast_precision_loss, reason = "byte counts far below 2^52")]
+    let gb = run.bytes as f64 / 1e9;
+    let mb_s = gb * 1000.0 / wall;
+    let latency_topic = format!("cluster-latency-rf{rf}-{run_id}");
+    create_settled_topic(opts, rt, &bootstrap, &latency_topic, rf)?;
+    let latency = kafka::latency_run(
+        &bootstrap,
+        &latency_topic,
+        opts.partitions,
+        &settings,
+        None,
+        opts.latency_rate,
+        opts.latency_secs,
+        2.0,
+        opts.value_bytes,
+    )?;
+    let rss = rss_sum(&pids);
+    let row = [
+        ("mb_s", mb_s),
+        ("broker_cpu_s_per_gb", broker_cpu / gb),
+        (
+            "client_cpu_s_per_gb",
+            client_cpu.map_or(f64::NAN, |c| c / gb),
+        ),
+        ("p50_ms", latency.quantile_ms(0.5)),
+        ("p99_ms", latency.quantile_ms(0.99)),
+        ("p999_ms", latency.quantile_ms(0.999)),
+        #[expect(clippy::cast_precision_loss, reason = "small counts")]
+        ("lost", latency.lost as f64),
+        ("rss_mib", rss),
+        #[expect(clippy::cast_precision_loss, reason = "small counts")]
+        ("errors", run.errors as f64),
+    ];
+    print_rf_row(rf, &row, latency.lost, rss);
+    Ok(row)
+}
+
+/// One replication factor's line of the table.
+fn print_rf_row(rf: i32, row: &[(&str, f64)], lost: u64, rss: f64) {
+    println!(
+        "{rf:<3} {:>5} {:>22} {:>16} {:>7} {:>7} {:>9} {:>5} {:>14}",
+        fmt(Some(row[0].1), 0),
+        fmt(Some(row[1].1), 2),
+        fmt(Some(row[2].1), 2),
+        fmt(Some(row[3].1), 1),
+        fmt(Some(row[4].1), 1),
+        fmt(Some(row[5].1), 1),
+        lost,
+        fmt(Some(rss), 0),
+    );
+}
+
+/// Creates `topic` with `rf` replicas (`min.insync.replicas` 2 from RF 2 on) and waits
+/// until every partition has its full ISR.
+fn create_settled_topic(
+    opts: &ClusterOpts,
+    rt: &tokio::runtime::Runtime,
+    bootstrap: &str,
+    topic: &str,
+    rf: i32,
+) -> Res<()> {
+    let min_isr = if rf >= 2 { "2" } else { "1" };
+    let isr = usize::try_from(rf)?;
+    create_topic(
+        rt,
+        bootstrap,
+        topic,
+        opts.partitions,
+        rf,
+        &[("min.insync.replicas", min_isr)],
+    )?;
+    wait_settled(
+        bootstrap,
+        opts.launcher.nodes,
+        Some((topic, isr)),
+        Duration::from_secs(60),
+    )?;
+    Ok(())
+}
+
+/// The throughput run: `--produce-mib` by one producer; returns the run, its wall
+/// seconds from the first send, and the brokers' (summed) and this process's CPU
+/// seconds over it.
+fn produce_throughput(
+    opts: &ClusterOpts,
+    bootstrap: &str,
+    topic: &str,
+    settings: &ProducerSettings,
+    pids: &[u32],
+) -> Res<(kafka::ProduceRun, f64, f64, Option<f64>)> {
+    let value_bytes = u64::try_from(opts.value_bytes)?;
+    let records = opts.produce_mib * 1024 * 1024 / value_bytes;
+    let start = std::sync::Mutex::new(None);
+    let run = kafka::produce_fixed(
+        bootstrap,
+        topic,
+        opts.partitions,
+        settings,
+        1,
+        records,
+        opts.value_bytes,
+        &|| {
+            if let Ok(mut s) = start.lock() {
+                *s = Some((Instant::now(), cpu_sum(pids), procfs::cpu_seconds(Proc::Me)));
+            }
+        },
+    )?;
+    let (started, broker_cpu0, client_cpu0) = start
+        .lock()
+        .ok()
+        .and_then(|s| *s)
+        .ok_or("the producer never started")?;
+    let wall = started.elapsed().as_secs_f64();
+    let broker_cpu = cpu_sum(pids) - broker_cpu0;
+    let client_cpu = procfs::cpu_seconds(Proc::Me)
+        .zip(client_cpu0)
+        .map(|(b, a)| b - a);
+    Ok((run, wall, broker_cpu, client_cpu))
+}
+
 /// Runs `logbook-bench cluster ARGS…`: per replication factor, a fresh cluster, one
 /// librdkafka producer (linger 5 ms, acks=all) for throughput and broker CPU per GB
 /// summed over the nodes, then a paced run for end-to-end p50/p99/p99.9.
@@ -695,135 +863,7 @@ pub fn main(args: &[String]) -> Res<bool> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     for &rf in &opts.rf {
-        // A fresh cluster per replication factor, unless one is given.
-        let owned = match opts.bootstrap {
-            Some(_) => None,
-            None => Some(LocalCluster::start(
-                &launcher,
-                opts.launcher.nodes,
-                &opts.launcher.data_root(),
-            )?),
-        };
-        let (bootstrap, pids) = match &owned {
-            Some(cluster) => (cluster.bootstrap(), cluster.pids()),
-            None => (
-                opts.bootstrap.clone().unwrap_or_default(),
-                opts.broker_pids.clone(),
-            ),
-        };
-        wait_settled(
-            &bootstrap,
-            opts.launcher.nodes,
-            None,
-            Duration::from_secs(120),
-        )?;
-        let min_isr = if rf >= 2 { "2" } else { "1" };
-        let isr = usize::try_from(rf)?;
-        let topic = format!("cluster-rf{rf}-{run_id}");
-        create_topic(
-            &rt,
-            &bootstrap,
-            &topic,
-            opts.partitions,
-            rf,
-            &[("min.insync.replicas", min_isr)],
-        )?;
-        wait_settled(
-            &bootstrap,
-            opts.launcher.nodes,
-            Some((&topic, isr)),
-            Duration::from_secs(60),
-        )?;
-        let value_bytes = u64::try_from(opts.value_bytes)?;
-        let records = opts.produce_mib * 1024 * 1024 / value_bytes;
-        let start = std::sync::Mutex::new(None);
-        let settings = ProducerSettings::default_with("all");
-        let run = kafka::produce_fixed(
-            &bootstrap,
-            &topic,
-            opts.partitions,
-            &settings,
-            1,
-            records,
-            opts.value_bytes,
-            &|| {
-                if let Ok(mut s) = start.lock() {
-                    *s = Some((
-                        Instant::now(),
-                        cpu_sum(&pids),
-                        procfs::cpu_seconds(Proc::Me),
-                    ));
-                }
-            },
-        )?;
-        let (started, broker_cpu0, client_cpu0) = start
-            .lock()
-            .ok()
-            .and_then(|s| *s)
-            .ok_or("the producer never started")?;
-        let wall = started.elapsed().as_secs_f64();
-        let broker_cpu = cpu_sum(&pids) - broker_cpu0;
-        let client_cpu = procfs::cpu_seconds(Proc::Me)
-            .zip(client_cpu0)
-            .map(|(b, a)| b - a);
-        #[expect(clippy::cast_precision_loss, reason = "byte counts far below 2^52")]
-        let gb = run.bytes as f64 / 1e9;
-        let mb_s = gb * 1000.0 / wall;
-        let latency_topic = format!("cluster-latency-rf{rf}-{run_id}");
-        create_topic(
-            &rt,
-            &bootstrap,
-            &latency_topic,
-            opts.partitions,
-            rf,
-            &[("min.insync.replicas", min_isr)],
-        )?;
-        wait_settled(
-            &bootstrap,
-            opts.launcher.nodes,
-            Some((&latency_topic, isr)),
-            Duration::from_secs(60),
-        )?;
-        let latency = kafka::latency_run(
-            &bootstrap,
-            &latency_topic,
-            opts.partitions,
-            &settings,
-            None,
-            opts.latency_rate,
-            opts.latency_secs,
-            2.0,
-            opts.value_bytes,
-        )?;
-        let rss = rss_sum(&pids);
-        let row = [
-            ("mb_s", mb_s),
-            ("broker_cpu_s_per_gb", broker_cpu / gb),
-            (
-                "client_cpu_s_per_gb",
-                client_cpu.map_or(f64::NAN, |c| c / gb),
-            ),
-            ("p50_ms", latency.quantile_ms(0.5)),
-            ("p99_ms", latency.quantile_ms(0.99)),
-            ("p999_ms", latency.quantile_ms(0.999)),
-            #[expect(clippy::cast_precision_loss, reason = "small counts")]
-            ("lost", latency.lost as f64),
-            ("rss_mib", rss),
-            #[expect(clippy::cast_precision_loss, reason = "small counts")]
-            ("errors", run.errors as f64),
-        ];
-        println!(
-            "{rf:<3} {:>5} {:>22} {:>16} {:>7} {:>7} {:>9} {:>5} {:>14}",
-            fmt(Some(row[0].1), 0),
-            fmt(Some(row[1].1), 2),
-            fmt(Some(row[2].1), 2),
-            fmt(Some(row[3].1), 1),
-            fmt(Some(row[4].1), 1),
-            fmt(Some(row[5].1), 1),
-            latency.lost,
-            fmt(Some(rss), 0),
-        );
-        for (key, value) in row {
+        for (key, value) in measure_rf(&opts, &launcher, &rt, rf, run_id)? {
             metrics.insert(format!("cluster.rf{rf}.{key}"), serde_json::json!(value));
         }
     }

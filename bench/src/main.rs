@@ -92,7 +92,7 @@ use clap::Parser;
 
 use crate::broker::{BrokerSpec, OwnedBroker, StartTimes, Target};
 use crate::kafka::ProducerSettings;
-use crate::procfs::Usage;
+use crate::procfs::{Usage, UsageDelta};
 use crate::report::{fmt, pct, Report, Table};
 
 /// Errors the bench reports and stops on.
@@ -308,53 +308,8 @@ fn run() -> Res<bool> {
             None => Ok(true),
         };
     }
-    for section in &opts.only {
-        if !SECTIONS.contains(&section.as_str()) && !OPT_IN_SECTIONS.contains(&section.as_str()) {
-            return Err(format!(
-                "unknown section {section:?}; sections: {} (and, only when named: {})",
-                SECTIONS.join(", "),
-                OPT_IN_SECTIONS.join(", ")
-            )
-            .into());
-        }
-    }
-    kafka::set_overrides(&opts.producer_arg, &opts.consumer_arg)?;
-    let data_root = opts.data_root.clone().unwrap_or_else(std::env::temp_dir);
-    std::fs::create_dir_all(&data_root)?;
-    let spec = if opts.bootstrap.is_some() {
-        None
-    } else {
-        let bin = opts.broker_bin.clone().unwrap_or_else(default_broker_bin);
-        if !bin.exists() {
-            return Err(format!(
-                "no broker binary at {}: build it with `cargo build --release -p logbook-broker` or pass --broker-bin",
-                bin.display()
-            )
-            .into());
-        }
-        Some(BrokerSpec {
-            bin,
-            args: opts.broker_arg.clone(),
-            data_root: data_root.clone(),
-        })
-    };
-    // Brokers inherit the limit: 10,000 partitions hold tens of thousands of files.
-    let nofile = connections::raise_nofile(1 << 18);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let sizes = Sizes::new(&opts);
-    let mut bench = Bench {
-        opts,
-        sizes,
-        spec,
-        data_root,
-        rt,
-        report: Report::default(),
-        disk_mb_s: None,
-        loopback_mb_s: None,
-    };
+    check_sections(&opts.only)?;
+    let (mut bench, nofile) = Bench::new(opts)?;
 
     let unix = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
     let load_start = procfs::loadavg();
@@ -370,57 +325,11 @@ fn run() -> Res<bool> {
         bench.spec.as_ref().map(|s| format!(" · broker {} {}", s.bin.display(), s.args.join(" "))).unwrap_or_default()
     );
 
-    let wanted = |name: &str| bench_wants(&bench.opts.only, name);
-    let mut plan: Vec<&str> = SECTIONS.into_iter().filter(|s| wanted(s)).collect();
-    plan.extend(
-        OPT_IN_SECTIONS
-            .into_iter()
-            .filter(|s| bench.opts.only.iter().any(|o| o == s)),
-    );
     let mut failed = Vec::new();
-    for section in plan {
-        // Only sections that time the disk wait; the wait is shown, not hidden.
-        // The latency percentiles need the longest quiet stretch (rare stalls move p99.9).
-        let quiet_windows = match section {
-            "latency" | "txn" if !bench.opts.quick => 40,
-            "produce" | "headline" | "consume" | "latency" | "txn" | "recovery" | "scale" => 2,
-            _ => 0,
-        };
-        if quiet_windows > 0 {
-            let waited =
-                ceilings::settle_disk(&bench.data_root, quiet_windows, Duration::from_secs(90))?;
-            println!(
-                "\n   (disk settled after {:.1} s: 4 KiB fdatasync under 5 ms for {:.1} s)",
-                waited.as_secs_f64(),
-                f64::from(quiet_windows) * 0.5
-            );
-        }
-        let load = procfs::loadavg();
-        println!("\n== {section} (load {load})");
-        let started = Instant::now();
-        let outcome = match section {
-            "ceilings" => bench.ceilings(),
-            "startup" => bench.startup(),
-            "produce" => bench.produce(),
-            "headline" => bench.headline(),
-            "consume" => bench.consume(),
-            "latency" => bench.latency(),
-            "txn" => bench.txn(),
-            "recovery" => bench.recovery(),
-            "scale" => bench.scale(),
-            _ => bench.connections(),
-        };
-        // A failed section is reported (and fails --check) but the others still run.
-        if let Err(error) = outcome {
-            println!("   FAILED: {error}");
-            bench
-                .report
-                .tables
-                .push(format!("{section}: FAILED: {error}\n"));
-            bench.report.metric(format!("{section}.failed"), Some(1.0));
+    for section in section_plan(&bench.opts.only) {
+        if run_section(&mut bench, section)? {
             failed.push(section);
         }
-        println!("   ({section}: {:.1} s)", started.elapsed().as_secs_f64());
     }
 
     let load_end = procfs::loadavg();
@@ -431,7 +340,161 @@ fn run() -> Res<bool> {
     for table in &bench.report.tables {
         println!("{table}");
     }
-    let json = serde_json::json!({
+    let json = summary_json(&bench, unix, cpus, &kernel, &load_start, &load_end);
+    let line = serde_json::to_string(&json)?;
+    println!("{line}");
+    if let Some(path) = &bench.opts.json_out {
+        std::fs::write(path, format!("{line}\n"))?;
+    }
+    let checked = match &bench.opts.check {
+        Some(baseline) => report::check(&bench.report.metrics, baseline)?,
+        None => true,
+    };
+    if !failed.is_empty() {
+        eprintln!("logbook-bench: sections failed: {}", failed.join(", "));
+    }
+    Ok(checked && failed.is_empty())
+}
+
+/// The sections to run, in order: every default section `--only` allows, then the
+/// opt-in ones it names.
+fn section_plan(only: &[String]) -> Vec<&'static str> {
+    let wanted = |name: &str| bench_wants(only, name);
+    let mut plan: Vec<&str> = SECTIONS.into_iter().filter(|s| wanted(s)).collect();
+    plan.extend(
+        OPT_IN_SECTIONS
+            .into_iter()
+            .filter(|s| only.iter().any(|o| o == s)),
+    );
+    plan
+}
+
+impl Bench {
+    /// A run's state: client overrides set, the data root created, the broker to start
+    /// checked, the file limit raised (brokers inherit it) and the runtime built. Also
+    /// returns the file limit, for the header line.
+    fn new(opts: Opts) -> Res<(Self, u64)> {
+        kafka::set_overrides(&opts.producer_arg, &opts.consumer_arg)?;
+        let data_root = opts.data_root.clone().unwrap_or_else(std::env::temp_dir);
+        std::fs::create_dir_all(&data_root)?;
+        let spec = broker_spec(&opts, &data_root)?;
+        // Brokers inherit the limit: 10,000 partitions hold tens of thousands of files.
+        let nofile = connections::raise_nofile(1 << 18);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let sizes = Sizes::new(&opts);
+        let bench = Bench {
+            opts,
+            sizes,
+            spec,
+            data_root,
+            rt,
+            report: Report::default(),
+            disk_mb_s: None,
+            loopback_mb_s: None,
+        };
+        Ok((bench, nofile))
+    }
+}
+
+/// Refuses a `--only` naming no section.
+fn check_sections(only: &[String]) -> Res<()> {
+    for section in only {
+        if !SECTIONS.contains(&section.as_str()) && !OPT_IN_SECTIONS.contains(&section.as_str()) {
+            return Err(format!(
+                "unknown section {section:?}; sections: {} (and, only when named: {})",
+                SECTIONS.join(", "),
+                OPT_IN_SECTIONS.join(", ")
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The broker each section starts, unless `--bootstrap` names one already running: the
+/// binary (which must exist), its extra arguments and where its data goes.
+fn broker_spec(opts: &Opts, data_root: &Path) -> Res<Option<BrokerSpec>> {
+    Ok(if opts.bootstrap.is_some() {
+        None
+    } else {
+        let bin = opts.broker_bin.clone().unwrap_or_else(default_broker_bin);
+        if !bin.exists() {
+            return Err(format!(
+                "no broker binary at {}: build it with `cargo build --release -p logbook-broker` or pass --broker-bin",
+                bin.display()
+            )
+            .into());
+        }
+        Some(BrokerSpec {
+            bin,
+            args: opts.broker_arg.clone(),
+            data_root: data_root.to_path_buf(),
+        })
+    })
+}
+
+/// Runs one section, after waiting for a quiet disk if it times the disk; a failed
+/// section is reported (and fails --check) but the others still run. `true` when it
+/// failed.
+fn run_section(bench: &mut Bench, section: &str) -> Res<bool> {
+    // Only sections that time the disk wait; the wait is shown, not hidden.
+    // The latency percentiles need the longest quiet stretch (rare stalls move p99.9).
+    let quiet_windows = match section {
+        "latency" | "txn" if !bench.opts.quick => 40,
+        "produce" | "headline" | "consume" | "latency" | "txn" | "recovery" | "scale" => 2,
+        _ => 0,
+    };
+    if quiet_windows > 0 {
+        let waited =
+            ceilings::settle_disk(&bench.data_root, quiet_windows, Duration::from_secs(90))?;
+        println!(
+            "\n   (disk settled after {:.1} s: 4 KiB fdatasync under 5 ms for {:.1} s)",
+            waited.as_secs_f64(),
+            f64::from(quiet_windows) * 0.5
+        );
+    }
+    let load = procfs::loadavg();
+    println!("\n== {section} (load {load})");
+    let started = Instant::now();
+    let outcome = match section {
+        "ceilings" => bench.ceilings(),
+        "startup" => bench.startup(),
+        "produce" => bench.produce(),
+        "headline" => bench.headline(),
+        "consume" => bench.consume(),
+        "latency" => bench.latency(),
+        "txn" => bench.txn(),
+        "recovery" => bench.recovery(),
+        "scale" => bench.scale(),
+        _ => bench.connections(),
+    };
+    // A failed section is reported (and fails --check) but the others still run.
+    let failed = outcome.is_err();
+    if let Err(error) = outcome {
+        println!("   FAILED: {error}");
+        bench
+            .report
+            .tables
+            .push(format!("{section}: FAILED: {error}\n"));
+        bench.report.metric(format!("{section}.failed"), Some(1.0));
+    }
+    println!("   ({section}: {:.1} s)", started.elapsed().as_secs_f64());
+    Ok(failed)
+}
+
+/// The run's machine-readable summary: date, host, configuration and every metric.
+fn summary_json(
+    bench: &Bench,
+    unix: u64,
+    cpus: usize,
+    kernel: &str,
+    load_start: &str,
+    load_end: &str,
+) -> serde_json::Value {
+    serde_json::json!({
         "bench": "logbook-bench",
         "schema": 1,
         "date": report::utc_date(unix),
@@ -455,20 +518,92 @@ fn run() -> Res<bool> {
             "only": bench.opts.only,
         },
         "metrics": bench.report.metrics,
-    });
-    let line = serde_json::to_string(&json)?;
-    println!("{line}");
-    if let Some(path) = &bench.opts.json_out {
-        std::fs::write(path, format!("{line}\n"))?;
+    })
+}
+
+/// What a consume pass reads back: the topic a section filled, and how many records.
+struct ReadBack<'a> {
+    bootstrap: &'a str,
+    topic: &'a str,
+    partitions: i32,
+    records: u64,
+    /// The broker's process, for its CPU and disk reads.
+    pid: Option<u32>,
+}
+
+/// Polls a new consumer for half a second before anything is produced, so that the hot
+/// tail's clock does not include its connecting and listing offsets.
+fn settle_consumer(consumer: &rdkafka::consumer::BaseConsumer) {
+    let settle = Instant::now();
+    while settle.elapsed() < Duration::from_millis(500) {
+        let _ = consumer.poll(Duration::from_millis(50));
     }
-    let checked = match &bench.opts.check {
-        Some(baseline) => report::check(&bench.report.metrics, baseline)?,
-        None => true,
+}
+
+/// The scale section's fetch step: one consumer assigned every partition reads back
+/// `expected` records. Returns the run, its seconds and the broker's RSS after it (taken
+/// once the consumer is gone).
+fn scale_fetch(
+    t: &mut Table,
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    expected: u64,
+    target: &Target,
+) -> Res<(kafka::ConsumeRun, f64, Option<f64>)> {
+    let pid = target.pid();
+    let start = Usage::sample(pid);
+    let consumer = kafka::assigned_consumer(bootstrap, topic, partitions)?;
+    let run = kafka::consume_count(&consumer, expected)?;
+    let u = start.since(pid);
+    drop(consumer);
+    let after_fetch = target.rss_mib();
+    let step = "fetch all (one consumer assigned every partition)";
+    scale_step(t, step, &u, after_fetch);
+    Ok((run, u.wall, after_fetch))
+}
+
+/// One scale step's row (seconds, broker RSS after, broker CPU), printed as it comes.
+fn scale_step(t: &mut Table, step: &str, u: &UsageDelta, rss_after: Option<f64>) {
+    t.row(vec![
+        step.to_owned(),
+        fmt(Some(u.wall), 2),
+        fmt(rss_after, 1),
+        fmt(u.broker_cpu, 2),
+    ]);
+    println!(
+        "   {}",
+        t.render().lines().last().unwrap_or_default().trim()
+    );
+}
+
+/// A failed CreateTopics of the scale section, with the open-files limit and the last
+/// lines of the broker's log (many partitions fail on file limits first).
+fn with_log_tail(target: &Target, e: &dyn std::fmt::Display) -> String {
+    let tail = match target {
+        Target::Owned(broker) => broker.log_tail(),
+        Target::External { .. } => String::new(),
     };
-    if !failed.is_empty() {
-        eprintln!("logbook-bench: sections failed: {}", failed.join(", "));
-    }
-    Ok(checked && failed.is_empty())
+    let mut last: Vec<&str> = tail.lines().rev().take(3).collect();
+    last.reverse();
+    let last = last.join("\n     ");
+    format!(
+        "{e} (open-files limit {}); broker log ends:\n     {last}",
+        connections::raise_nofile(0)
+    )
+}
+
+/// Kills the scale section's broker and times its exit and the removal of its data
+/// directory (dropping it removes it), the teardown of many partitions.
+fn tear_down(mut broker: OwnedBroker) {
+    let t = Instant::now();
+    broker.kill();
+    let killed = t.elapsed().as_secs_f64();
+    drop(broker);
+    println!(
+        "   teardown: SIGKILL → exit {killed:.1} s, data dir removed {:.1} s",
+        t.elapsed().as_secs_f64() - killed
+    );
 }
 
 fn bench_wants(only: &[String], section: &str) -> bool {
@@ -800,6 +935,13 @@ impl Bench {
                 t.render().lines().last().unwrap_or_default().trim()
             );
         }
+        self.produce_total(t, &total, reference, &target);
+        Ok(())
+    }
+
+    /// The produce table's last row, all four scenarios together (guarded by --check),
+    /// and the broker's CPU per GB against the reference workload's.
+    fn produce_total(&mut self, mut t: Table, total: &Totals, reference: f64, target: &Target) {
         let all = total.phase();
         all.record(&mut self.report, "produce.total");
         t.row(vec![
@@ -832,7 +974,6 @@ impl Bench {
         self.report
             .metric("produce.peak_rss_mib", target.peak_rss_mib());
         println!("   broker peak RSS {} MiB", fmt(target.peak_rss_mib(), 1));
-        Ok(())
     }
 
     /// The median CPU per GB of [`ceilings::reference_produce_cpu_s_per_gb`] on the
@@ -937,24 +1078,7 @@ impl Bench {
             self.sizes.consume_mib,
             fill.elapsed().as_secs_f64()
         );
-        let mut t = Table::new(
-            format!(
-                "consume: read {} MiB back from the beginning of 8 partitions, one consumer",
-                self.sizes.consume_mib
-            ),
-            &[
-                "read",
-                "first record ms",
-                "MB/s",
-                "records/s",
-                "broker CPU-s/GB",
-                "client CPU-s/GB",
-                "broker cores",
-                "client cores",
-                "broker disk reads MiB",
-                "of loopback",
-            ],
-        );
+        let mut t = self.consume_table();
         let cold = evict_page_cache(target.data_dir())?;
         let mut total = Totals::default();
         for label in [
@@ -965,49 +1089,14 @@ impl Bench {
             },
             "warm (page cache, CPU guarded)",
         ] {
-            // A cold read fills the page cache again (see `ceilings::warm_free_pages`).
-            ceilings::warm_free_pages(self.sizes.consume_mib * MIB * 2);
-            let start = Usage::sample(pid);
-            let t0 = Instant::now();
-            let consumer = kafka::assigned_consumer(&bootstrap, &topic, partitions)?;
-            let run = kafka::consume_count(&consumer, filled.records)?;
-            // Throughput from the first record to the last; connecting, finding the
-            // coordinator and listing offsets come before the first and are shown apart.
-            let seconds = run.last.duration_since(run.first).as_secs_f64();
-            let first_ms = ms(run.first.duration_since(t0));
-            let usage = start.since(pid);
-            drop(consumer);
-            let phase = Phase::new(run.records, run.bytes, seconds, &usage);
-            total.add(run.records, run.bytes, seconds, &usage);
-            let key = if label.starts_with("cold") {
-                "consume.cold"
-            } else {
-                "consume.warm"
+            let source = ReadBack {
+                bootstrap: &bootstrap,
+                topic: &topic,
+                partitions,
+                records: filled.records,
+                pid,
             };
-            phase.record(&mut self.report, key);
-            let read_mib = usage.broker_disk_read.map(|b| f(b) / f(MIB));
-            self.report.metric(format!("{key}.disk_read_mib"), read_mib);
-            self.report.metric(
-                format!("{key}.missing"),
-                Some(f(filled.records.saturating_sub(run.records))),
-            );
-            self.report
-                .metric(format!("{key}.first_record_ms"), Some(first_ms));
-            t.row(
-                [
-                    vec![label.to_owned(), fmt(Some(first_ms), 0)],
-                    phase.cells(),
-                    vec![
-                        fmt(read_mib, 1),
-                        pct(self.loopback_mb_s.map(|l| phase.mb_s / l)),
-                    ],
-                ]
-                .concat(),
-            );
-            println!(
-                "   {}",
-                t.render().lines().last().unwrap_or_default().trim()
-            );
+            self.consume_read_back(&mut t, &mut total, label, &source)?;
         }
 
         let both = total.phase();
@@ -1026,19 +1115,111 @@ impl Bench {
         ]);
 
         // Hot tail: the consumer keeps up with producers writing a fresh topic.
+        self.consume_hot_tail(&mut t, &bootstrap, partitions, pid)?;
+        self.report.table(&t);
+        self.report
+            .metric("consume.peak_rss_mib", target.peak_rss_mib());
+        println!("   broker peak RSS {} MiB", fmt(target.peak_rss_mib(), 1));
+        Ok(())
+    }
+
+    /// The consume table's header.
+    fn consume_table(&self) -> Table {
+        Table::new(
+            format!(
+                "consume: read {} MiB back from the beginning of 8 partitions, one consumer",
+                self.sizes.consume_mib
+            ),
+            &[
+                "read",
+                "first record ms",
+                "MB/s",
+                "records/s",
+                "broker CPU-s/GB",
+                "client CPU-s/GB",
+                "broker cores",
+                "client cores",
+                "broker disk reads MiB",
+                "of loopback",
+            ],
+        )
+    }
+
+    /// One read of the consume topic from the beginning by a new consumer: MB/s from the
+    /// first record to the last, with the time to that first record shown apart, and the
+    /// broker's disk reads (a cold read's come from disk, a warm one's from the cache).
+    fn consume_read_back(
+        &mut self,
+        t: &mut Table,
+        total: &mut Totals,
+        label: &str,
+        source: &ReadBack<'_>,
+    ) -> Res<()> {
+        // A cold read fills the page cache again (see `ceilings::warm_free_pages`).
+        ceilings::warm_free_pages(self.sizes.consume_mib * MIB * 2);
+        let start = Usage::sample(source.pid);
+        let t0 = Instant::now();
+        let consumer = kafka::assigned_consumer(source.bootstrap, source.topic, source.partitions)?;
+        let run = kafka::consume_count(&consumer, source.records)?;
+        // Throughput from the first record to the last; connecting, finding the
+        // coordinator and listing offsets come before the first and are shown apart.
+        let seconds = run.last.duration_since(run.first).as_secs_f64();
+        let first_ms = ms(run.first.duration_since(t0));
+        let usage = start.since(source.pid);
+        drop(consumer);
+        let phase = Phase::new(run.records, run.bytes, seconds, &usage);
+        total.add(run.records, run.bytes, seconds, &usage);
+        let key = if label.starts_with("cold") {
+            "consume.cold"
+        } else {
+            "consume.warm"
+        };
+        phase.record(&mut self.report, key);
+        let read_mib = usage.broker_disk_read.map(|b| f(b) / f(MIB));
+        self.report.metric(format!("{key}.disk_read_mib"), read_mib);
+        self.report.metric(
+            format!("{key}.missing"),
+            Some(f(source.records.saturating_sub(run.records))),
+        );
+        self.report
+            .metric(format!("{key}.first_record_ms"), Some(first_ms));
+        t.row(
+            [
+                vec![label.to_owned(), fmt(Some(first_ms), 0)],
+                phase.cells(),
+                vec![
+                    fmt(read_mib, 1),
+                    pct(self.loopback_mb_s.map(|l| phase.mb_s / l)),
+                ],
+            ]
+            .concat(),
+        );
+        println!(
+            "   {}",
+            t.render().lines().last().unwrap_or_default().trim()
+        );
+        Ok(())
+    }
+
+    /// The hot tail: one consumer keeps up with producers writing a fresh topic, so the
+    /// broker both takes and serves each byte.
+    fn consume_hot_tail(
+        &mut self,
+        t: &mut Table,
+        bootstrap: &str,
+        partitions: i32,
+        pid: Option<u32>,
+    ) -> Res<()> {
         let tail_topic = self.topic("hot-tail-p8");
-        kafka::create_topic(&self.rt, &bootstrap, &tail_topic, partitions)?;
+        kafka::create_topic(&self.rt, bootstrap, &tail_topic, partitions)?;
         let tail_records = self.records_for(self.sizes.hot_tail_mib);
-        let consumer = kafka::assigned_consumer(&bootstrap, &tail_topic, partitions)?;
-        let settle = Instant::now();
-        while settle.elapsed() < Duration::from_millis(500) {
-            let _ = consumer.poll(Duration::from_millis(50));
-        }
+        let consumer = kafka::assigned_consumer(bootstrap, &tail_topic, partitions)?;
+        settle_consumer(&consumer);
         let start: Mutex<Option<(Usage, Instant)>> = Mutex::new(None);
         let (run, produced) = std::thread::scope(|scope| -> Res<_> {
             let reader = scope.spawn(|| kafka::consume_count(&consumer, tail_records));
             let produced = kafka::produce_fixed(
-                &bootstrap,
+                bootstrap,
                 &tail_topic,
                 partitions,
                 &ProducerSettings::tuned("1"),
@@ -1088,10 +1269,6 @@ impl Bench {
             ]
             .concat(),
         );
-        self.report.table(&t);
-        self.report
-            .metric("consume.peak_rss_mib", target.peak_rss_mib());
-        println!("   broker peak RSS {} MiB", fmt(target.peak_rss_mib(), 1));
         Ok(())
     }
 
@@ -1249,32 +1426,13 @@ impl Bench {
         t.row(vec!["idle".into(), "-".into(), fmt(idle, 1), "-".into()]);
 
         let start = Usage::sample(pid);
-        kafka::create_topic(&self.rt, &bootstrap, &topic, partitions).map_err(|e| {
-            let tail = match &target {
-                Target::Owned(broker) => broker.log_tail(),
-                Target::External { .. } => String::new(),
-            };
-            let mut last: Vec<&str> = tail.lines().rev().take(3).collect();
-            last.reverse();
-            let last = last.join("\n     ");
-            format!(
-                "{e} (open-files limit {}); broker log ends:\n     {last}",
-                connections::raise_nofile(0)
-            )
-        })?;
+        kafka::create_topic(&self.rt, &bootstrap, &topic, partitions)
+            .map_err(|e| with_log_tail(&target, &e))?;
         let u = start.since(pid);
         let create_s = u.wall;
         let created = target.rss_mib();
-        t.row(vec![
-            format!("CreateTopics ({partitions} partitions)"),
-            fmt(Some(u.wall), 2),
-            fmt(created, 1),
-            fmt(u.broker_cpu, 2),
-        ]);
-        println!(
-            "   {}",
-            t.render().lines().last().unwrap_or_default().trim()
-        );
+        let step = format!("CreateTopics ({partitions} partitions)");
+        scale_step(&mut t, &step, &u, created);
 
         let start = Usage::sample(pid);
         let produced = kafka::produce_fixed(
@@ -1290,40 +1448,54 @@ impl Bench {
         let u = start.since(pid);
         let produce_s = u.wall;
         let after_produce = target.rss_mib();
-        t.row(vec![
-            "produce 1 record to each (acks=all, one producer)".into(),
-            fmt(Some(u.wall), 2),
-            fmt(after_produce, 1),
-            fmt(u.broker_cpu, 2),
-        ]);
-        println!(
-            "   {}",
-            t.render().lines().last().unwrap_or_default().trim()
-        );
+        let step = "produce 1 record to each (acks=all, one producer)";
+        scale_step(&mut t, step, &u, after_produce);
 
-        let start = Usage::sample(pid);
-        let consumer = kafka::assigned_consumer(&bootstrap, &topic, partitions)?;
-        let run = kafka::consume_count(&consumer, produced.records)?;
-        let u = start.since(pid);
-        let fetch_s = u.wall;
-        drop(consumer);
-        let after_fetch = target.rss_mib();
-        t.row(vec![
-            "fetch all (one consumer assigned every partition)".into(),
-            fmt(Some(u.wall), 2),
-            fmt(after_fetch, 1),
-            fmt(u.broker_cpu, 2),
-        ]);
-        println!(
-            "   {}",
-            t.render().lines().last().unwrap_or_default().trim()
-        );
+        let expected = produced.records;
+        let (run, fetch_s, after_fetch) =
+            scale_fetch(&mut t, &bootstrap, &topic, partitions, expected, &target)?;
 
+        let lat = self.scale_latency(&mut t, &bootstrap, &topic, partitions, &target)?;
+        t.row(vec![
+            "peak".into(),
+            "-".into(),
+            fmt(target.peak_rss_mib(), 1),
+            "-".into(),
+        ]);
+        self.report.table(&t);
+        let r = &mut self.report;
+        r.metric("scale.partitions", Some(f(count)));
+        r.metric("scale.create_s", Some(create_s));
+        r.metric("scale.produce_all_s", Some(produce_s));
+        r.metric("scale.created.rss_mib", created);
+        r.metric("scale.fetched.rss_mib", after_fetch);
+        r.metric("scale.peak_rss_mib", target.peak_rss_mib());
+        r.metric("scale.fetch_all_s", Some(fetch_s));
+        r.metric("scale.latency.p50_ms", Some(lat.quantile_ms(0.5)));
+        r.metric("scale.latency.p99_ms", Some(lat.quantile_ms(0.99)));
+        r.metric("scale.missing", Some(f(count.saturating_sub(run.records))));
+        r.metric("scale.latency.lost", Some(f(lat.lost)));
+        if let Target::Owned(broker) = target {
+            tear_down(broker);
+        }
+        Ok(())
+    }
+
+    /// The scale section's last step: end-to-end latency at 1,000 records/s round-robin
+    /// over every partition, one consumer on all of them.
+    fn scale_latency(
+        &self,
+        t: &mut Table,
+        bootstrap: &str,
+        topic: &str,
+        partitions: i32,
+        target: &Target,
+    ) -> Res<kafka::LatencyRun> {
         let rate = 1000;
         let lat_start = Instant::now();
         let lat = kafka::latency_run(
-            &bootstrap,
-            &topic,
+            bootstrap,
+            topic,
             partitions,
             &ProducerSettings::default_with("all"),
             None,
@@ -1345,36 +1517,7 @@ impl Bench {
             fmt(after_latency, 1),
             "-".into(),
         ]);
-        t.row(vec![
-            "peak".into(),
-            "-".into(),
-            fmt(target.peak_rss_mib(), 1),
-            "-".into(),
-        ]);
-        self.report.table(&t);
-        let r = &mut self.report;
-        r.metric("scale.partitions", Some(f(count)));
-        r.metric("scale.create_s", Some(create_s));
-        r.metric("scale.produce_all_s", Some(produce_s));
-        r.metric("scale.created.rss_mib", created);
-        r.metric("scale.fetched.rss_mib", after_fetch);
-        r.metric("scale.peak_rss_mib", target.peak_rss_mib());
-        r.metric("scale.fetch_all_s", Some(fetch_s));
-        r.metric("scale.latency.p50_ms", Some(lat.quantile_ms(0.5)));
-        r.metric("scale.latency.p99_ms", Some(lat.quantile_ms(0.99)));
-        r.metric("scale.missing", Some(f(count.saturating_sub(run.records))));
-        r.metric("scale.latency.lost", Some(f(lat.lost)));
-        if let Target::Owned(mut broker) = target {
-            let t = Instant::now();
-            broker.kill();
-            let killed = t.elapsed().as_secs_f64();
-            drop(broker);
-            println!(
-                "   teardown: SIGKILL → exit {killed:.1} s, data dir removed {:.1} s",
-                t.elapsed().as_secs_f64() - killed
-            );
-        }
-        Ok(())
+        Ok(lat)
     }
 
     fn connections(&mut self) -> Res<()> {

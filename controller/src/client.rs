@@ -375,41 +375,7 @@ impl ControllerClient {
         let backoff = Duration::from_millis(self.config.retry_backoff_ms);
         let mut redirected = false;
         loop {
-            let (target_id, outcome) = match self.target() {
-                Target::Local(controller) => {
-                    let result = rpc::dispatch(controller, request.clone(), None).await;
-                    let metadata_offset = controller.image().offset();
-                    (
-                        controller.raft().node_id(),
-                        Ok(ControllerAnswer {
-                            result,
-                            metadata_offset,
-                        }),
-                    )
-                }
-                Target::Remote(id) => {
-                    // An attempt on a controller that stopped answering (SIGSTOP, a hung
-                    // host) would hold the call until its deadline, 30 s by default, while
-                    // the quorum elects another leader in about a second: a heartbeat stuck
-                    // there let the new controller fence every broker, this node's own
-                    // included, after one session timeout (the chaos trials' minutes-long
-                    // stalls). The attempt is dropped as soon as this node's Raft names
-                    // another leader, and the call goes there.
-                    let attempt_deadline = self
-                        .attempt_bound(&request)
-                        .map_or(deadline, |bound| deadline.min(Instant::now() + bound));
-                    let outcome = tokio::select! {
-                        outcome = self.remote(id, &request, attempt_deadline) => outcome,
-                        () = self.leader_moved_from(id) => {
-                            tracing::debug!(controller = id, "the quorum elected another leader; leaving the call there");
-                            Err(CallError::Network(std::io::Error::other(
-                                "the quorum elected another leader",
-                            )))
-                        }
-                    };
-                    (id, outcome)
-                }
-            };
+            let (target_id, outcome) = self.attempt(&request, deadline).await;
             let outcome = outcome.map(|answer| {
                 self.controller_offset
                     .fetch_max(answer.metadata_offset, Ordering::AcqRel);
@@ -450,6 +416,51 @@ impl ControllerClient {
             }
             if Instant::now() >= deadline {
                 return Err(QuorumError::RequestTimedOut { timeout_ms });
+            }
+        }
+    }
+
+    /// One attempt at the controller [`Self::target`] names: dispatched in process when
+    /// this node's own Raft leads, else sent over the network. Returns the controller
+    /// tried with the outcome, for the caller's retry and redirect decisions.
+    async fn attempt(
+        &self,
+        request: &ControllerRequest,
+        deadline: Instant,
+    ) -> (u64, Result<ControllerAnswer, CallError>) {
+        match self.target() {
+            Target::Local(controller) => {
+                let result = rpc::dispatch(controller, request.clone(), None).await;
+                let metadata_offset = controller.image().offset();
+                (
+                    controller.raft().node_id(),
+                    Ok(ControllerAnswer {
+                        result,
+                        metadata_offset,
+                    }),
+                )
+            }
+            Target::Remote(id) => {
+                // An attempt on a controller that stopped answering (SIGSTOP, a hung
+                // host) would hold the call until its deadline, 30 s by default, while
+                // the quorum elects another leader in about a second: a heartbeat stuck
+                // there let the new controller fence every broker, this node's own
+                // included, after one session timeout (the chaos trials' minutes-long
+                // stalls). The attempt is dropped as soon as this node's Raft names
+                // another leader, and the call goes there.
+                let attempt_deadline = self
+                    .attempt_bound(request)
+                    .map_or(deadline, |bound| deadline.min(Instant::now() + bound));
+                let outcome = tokio::select! {
+                    outcome = self.remote(id, request, attempt_deadline) => outcome,
+                    () = self.leader_moved_from(id) => {
+                        tracing::debug!(controller = id, "the quorum elected another leader; leaving the call there");
+                        Err(CallError::Network(std::io::Error::other(
+                            "the quorum elected another leader",
+                        )))
+                    }
+                };
+                (id, outcome)
             }
         }
     }

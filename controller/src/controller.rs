@@ -93,21 +93,7 @@ impl RaftController {
         config.own_node()?;
         let raft_config = Arc::new(config.openraft_config()?);
         let log_dir = config.log_dir();
-        let (node_id, segment_bytes, entry_bytes_max) =
-            (config.node_id, config.segment_bytes, config.entry_bytes_max);
-        let resign_on_restart = config.voters.len() > 1;
-        let open_dir = log_dir.clone();
-        let log_store = tokio::task::spawn_blocking(move || {
-            LogStore::open(
-                &open_dir,
-                node_id,
-                resign_on_restart,
-                segment_bytes,
-                entry_bytes_max,
-            )
-        })
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))??;
+        let log_store = open_log_store(&config).await?;
         let state_machine =
             StateMachineStore::open(&log_dir.join(SNAPSHOTS_DIR), state_machine).await?;
         let shutdown = CancellationToken::new();
@@ -159,7 +145,16 @@ impl RaftController {
             shutdown,
             tasks,
         };
-        match controller.raft.initialize(config.voters.clone()).await {
+        controller.initialize_quorum(&config).await?;
+        Ok(controller)
+    }
+
+    /// Initializes the quorum with the configured voters (openraft's `initialize`, as
+    /// KRaft's bootstrap): a node whose log already holds a membership was initialized
+    /// before, which is no error. On any other failure the controller is shut down before
+    /// the error is returned, so no task outlives a failed start.
+    async fn initialize_quorum(&self, config: &ControllerConfig) -> Result<(), Error> {
+        match self.raft.initialize(config.voters.clone()).await {
             Ok(()) => {
                 tracing::info!(node_id = config.node_id, voters = ?config.voters.keys().collect::<Vec<_>>(), "controller quorum initialized")
             }
@@ -170,13 +165,13 @@ impl RaftController {
                 );
             }
             Err(e) => {
-                controller.shutdown().await?;
+                self.shutdown().await?;
                 return Err(Error::Internal(format!(
                     "initializing the controller quorum: {e}"
                 )));
             }
         }
-        Ok(controller)
+        Ok(())
     }
 
     /// Appends `payload` through the leader and waits until it is committed and applied
@@ -285,6 +280,28 @@ impl RaftController {
         self.tasks.wait().await;
         stopped.map_err(|e| Error::Internal(format!("controller Raft task: {e}")))
     }
+}
+
+/// Opens the Raft log in the configured directory, on a blocking thread (it reads and
+/// may repair files). With more than one voter a leader's own vote reads back
+/// uncommitted after a restart (`resign_on_restart`, see [`LogStore::open`]).
+async fn open_log_store(config: &ControllerConfig) -> Result<LogStore, Error> {
+    let open_dir = config.log_dir();
+    let (node_id, segment_bytes, entry_bytes_max) =
+        (config.node_id, config.segment_bytes, config.entry_bytes_max);
+    let resign_on_restart = config.voters.len() > 1;
+    tokio::task::spawn_blocking(move || {
+        LogStore::open(
+            &open_dir,
+            node_id,
+            resign_on_restart,
+            segment_bytes,
+            entry_bytes_max,
+        )
+    })
+    .await
+    .map_err(|e| Error::Internal(e.to_string()))?
+    .map_err(Error::from)
 }
 
 /// Logs every change of the quorum's leader as this node sees it, one line each: which

@@ -129,22 +129,7 @@ fn run(args: Args) -> Result<bool, String> {
             })
     });
     println!("seed {seed}");
-    let mut pairs = Vec::new();
-    for api in &apis {
-        if !args.apis.is_empty() && !args.apis.contains(&api.key) {
-            continue;
-        }
-        let Ok(key) = ApiKey::try_from(api.key) else {
-            println!(
-                "api {}: unknown to kafka-protocol, fuzzed as raw bytes only",
-                api.key
-            );
-            continue;
-        };
-        for version in api.min..=api.max {
-            pairs.push((key, version));
-        }
-    }
+    let mut pairs = version_pairs(&apis, &args.apis);
     if pairs.is_empty() {
         return Err("no (api, version) pair to fuzz".to_owned());
     }
@@ -180,17 +165,7 @@ fn run(args: Args) -> Result<bool, String> {
         sent: Mutex::new(report::SentLog::default()),
         args,
     });
-    let workers: Vec<_> = (0..shared.args.connections.max(1))
-        .map(|i| {
-            let shared = Arc::clone(&shared);
-            let worker_seed = seed.wrapping_add(
-                u64::try_from(i)
-                    .unwrap_or(0)
-                    .wrapping_mul(0x9e37_79b9_7f4a_7c15),
-            );
-            std::thread::spawn(move || worker(&shared, worker_seed))
-        })
-        .collect();
+    let workers = spawn_workers(&shared, seed);
     let outcome = monitor(&shared, &apis, vote_answered, seed);
     shared.stop.store(true, Ordering::SeqCst);
     shared.paused.store(false, Ordering::SeqCst);
@@ -199,6 +174,44 @@ fn run(args: Args) -> Result<bool, String> {
     }
     shared.stats.print(&apis, &outcome);
     Ok(outcome.failures.is_empty())
+}
+
+/// One worker thread per connection (`--connections`, at least one), each drawing from
+/// its own seed derived from the run's `seed`.
+fn spawn_workers(shared: &Arc<Shared>, seed: u64) -> Vec<std::thread::JoinHandle<()>> {
+    (0..shared.args.connections.max(1))
+        .map(|i| {
+            let shared = Arc::clone(shared);
+            let worker_seed = seed.wrapping_add(
+                u64::try_from(i)
+                    .unwrap_or(0)
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            );
+            std::thread::spawn(move || worker(&shared, worker_seed))
+        })
+        .collect()
+}
+
+/// Every (api, version) pair the client listener advertises, limited to `only` when it
+/// names keys. An API kafka-protocol does not know is reported and left out.
+fn version_pairs(apis: &[ApiRange], only: &[i16]) -> Vec<(ApiKey, i16)> {
+    let mut pairs = Vec::new();
+    for api in apis {
+        if !only.is_empty() && !only.contains(&api.key) {
+            continue;
+        }
+        let Ok(key) = ApiKey::try_from(api.key) else {
+            println!(
+                "api {}: unknown to kafka-protocol, fuzzed as raw bytes only",
+                api.key
+            );
+            continue;
+        };
+        for version in api.min..=api.max {
+            pairs.push((key, version));
+        }
+    }
+    pairs
 }
 
 /// Asks the controller listener for ApiVersions (and reports what it did), then whether
@@ -430,40 +443,16 @@ fn make_frame(
     let roll = rng.u32(0..100);
     let hostile = (10..30).contains(&roll);
     let mutated = roll >= 30;
-    let (key, version, payload, layout_info, needles) = if target == Target::Controller
-        && rng.u32(0..100) < 75
-    {
-        let key = controller::KEYS[rng.usize(..controller::KEYS.len())];
-        let version = if rng.u32(0..10) == 0 {
-            rng.i16(-1..3)
-        } else {
-            0
-        };
-        let hostile_body = hostile || rng.bool();
-        let body = controller::body(key, rng, hostile_body);
-        let needles = json_strings(&body);
-        let payload = controller::payload(key, version, correlation_id, body.as_bytes());
-        (
-            key,
-            version,
-            payload,
-            (controller::HEADER_BYTES, false, false),
-            needles,
-        )
+    let Unmutated {
+        key,
+        version,
+        payload,
+        layout: layout_info,
+        needles,
+    } = if target == Target::Controller && rng.u32(0..100) < 75 {
+        controller_request(rng, hostile, correlation_id)
     } else {
-        let i = shared.next_pair.fetch_add(1, Ordering::Relaxed);
-        let (key, version) = shared.pairs[i % shared.pairs.len()];
-        let (payload, needles) = valid_payload(shared, rng, key, version, correlation_id, hostile);
-        let header_version = key.request_header_version(version);
-        let header_bytes = 10 + "logbook-wire-fuzz".len() + usize::from(header_version >= 2);
-        let flexible = header_version >= 2;
-        (
-            key as i16,
-            version,
-            payload,
-            (header_bytes, flexible, flexible),
-            needles,
-        )
+        client_request(shared, rng, hostile, correlation_id)
     };
     let (bytes, what) = if mutated {
         let layout = mutate::Layout {
@@ -494,6 +483,62 @@ fn make_frame(
             what,
             bytes,
         },
+    }
+}
+
+/// One request before any mutation: key and version as sent, its bytes, the layout a
+/// mutation needs (header bytes, whether the header has tagged fields, whether the body
+/// is flexible) and the strings in it (where a length can be made to lie).
+struct Unmutated {
+    key: i16,
+    version: i16,
+    payload: Vec<u8>,
+    layout: (usize, bool, bool),
+    needles: Vec<Vec<u8>>,
+}
+
+/// A request in the controller listener's own JSON protocol: one of its keys, mostly at
+/// version 0 (sometimes -1..3), with a body hostile when the frame is, or at random.
+fn controller_request(rng: &mut fastrand::Rng, hostile: bool, correlation_id: i32) -> Unmutated {
+    let key = controller::KEYS[rng.usize(..controller::KEYS.len())];
+    let version = if rng.u32(0..10) == 0 {
+        rng.i16(-1..3)
+    } else {
+        0
+    };
+    let hostile_body = hostile || rng.bool();
+    let body = controller::body(key, rng, hostile_body);
+    let needles = json_strings(&body);
+    let payload = controller::payload(key, version, correlation_id, body.as_bytes());
+    Unmutated {
+        key,
+        version,
+        payload,
+        layout: (controller::HEADER_BYTES, false, false),
+        needles,
+    }
+}
+
+/// A Kafka request: the next (api, version) pair in the shuffled round, filled valid or
+/// hostile.
+fn client_request(
+    shared: &Shared,
+    rng: &mut fastrand::Rng,
+    hostile: bool,
+    correlation_id: i32,
+) -> Unmutated {
+    let i = shared.next_pair.fetch_add(1, Ordering::Relaxed);
+    let (key, version) = shared.pairs[i % shared.pairs.len()];
+    let (payload, needles) = valid_payload(shared, rng, key, version, correlation_id, hostile);
+    let header_version = key.request_header_version(version);
+    let header_bytes = 10 + "logbook-wire-fuzz".len() + usize::from(header_version >= 2);
+    let flexible = header_version >= 2;
+    Unmutated {
+        key: key as i16,
+        version,
+        payload,
+        layout: (header_bytes, flexible, flexible),
+        needles,
     }
 }
 

@@ -133,37 +133,7 @@ impl Stats {
     pub fn print(&self, apis: &[ApiRange], outcome: &Outcome) {
         let map = self.per_api.lock().map(|m| m.clone()).unwrap_or_default();
         let versions = self.versions.lock().map(|v| v.clone()).unwrap_or_default();
-        println!(
-            "{:<10} {:>6} {:<28} {:>9} {:>9} {:>9} {:>8} {:>5} {:>8}",
-            "listener", "key", "api", "frames", "answered", "closed", "timeout", "bad", "versions"
-        );
-        let mut total = Counts::default();
-        for ((target, key), c) in &map {
-            let name = ApiKey::try_from(*key)
-                .map_or_else(|()| "(private)".to_owned(), |k| format!("{k:?}"));
-            let covered = versions.iter().filter(|(k, _)| k == key).count();
-            println!(
-                "{:<10} {:>6} {:<28} {:>9} {:>9} {:>9} {:>8} {:>5} {:>8}",
-                target.name(),
-                key,
-                name,
-                c.frames,
-                c.answered,
-                c.closed,
-                c.timeouts,
-                c.implausible,
-                if *target == Target::Client {
-                    covered.to_string()
-                } else {
-                    "-".to_owned()
-                }
-            );
-            total.frames += c.frames;
-            total.answered += c.answered;
-            total.closed += c.closed;
-            total.timeouts += c.timeouts;
-            total.implausible += c.implausible;
-        }
+        let total = print_table(&map, &versions);
         let missing: Vec<String> = apis
             .iter()
             .flat_map(|a| (a.min..=a.max).map(move |v| (a.key, v)))
@@ -223,6 +193,43 @@ impl Stats {
         line.push_str(&per_key.join(","));
         println!("{line}");
     }
+}
+
+/// The per-listener, per-key table (frames and how each ended, and for client keys how
+/// many versions were sent), returning the totals for the summary line.
+fn print_table(map: &BTreeMap<(Target, i16), Counts>, versions: &BTreeSet<(i16, i16)>) -> Counts {
+    println!(
+        "{:<10} {:>6} {:<28} {:>9} {:>9} {:>9} {:>8} {:>5} {:>8}",
+        "listener", "key", "api", "frames", "answered", "closed", "timeout", "bad", "versions"
+    );
+    let mut total = Counts::default();
+    for ((target, key), c) in map {
+        let name =
+            ApiKey::try_from(*key).map_or_else(|()| "(private)".to_owned(), |k| format!("{k:?}"));
+        let covered = versions.iter().filter(|(k, _)| k == key).count();
+        println!(
+            "{:<10} {:>6} {:<28} {:>9} {:>9} {:>9} {:>8} {:>5} {:>8}",
+            target.name(),
+            key,
+            name,
+            c.frames,
+            c.answered,
+            c.closed,
+            c.timeouts,
+            c.implausible,
+            if *target == Target::Client {
+                covered.to_string()
+            } else {
+                "-".to_owned()
+            }
+        );
+        total.frames += c.frames;
+        total.answered += c.answered;
+        total.closed += c.closed;
+        total.timeouts += c.timeouts;
+        total.implausible += c.implausible;
+    }
+    total
 }
 
 /// Frames sent since the last good health check, capped in bytes (oldest dropped).

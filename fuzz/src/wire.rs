@@ -222,13 +222,9 @@ pub fn health(addr: SocketAddr, apis: &[ApiRange], timeout: Duration) -> Result<
     Ok(())
 }
 
-/// Gives the broker something to be fuzzed around: topics (created if missing), records
-/// in each of their partitions, and a transactional producer id; then reads Metadata.
-///
-/// # Errors
-/// The broker does not answer Metadata.
-pub fn prepare(addr: SocketAddr, apis: &[ApiRange], timeout: Duration) -> Result<Corpus, String> {
-    let mut stream = connect(addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
+/// Creates the fuzz topics (fuzz-a, fuzz-b, fuzz-c) when the broker serves
+/// CreateTopics; ones that already exist (a second run) are fine.
+fn create_topics(stream: &mut TcpStream, apis: &[ApiRange]) -> Result<(), String> {
     if let Some(version) = version_of(apis, ApiKey::CreateTopics, 7) {
         let mut request = create_topics_request::CreateTopicsRequest::default();
         request.timeout_ms = 10_000;
@@ -241,15 +237,19 @@ pub fn prepare(addr: SocketAddr, apis: &[ApiRange], timeout: Duration) -> Result
         }
         // Already existing (a second run) is fine.
         let body = round_trip(
-            &mut stream,
+            stream,
             ApiKey::CreateTopics,
             version,
             &RequestKind::CreateTopics(request),
         )?;
         let _ = CreateTopicsResponse::decode(&mut body.clone(), version);
     }
-    let (batches, bombs) = requests::record_batches();
-    let (topics, brokers) = metadata(&mut stream, apis)?;
+    Ok(())
+}
+
+/// Writes a record batch into every partition of the fuzz topics, so that fetches have
+/// something to read; a refusal (a partition led elsewhere) is ignored.
+fn produce_records(stream: &mut TcpStream, apis: &[ApiRange], topics: &[Topic], batches: &[Bytes]) {
     if let Some(version) = version_of(apis, ApiKey::Produce, 9) {
         for topic in topics.iter().filter(|t| t.name.starts_with("fuzz-")) {
             let mut request = produce_request::ProduceRequest::default();
@@ -266,13 +266,18 @@ pub fn prepare(addr: SocketAddr, apis: &[ApiRange], timeout: Duration) -> Result
             request.topic_data.push(data);
             // A partition led elsewhere answers NOT_LEADER; records are a nicety.
             let _ = round_trip(
-                &mut stream,
+                stream,
                 ApiKey::Produce,
                 version,
                 &RequestKind::Produce(request),
             );
         }
     }
+}
+
+/// A producer id and epoch for requests that name one: a transactional one, else an
+/// idempotent one; (-1, -1) when the broker grants neither.
+fn init_producer_id(stream: &mut TcpStream, apis: &[ApiRange]) -> (i64, i16) {
     let mut producer = (-1, -1);
     if let Some(version) = version_of(apis, ApiKey::InitProducerId, 4) {
         for transactional in [true, false] {
@@ -283,7 +288,7 @@ pub fn prepare(addr: SocketAddr, apis: &[ApiRange], timeout: Duration) -> Result
             request.producer_id = ProducerId(-1);
             request.producer_epoch = -1;
             let Ok(mut body) = round_trip(
-                &mut stream,
+                stream,
                 ApiKey::InitProducerId,
                 version,
                 &RequestKind::InitProducerId(request),
@@ -298,6 +303,21 @@ pub fn prepare(addr: SocketAddr, apis: &[ApiRange], timeout: Duration) -> Result
             }
         }
     }
+    producer
+}
+
+/// Gives the broker something to be fuzzed around: topics (created if missing), records
+/// in each of their partitions, and a transactional producer id; then reads Metadata.
+///
+/// # Errors
+/// The broker does not answer Metadata.
+pub fn prepare(addr: SocketAddr, apis: &[ApiRange], timeout: Duration) -> Result<Corpus, String> {
+    let mut stream = connect(addr, timeout).map_err(|e| format!("connect {addr}: {e}"))?;
+    create_topics(&mut stream, apis)?;
+    let (batches, bombs) = requests::record_batches();
+    let (topics, brokers) = metadata(&mut stream, apis)?;
+    produce_records(&mut stream, apis, &topics, &batches);
+    let producer = init_producer_id(&mut stream, apis);
     Ok(Corpus {
         topics,
         brokers,

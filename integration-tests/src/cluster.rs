@@ -327,6 +327,61 @@ impl ClusterNode {
     }
 }
 
+/// One node of a cluster being started (not spawned yet): its directories under
+/// `work_root`, its role (combined, or controller or broker with dedicated controllers;
+/// `voter` says whether it is one of the quorum's voters) and its command line.
+fn new_node(
+    work_root: &Path,
+    spec: &ClusterSpec,
+    voters: &str,
+    node_id: i32,
+    (port, controller_port): (u16, u16),
+    voter: bool,
+) -> ClusterNode {
+    let dir = work_root.join(format!("node-{node_id}"));
+    let data_dir = dir.join("data");
+    std::fs::create_dir_all(&data_dir).expect("create a node's data directory");
+    let mut args = vec![
+        "--listen".to_owned(),
+        format!("127.0.0.1:{port}"),
+        "--data-dir".to_owned(),
+        data_dir.display().to_string(),
+        "--node-id".to_owned(),
+        node_id.to_string(),
+    ];
+    let role = if spec.dedicated_controllers == 0 {
+        NodeRole::Combined
+    } else if voter {
+        NodeRole::Controller
+    } else {
+        NodeRole::Broker
+    };
+    if spec.quorum {
+        args.extend(["--controller-quorum-voters".to_owned(), voters.to_owned()]);
+    }
+    match role {
+        NodeRole::Combined => {}
+        NodeRole::Controller => {
+            args.extend(["--process-roles".to_owned(), "controller".to_owned()]);
+        }
+        NodeRole::Broker => {
+            args.extend(["--process-roles".to_owned(), "broker".to_owned()]);
+        }
+    }
+    args.extend(spec.extra_args.iter().cloned());
+    ClusterNode {
+        node_id,
+        role,
+        port,
+        controller_port,
+        data_dir,
+        log_path: dir.join("node.log"),
+        args,
+        child: None,
+        paused: false,
+    }
+}
+
 /// N `logbook` processes on 127.0.0.1 (node ids 1..=N). Drop kills every node and
 /// removes the directories; a panicking test first gets every node's log tail.
 pub struct Cluster {
@@ -363,49 +418,15 @@ impl Cluster {
         let mut nodes: Vec<ClusterNode> = ids
             .iter()
             .zip(&ports)
-            .map(|(&node_id, &(port, controller_port))| {
-                let dir = work_dir.path().join(format!("node-{node_id}"));
-                let data_dir = dir.join("data");
-                std::fs::create_dir_all(&data_dir).expect("create a node's data directory");
-                let mut args = vec![
-                    "--listen".to_owned(),
-                    format!("127.0.0.1:{port}"),
-                    "--data-dir".to_owned(),
-                    data_dir.display().to_string(),
-                    "--node-id".to_owned(),
-                    node_id.to_string(),
-                ];
-                let role = if spec.dedicated_controllers == 0 {
-                    NodeRole::Combined
-                } else if is_voter(node_id) {
-                    NodeRole::Controller
-                } else {
-                    NodeRole::Broker
-                };
-                if spec.quorum {
-                    args.extend(["--controller-quorum-voters".to_owned(), voters.clone()]);
-                }
-                match role {
-                    NodeRole::Combined => {}
-                    NodeRole::Controller => {
-                        args.extend(["--process-roles".to_owned(), "controller".to_owned()]);
-                    }
-                    NodeRole::Broker => {
-                        args.extend(["--process-roles".to_owned(), "broker".to_owned()]);
-                    }
-                }
-                args.extend(spec.extra_args.iter().cloned());
-                ClusterNode {
+            .map(|(&node_id, &ports)| {
+                new_node(
+                    work_dir.path(),
+                    spec,
+                    &voters,
                     node_id,
-                    role,
-                    port,
-                    controller_port,
-                    data_dir,
-                    log_path: dir.join("node.log"),
-                    args,
-                    child: None,
-                    paused: false,
-                }
+                    ports,
+                    is_voter(node_id),
+                )
             })
             .collect();
         // Spawn all before waiting on any: a quorum member cannot serve alone.

@@ -82,42 +82,7 @@ pub fn from_legacy(legacy: &LegacyState) -> Result<MetadataBatch, Error> {
     let mut topics: Vec<&LegacyTopic> = legacy.topics.iter().collect();
     topics.sort_by(|a, b| a.name.cmp(&b.name));
     for topic in topics {
-        if topic.partitions < 1 {
-            return Err(Error::InvalidPartitions {
-                partitions: topic.partitions,
-            });
-        }
-        records.push(MetadataRecord::Topic(TopicRecord {
-            name: topic.name.clone(),
-            topic_id: topic.id,
-        }));
-        for partition_id in 0..topic.partitions {
-            let leader_epoch = topic
-                .latest_leader_epochs
-                .get(&partition_id)
-                .copied()
-                .unwrap_or(0)
-                .max(0);
-            records.push(MetadataRecord::Partition(PartitionRecord {
-                topic_id: topic.id,
-                partition_id,
-                replicas: vec![node],
-                isr: vec![node],
-                removing_replicas: Vec::new(),
-                adding_replicas: Vec::new(),
-                leader: node,
-                leader_epoch,
-                partition_epoch: 0,
-                leader_recovery_state: LeaderRecoveryState::Recovered,
-                elr: Vec::new(),
-                last_known_elr: Vec::new(),
-            }));
-        }
-        records.extend(config_records(
-            ConfigResourceType::Topic,
-            &topic.name,
-            &topic.config,
-        ));
+        records.extend(legacy_topic_records(topic, node)?);
     }
     records.extend(config_records(
         ConfigResourceType::Broker,
@@ -142,6 +107,49 @@ pub fn from_legacy(legacy: &LegacyState) -> Result<MetadataBatch, Error> {
         Some(rejected) => Err(rejected.error),
         None => Ok(batch),
     }
+}
+
+/// One legacy topic's records: the topic, each partition with `node` as its only
+/// replica, ISR member and leader at its latest leader epoch (0 when unknown), and the
+/// topic's configs.
+fn legacy_topic_records(topic: &LegacyTopic, node: BrokerId) -> Result<Vec<MetadataRecord>, Error> {
+    if topic.partitions < 1 {
+        return Err(Error::InvalidPartitions {
+            partitions: topic.partitions,
+        });
+    }
+    let mut records = vec![MetadataRecord::Topic(TopicRecord {
+        name: topic.name.clone(),
+        topic_id: topic.id,
+    })];
+    for partition_id in 0..topic.partitions {
+        let leader_epoch = topic
+            .latest_leader_epochs
+            .get(&partition_id)
+            .copied()
+            .unwrap_or(0)
+            .max(0);
+        records.push(MetadataRecord::Partition(PartitionRecord {
+            topic_id: topic.id,
+            partition_id,
+            replicas: vec![node],
+            isr: vec![node],
+            removing_replicas: Vec::new(),
+            adding_replicas: Vec::new(),
+            leader: node,
+            leader_epoch,
+            partition_epoch: 0,
+            leader_recovery_state: LeaderRecoveryState::Recovered,
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
+        }));
+    }
+    records.extend(config_records(
+        ConfigResourceType::Topic,
+        &topic.name,
+        &topic.config,
+    ));
+    Ok(records)
 }
 
 fn config_records<'a>(

@@ -167,33 +167,7 @@ impl QuorumController {
         );
         let is_caught_up = request.current_metadata_offset >= session.registration_offset;
         let ((), offset) = self
-            .run(|image| {
-                let broker = check_broker_epoch(image, id, request.broker_epoch)?;
-                let change = |fenced: Option<bool>, shutting_down: Option<bool>| {
-                    MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecord {
-                        broker_id: id,
-                        broker_epoch: request.broker_epoch,
-                        fenced,
-                        in_controlled_shutdown: shutting_down,
-                    })
-                };
-                let mut records = Vec::new();
-                if request.want_shut_down {
-                    if !broker.in_controlled_shutdown && !broker.fenced {
-                        records.push(change(None, Some(true)));
-                        records.extend(leave_isrs(image, id));
-                    }
-                } else if request.want_fence {
-                    if !broker.fenced {
-                        records.push(change(Some(true), None));
-                        records.extend(leave_isrs(image, id));
-                    }
-                } else if broker.fenced && is_caught_up {
-                    records.push(change(Some(false), None));
-                    records.extend(lead_where_leaderless(image, id));
-                }
-                Ok((records, ()))
-            })
+            .run(|image| Ok((heartbeat_records(image, &request, is_caught_up)?, ())))
             .await?;
         let image = self.image();
         let broker = check_broker_epoch(&image, id, request.broker_epoch)?;
@@ -329,6 +303,43 @@ impl QuorumController {
         }
         Ok(elected)
     }
+}
+
+/// The records a heartbeat's state change takes (Kafka's
+/// `BrokerHeartbeatManager.calculateNextBrokerState` with the ISR and leader moves of
+/// `ReplicationControlManager`): entering controlled shutdown or being fenced leaves
+/// every ISR; a fenced broker that caught up is unfenced and leads where no one does.
+fn heartbeat_records(
+    image: &MetadataImage,
+    request: &BrokerHeartbeatRequest,
+    is_caught_up: bool,
+) -> Result<Vec<MetadataRecord>, QuorumError> {
+    let id = request.broker_id;
+    let broker = check_broker_epoch(image, id, request.broker_epoch)?;
+    let change = |fenced: Option<bool>, shutting_down: Option<bool>| {
+        MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecord {
+            broker_id: id,
+            broker_epoch: request.broker_epoch,
+            fenced,
+            in_controlled_shutdown: shutting_down,
+        })
+    };
+    let mut records = Vec::new();
+    if request.want_shut_down {
+        if !broker.in_controlled_shutdown && !broker.fenced {
+            records.push(change(None, Some(true)));
+            records.extend(leave_isrs(image, id));
+        }
+    } else if request.want_fence {
+        if !broker.fenced {
+            records.push(change(Some(true), None));
+            records.extend(leave_isrs(image, id));
+        }
+    } else if broker.fenced && is_caught_up {
+        records.push(change(Some(false), None));
+        records.extend(lead_where_leaderless(image, id));
+    }
+    Ok(records)
 }
 
 /// The registration of `id`, if `epoch` is its epoch.

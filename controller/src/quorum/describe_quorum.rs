@@ -10,12 +10,12 @@
 //! acknowledgement when it has matched the whole log, and -1 (unknown, as Kafka reports a
 //! replica it never heard from) when it lags.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use logbook_metadata::BrokerId;
 use serde::{Deserialize, Serialize};
 
-use super::{QuorumController, QuorumError};
+use super::{BrokerSessions, QuorumController, QuorumError};
 
 /// One replica of the metadata log in a [`QuorumDescription`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,28 +97,7 @@ impl QuorumController {
                 }
             })
             .collect();
-        let clock_now = self.clock.now();
-        let observers = active
-            .sessions
-            .iter()
-            .filter(|(id, _)| u64::try_from(*id).map_or(true, |id| !voter_ids.contains(&id)))
-            .map(|(node_id, session)| {
-                let heard = session.last_heartbeat.map_or(-1, |at| {
-                    let ago = clock_now.saturating_duration_since(at);
-                    wall_ms(now.checked_sub(ago).unwrap_or(now - Duration::ZERO))
-                });
-                ReplicaProgress {
-                    node_id,
-                    log_end_offset: if session.metadata_offset < 0 {
-                        -1
-                    } else {
-                        session.metadata_offset.saturating_add(1)
-                    },
-                    last_fetch_timestamp: heard,
-                    last_caught_up_timestamp: heard,
-                }
-            })
-            .collect();
+        let observers = observer_progress(&active.sessions, &voter_ids, now, self.clock.now());
         // A sole voter binds no controller socket (a single node): no endpoint to show.
         let listening = self.raft.local_addr().is_some();
         let endpoints = voter_ids
@@ -139,4 +118,36 @@ impl QuorumController {
             endpoints,
         })
     }
+}
+
+/// The observers' progress: each broker with a session that is not a voter, its log
+/// end one past the metadata offset its last heartbeat reported, and that heartbeat's
+/// time (on the controller's clock `clock_now`, turned into wall time from `now`) as its
+/// last fetch and catch-up (Kafka's observers in DescribeQuorum).
+fn observer_progress(
+    sessions: &BrokerSessions,
+    voter_ids: &[u64],
+    now: SystemTime,
+    clock_now: Instant,
+) -> Vec<ReplicaProgress> {
+    sessions
+        .iter()
+        .filter(|(id, _)| u64::try_from(*id).map_or(true, |id| !voter_ids.contains(&id)))
+        .map(|(node_id, session)| {
+            let heard = session.last_heartbeat.map_or(-1, |at| {
+                let ago = clock_now.saturating_duration_since(at);
+                wall_ms(now.checked_sub(ago).unwrap_or(now - Duration::ZERO))
+            });
+            ReplicaProgress {
+                node_id,
+                log_end_offset: if session.metadata_offset < 0 {
+                    -1
+                } else {
+                    session.metadata_offset.saturating_add(1)
+                },
+                last_fetch_timestamp: heard,
+                last_caught_up_timestamp: heard,
+            }
+        })
+        .collect()
 }

@@ -138,30 +138,7 @@ impl QuorumController {
                             name: topic.name.clone(),
                         })
                     } else {
-                        let partitions = if topic.num_partitions == -1 {
-                            config.default_num_partitions
-                        } else {
-                            topic.num_partitions
-                        };
-                        let mut rf = if topic.replication_factor == -1 {
-                            config.default_replication_factor
-                        } else {
-                            topic.replication_factor
-                        };
-                        if topic.cap_replication_factor {
-                            let active = i16::try_from(usable.len()).unwrap_or(i16::MAX).max(1);
-                            rf = rf.min(active);
-                        }
-                        let placed = if topic.assignment.is_empty() {
-                            // Leaders of consecutive topics start on consecutive brokers.
-                            let start = PlacementStart::fixed(image.topics().count() + created);
-                            placement::assign(partitions, rf, &usable, 0, start)
-                                .map_err(QuorumError::from)
-                                .map(|a| (a, Vec::new()))
-                        } else {
-                            manual_assignment(image, &topic.assignment)
-                                .map(|isrs| (topic.assignment.clone(), isrs))
-                        };
+                        let placed = place_topic(image, &config, topic, &usable, created);
                         placed.map(|(assignment, isrs)| {
                             created += 1;
                             let partitions = i32::try_from(assignment.len()).unwrap_or(i32::MAX);
@@ -444,22 +421,7 @@ fn reassign_one(
         None if !partition.is_reassigning() => return Err(QuorumError::NoReassignmentInProgress),
         None => original.clone(),
         Some(target) => {
-            if target.is_empty() {
-                return Err(QuorumError::InvalidReplicaAssignment(
-                    "the target replica list is empty".to_string(),
-                ));
-            }
-            let mut seen = std::collections::BTreeSet::new();
-            if let Some(dup) = target.iter().find(|b| !seen.insert(**b)) {
-                return Err(QuorumError::InvalidReplicaAssignment(format!(
-                    "broker {dup} appears twice in the target replicas"
-                )));
-            }
-            if let Some(unknown) = target.iter().find(|b| image.broker(**b).is_none()) {
-                return Err(QuorumError::InvalidReplicaAssignment(format!(
-                    "broker {unknown} is not registered"
-                )));
-            }
+            validate_target_replicas(image, target)?;
             target.to_vec()
         }
     };
@@ -492,6 +454,71 @@ fn reassign_one(
         .with_target_removing(removing)
         .build();
     Ok(change)
+}
+
+/// Checks a reassignment's target replicas (Kafka's
+/// `validateManualPartitionAssignment`): not empty, no broker twice, every broker
+/// registered.
+fn validate_target_replicas(image: &MetadataImage, target: &[BrokerId]) -> Result<(), QuorumError> {
+    if target.is_empty() {
+        return Err(QuorumError::InvalidReplicaAssignment(
+            "the target replica list is empty".to_string(),
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(dup) = target.iter().find(|b| !seen.insert(**b)) {
+        return Err(QuorumError::InvalidReplicaAssignment(format!(
+            "broker {dup} appears twice in the target replicas"
+        )));
+    }
+    if let Some(unknown) = target.iter().find(|b| image.broker(**b).is_none()) {
+        return Err(QuorumError::InvalidReplicaAssignment(format!(
+            "broker {unknown} is not registered"
+        )));
+    }
+    Ok(())
+}
+
+/// A new topic's replica assignment, and the ISR of each partition when it is not all
+/// of its replicas (empty: every ISR is its replicas).
+type Placed = (Vec<Vec<BrokerId>>, Vec<Vec<BrokerId>>);
+
+/// Where a new topic's replicas go (the placement step of Kafka's
+/// `ReplicationControlManager.createTopic`): a manual assignment as given (checked by
+/// [`manual_assignment`], which also gives its ISRs), else placed over the usable brokers with the request's or
+/// the default partition count and replication factor, capped at the usable brokers
+/// when the request asks. `created` topics of this request come before it, so that
+/// leaders of consecutive topics start on consecutive brokers.
+fn place_topic(
+    image: &MetadataImage,
+    config: &super::QuorumConfig,
+    topic: &CreatableTopic,
+    usable: &[BrokerId],
+    created: usize,
+) -> Result<Placed, QuorumError> {
+    let partitions = if topic.num_partitions == -1 {
+        config.default_num_partitions
+    } else {
+        topic.num_partitions
+    };
+    let mut rf = if topic.replication_factor == -1 {
+        config.default_replication_factor
+    } else {
+        topic.replication_factor
+    };
+    if topic.cap_replication_factor {
+        let active = i16::try_from(usable.len()).unwrap_or(i16::MAX).max(1);
+        rf = rf.min(active);
+    }
+    if topic.assignment.is_empty() {
+        // Leaders of consecutive topics start on consecutive brokers.
+        let start = PlacementStart::fixed(image.topics().count() + created);
+        placement::assign(partitions, rf, usable, 0, start)
+            .map_err(QuorumError::from)
+            .map(|a| (a, Vec::new()))
+    } else {
+        manual_assignment(image, &topic.assignment).map(|isrs| (topic.assignment.clone(), isrs))
+    }
 }
 
 /// The records of a new topic: the topic, its partitions (leader = first replica, all in

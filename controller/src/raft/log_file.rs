@@ -209,32 +209,14 @@ impl LogFile {
                 .last()
                 .is_none_or(|s| s.len > 0 && s.len + frame_bytes > self.segment_bytes);
             if roll {
-                let path = segment_path(&self.dir, *index);
-                let file = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(&path)?;
-                self.segments.push(Segment {
-                    base: *index,
-                    path,
-                    file,
-                    len: 0,
-                });
+                self.roll(*index)?;
                 created = true;
             }
             let segment = self
                 .segments
                 .last_mut()
                 .ok_or_else(|| io::Error::other("no active segment"))?;
-            let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + body.len());
-            let index_bytes = index.to_be_bytes();
-            let crc = crc32c::crc32c_append(crc32c::crc32c(&index_bytes), body);
-            frame.extend_from_slice(&body_bytes.to_be_bytes());
-            frame.extend_from_slice(&crc.to_be_bytes());
-            frame.extend_from_slice(&index_bytes);
-            frame.extend_from_slice(body);
+            let frame = encode_frame(*index, body, body_bytes);
             segment.file.write_all_at(&frame, segment.len)?;
             self.locations.push_back(Location {
                 segment_base: segment.base,
@@ -252,6 +234,27 @@ impl LogFile {
         if created {
             sync_dir(&self.dir)?;
         }
+        Ok(())
+    }
+
+    /// Starts a new segment whose first entry is `index` (created empty, truncating any
+    /// leftover file of that name). Not synced here: [`Self::append`] syncs the directory
+    /// once its entries are durable, so a crash before then loses only unacknowledged
+    /// entries.
+    fn roll(&mut self, index: u64) -> io::Result<()> {
+        let path = segment_path(&self.dir, index);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        self.segments.push(Segment {
+            base: index,
+            path,
+            file,
+            len: 0,
+        });
         Ok(())
     }
 
@@ -354,6 +357,19 @@ impl LogFile {
         }
         Ok(())
     }
+}
+
+/// One entry's frame as it is on disk: body length, CRC-32C of index and body, index,
+/// body.
+fn encode_frame(index: u64, body: &[u8], body_bytes: u32) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(FRAME_HEADER_BYTES + body.len());
+    let index_bytes = index.to_be_bytes();
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&index_bytes), body);
+    frame.extend_from_slice(&body_bytes.to_be_bytes());
+    frame.extend_from_slice(&crc.to_be_bytes());
+    frame.extend_from_slice(&index_bytes);
+    frame.extend_from_slice(body);
+    frame
 }
 
 /// `dir/<base, 20 digits>.log`.

@@ -590,22 +590,33 @@ impl GroupCoordinator {
             }
         }
         if g.is_leader(member_id) {
-            let mut assignments: std::collections::HashMap<String, Bytes> =
-                assignments.into_iter().collect();
-            for member in g.members.values_mut() {
-                member.assignment = assignments.remove(&member.member_id).unwrap_or_default();
-            }
-            // Kafka's storeGroup: the members are answered, and the group becomes Stable,
-            // only once the group's record (with these assignments) is durable.
-            let generation = g.generation_id;
-            match self.store_group(&g) {
-                Ok((partition, end_offset)) => {
-                    self.await_assignment_durable(group_id, generation, partition, end_offset);
-                }
-                Err(e) => self.assignment_not_stored(&mut g, e),
-            }
+            self.store_leader_assignments(&mut g, group_id, assignments);
         }
         rx
+    }
+
+    /// The leader's SyncGroup in CompletingRebalance: each member's assignment is set from
+    /// the leader's (empty for a member it left out) and the group's record appended.
+    fn store_leader_assignments(
+        &self,
+        g: &mut ClassicGroup,
+        group_id: &str,
+        assignments: Vec<(String, Bytes)>,
+    ) {
+        let mut assignments: std::collections::HashMap<String, Bytes> =
+            assignments.into_iter().collect();
+        for member in g.members.values_mut() {
+            member.assignment = assignments.remove(&member.member_id).unwrap_or_default();
+        }
+        // Kafka's storeGroup: the members are answered, and the group becomes Stable,
+        // only once the group's record (with these assignments) is durable.
+        let generation = g.generation_id;
+        match self.store_group(g) {
+            Ok((partition, end_offset)) => {
+                self.await_assignment_durable(group_id, generation, partition, end_offset);
+            }
+            Err(e) => self.assignment_not_stored(g, e),
+        }
     }
 
     /// Waits (in a task) for the group record holding a generation's assignments to become
