@@ -85,39 +85,13 @@ pub fn run(
             let connect_gate = Arc::clone(&connect_gate);
             let round_gate = Arc::clone(&round_gate);
             let after_round = Arc::clone(&after_round);
-            tasks.push(tokio::spawn(async move {
-                let permit = connect_gate.acquire_owned().await;
-                let stream =
-                    tokio::time::timeout(Duration::from_secs(30), TcpStream::connect(addr)).await;
-                drop(permit);
-                let mut stream = match stream {
-                    Ok(Ok(stream)) => Some(stream),
-                    _ => None,
-                };
-                let opened = stream.is_some();
-                let mut served = 0_u32;
-                let mut last_micros = None;
-                // Round 1 (all open), a pause for the caller, round 2.
-                for round in 0..2 {
-                    round_gate.wait().await;
-                    if let Some(s) = stream.as_mut() {
-                        let correlation_id = i32::try_from(i).unwrap_or(0) * 2 + round;
-                        let t = Instant::now();
-                        let answered = tokio::time::timeout(
-                            Duration::from_secs(60),
-                            exchange(s, correlation_id),
-                        )
-                        .await;
-                        if matches!(answered, Ok(Ok(()))) {
-                            served += 1;
-                            last_micros =
-                                Some(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
-                        }
-                    }
-                    after_round.wait().await;
-                }
-                (opened, served == 2, last_micros)
-            }));
+            tasks.push(tokio::spawn(connection(
+                i,
+                addr,
+                connect_gate,
+                round_gate,
+                after_round,
+            )));
         }
         round_gate.wait().await;
         let connect_seconds = started.elapsed().as_secs_f64();
@@ -143,6 +117,45 @@ pub fn run(
         run.micros.sort_unstable();
         Ok(run)
     })
+}
+
+/// Connection `i`: connects (at most `CONNECTS_IN_FLIGHT` at a time), then takes part
+/// in both rounds, each between the two barriers (one ApiVersions exchange, if it is
+/// open). Returns whether it opened, whether both rounds were answered, and the time of
+/// the last answered exchange in µs.
+async fn connection(
+    i: usize,
+    addr: SocketAddr,
+    connect_gate: Arc<Semaphore>,
+    round_gate: Arc<Barrier>,
+    after_round: Arc<Barrier>,
+) -> (bool, bool, Option<u64>) {
+    let permit = connect_gate.acquire_owned().await;
+    let stream = tokio::time::timeout(Duration::from_secs(30), TcpStream::connect(addr)).await;
+    drop(permit);
+    let mut stream = match stream {
+        Ok(Ok(stream)) => Some(stream),
+        _ => None,
+    };
+    let opened = stream.is_some();
+    let mut served = 0_u32;
+    let mut last_micros = None;
+    // Round 1 (all open), a pause for the caller, round 2.
+    for round in 0..2 {
+        round_gate.wait().await;
+        if let Some(s) = stream.as_mut() {
+            let correlation_id = i32::try_from(i).unwrap_or(0) * 2 + round;
+            let t = Instant::now();
+            let answered =
+                tokio::time::timeout(Duration::from_secs(60), exchange(s, correlation_id)).await;
+            if matches!(answered, Ok(Ok(()))) {
+                served += 1;
+                last_micros = Some(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
+            }
+        }
+        after_round.wait().await;
+    }
+    (opened, served == 2, last_micros)
 }
 
 async fn exchange(stream: &mut TcpStream, correlation_id: i32) -> Res<()> {

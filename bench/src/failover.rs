@@ -228,56 +228,10 @@ pub fn main(args: &[String]) -> Res<bool> {
         opts.value_bytes
     );
     println!("trial victim ctl led        kill s  failover ms  settle s   sent  acked failed lost dups moved late");
-    let mut trials = Vec::with_capacity(opts.trials);
-    for index in 1..=opts.trials {
-        let kill_after = opts.kill_min_secs
-            + random.next_unit() * (opts.kill_max_secs - opts.kill_min_secs).max(0.0);
-        let trial = match run_trial(&opts, &launcher, &rt, kill_after) {
-            Ok(trial) => trial,
-            Err(error) => {
-                println!("{index:>5} FAILED: {error}");
-                return Err(format!("trial {index}: {error}").into());
-            }
-        };
-        println!(
-            "{index:>5} {:>6} {:>3} {:<12} {:>6.1} {:>12} {:>9.1} {:>6} {:>6} {:>6} {:>4} {:>4} {:>5} {:>4}{}",
-            trial.victim,
-            match trial.victim_controller {
-                Some(true) => "yes",
-                Some(false) => "no",
-                None => "?",
-            },
-            format!("{:?}", trial.victim_partitions),
-            trial.kill_after_s,
-            fmt(trial.failover_ms, 0),
-            trial.settle_s,
-            trial.sent,
-            trial.acked,
-            trial.failed,
-            trial.lost,
-            trial.duplicates,
-            trial.offsets_changed,
-            trial.victim_acks_after_kill,
-            trial
-                .first_error
-                .as_ref()
-                .map(|e| format!("  (first error: {e})"))
-                .unwrap_or_default()
-        );
-        trials.push(trial);
-    }
+    let trials = run_trials(&opts, &launcher, &rt, &mut random)?;
     let mut failovers: Vec<f64> = trials.iter().filter_map(|t| t.failover_ms).collect();
     failovers.sort_by(f64::total_cmp);
-    let quantile = |q: f64| -> Option<f64> {
-        #[expect(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            clippy::cast_precision_loss,
-            reason = "small positive ranks"
-        )]
-        let rank = ((q * failovers.len() as f64).ceil() as usize).clamp(1, failovers.len().max(1));
-        failovers.get(rank - 1).copied()
-    };
+    let quantile = |q: f64| quantile(&failovers, q);
     let lost: u64 = trials.iter().map(|t| t.lost).sum();
     let duplicates: u64 = trials.iter().map(|t| t.duplicates).sum();
     let changed: u64 = trials.iter().map(|t| t.offsets_changed).sum();
@@ -291,25 +245,7 @@ pub fn main(args: &[String]) -> Res<bool> {
         fmt(failovers.last().copied(), 0),
         trials.len()
     );
-    for (label, wanted) in [
-        ("victim was the active controller", Some(true)),
-        ("victim was not the active controller", Some(false)),
-    ] {
-        let mut some: Vec<f64> = trials
-            .iter()
-            .filter(|t| t.victim_controller == wanted)
-            .filter_map(|t| t.failover_ms)
-            .collect();
-        if !some.is_empty() {
-            some.sort_by(f64::total_cmp);
-            println!(
-                "  {label}: {} trials, failover median {} ms, max {} ms",
-                some.len(),
-                fmt(some.get(some.len() / 2).copied(), 0),
-                fmt(some.last().copied(), 0)
-            );
-        }
-    }
+    print_by_victim_role(&trials);
     let line = serde_json::json!({
         "bench": "logbook-bench failover",
         "target": launcher.name(),
@@ -334,15 +270,106 @@ pub fn main(args: &[String]) -> Res<bool> {
     Ok(lost == 0 && duplicates == 0 && changed == 0 && unfinished == 0)
 }
 
-/// One trial on a fresh cluster.
-fn run_trial(
+/// Runs the trials one after the other, each killing its victim at a random time
+/// between `--kill-min-secs` and `--kill-max-secs`, and prints each one's row; the
+/// first trial that fails ends the run.
+fn run_trials(
     opts: &FailoverOpts,
     launcher: &crate::cluster::NodeLauncher,
     rt: &tokio::runtime::Runtime,
-    kill_after_s: f64,
-) -> Res<Trial> {
+    random: &mut XorShift,
+) -> Res<Vec<Trial>> {
+    let mut trials = Vec::with_capacity(opts.trials);
+    for index in 1..=opts.trials {
+        let kill_after = opts.kill_min_secs
+            + random.next_unit() * (opts.kill_max_secs - opts.kill_min_secs).max(0.0);
+        let trial = match run_trial(opts, launcher, rt, kill_after) {
+            Ok(trial) => trial,
+            Err(error) => {
+                println!("{index:>5} FAILED: {error}");
+                return Err(format!("trial {index}: {error}").into());
+            }
+        };
+        print_trial(index, &trial);
+        trials.push(trial);
+    }
+    Ok(trials)
+}
+
+/// One trial's row of the table.
+fn print_trial(index: usize, trial: &Trial) {
+    println!(
+        "{index:>5} {:>6} {:>3} {:<12} {:>6.1} {:>12} {:>9.1} {:>6} {:>6} {:>6} {:>4} {:>4} {:>5} {:>4}{}",
+        trial.victim,
+        match trial.victim_controller {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "?",
+        },
+        format!("{:?}", trial.victim_partitions),
+        trial.kill_after_s,
+        fmt(trial.failover_ms, 0),
+        trial.settle_s,
+        trial.sent,
+        trial.acked,
+        trial.failed,
+        trial.lost,
+        trial.duplicates,
+        trial.offsets_changed,
+        trial.victim_acks_after_kill,
+        trial
+            .first_error
+            .as_ref()
+            .map(|e| format!("  (first error: {e})"))
+            .unwrap_or_default()
+    );
+}
+
+/// Failover times split by whether the victim was the active controller (a controller
+/// failover comes on top of the partition leaders').
+fn print_by_victim_role(trials: &[Trial]) {
+    for (label, wanted) in [
+        ("victim was the active controller", Some(true)),
+        ("victim was not the active controller", Some(false)),
+    ] {
+        let mut some: Vec<f64> = trials
+            .iter()
+            .filter(|t| t.victim_controller == wanted)
+            .filter_map(|t| t.failover_ms)
+            .collect();
+        if !some.is_empty() {
+            some.sort_by(f64::total_cmp);
+            println!(
+                "  {label}: {} trials, failover median {} ms, max {} ms",
+                some.len(),
+                fmt(some.get(some.len() / 2).copied(), 0),
+                fmt(some.last().copied(), 0)
+            );
+        }
+    }
+}
+
+/// The `q` quantile of `sorted` (nearest rank), `None` when it is empty.
+fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss,
+        reason = "small positive ranks"
+    )]
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1));
+    sorted.get(rank - 1).copied()
+}
+
+/// A trial's cluster, started and settled, with the topic created (RF 3,
+/// `min.insync.replicas` 2) and its ISRs full; also each partition's leader.
+fn start_trial_cluster(
+    opts: &FailoverOpts,
+    launcher: &crate::cluster::NodeLauncher,
+    rt: &tokio::runtime::Runtime,
+) -> Res<(LocalCluster, Vec<i32>)> {
     let nodes = opts.launcher.nodes;
-    let mut cluster = LocalCluster::start(launcher, nodes, &opts.launcher.data_root())?;
+    let cluster = LocalCluster::start(launcher, nodes, &opts.launcher.data_root())?;
     cluster.wait_settled(nodes, None, Duration::from_secs(120))?;
     cluster.create_topic(
         rt,
@@ -352,30 +379,113 @@ fn run_trial(
         &[("min.insync.replicas", "2")],
     )?;
     let leaders = cluster.wait_settled(nodes, Some((TOPIC, 3)), Duration::from_secs(60))?;
-    let victim = if opts.kill_active_controller {
-        (1..=i32::try_from(nodes)?)
-            .find(|id| cluster.is_active_controller(*id) == Some(true))
-            .filter(|id| leaders.contains(id))
-            .ok_or("the active controller is unknown or leads no partition of the topic")?
-    } else {
-        *leaders.first().ok_or("the topic has no partition 0")?
-    };
+    Ok((cluster, leaders))
+}
+
+impl Tracker {
+    /// A tracker of a trial that has not killed `victim` yet.
+    fn new(victim: i32, victim_partitions: Vec<i32>) -> Self {
+        Tracker {
+            victim,
+            victim_partitions: Mutex::new(victim_partitions),
+            killed_at: Mutex::new(None),
+            failed_over_at: Mutex::new(None),
+            acked: Mutex::new(Vec::new()),
+            failed: AtomicU64::new(0),
+            victim_acks_after_kill: AtomicU64::new(0),
+            first_error: Mutex::new(None),
+        }
+    }
+}
+
+/// One trial on a fresh cluster.
+fn run_trial(
+    opts: &FailoverOpts,
+    launcher: &crate::cluster::NodeLauncher,
+    rt: &tokio::runtime::Runtime,
+    kill_after_s: f64,
+) -> Res<Trial> {
+    let nodes = opts.launcher.nodes;
+    let (mut cluster, leaders) = start_trial_cluster(opts, launcher, rt)?;
+    let victim = pick_victim(opts, &cluster, &leaders)?;
     let victim_partitions: Vec<i32> = (0..opts.partitions)
         .zip(&leaders)
         .filter(|(_, l)| **l == victim)
         .map(|(p, _)| p)
         .collect();
 
-    let tracker = Arc::new(Tracker {
+    let tracker = Arc::new(Tracker::new(victim, victim_partitions.clone()));
+    let producer = tracking_producer(&cluster.bootstrap(), &tracker)?;
+
+    let (sent, killed_at, victim_controller) =
+        produce_through_kill(opts, &mut cluster, &producer, &tracker, kill_after_s)?;
+    producer.flush(Duration::from_secs(300))?;
+    if let Some(fatal) = producer.client().fatal_error() {
+        let mut first = tracker.first_error.lock().map_err(|_| "tracker poisoned")?;
+        first.get_or_insert(format!("fatal: {fatal:?}"));
+    }
+    let failover_ms = match (
+        killed_at,
+        tracker.failed_over_at.lock().ok().and_then(|f| *f),
+    ) {
+        (Some(k), Some(f)) => Some(f.duration_since(k).as_secs_f64() * 1000.0),
+        _ => None,
+    };
+    drop(producer);
+
+    let settle_start = Instant::now();
+    cluster.restart(victim)?;
+    cluster
+        .wait_settled(nodes, Some((TOPIC, 3)), Duration::from_secs(180))
+        .map_err(|e| format!("{e}; node {victim} log:\n{}", cluster.log_tail(victim)))?;
+    let settle_s = settle_start.elapsed().as_secs_f64();
+
+    let consumed = read_back(&cluster.bootstrap(), opts.partitions)?;
+    let acked = tracker
+        .acked
+        .lock()
+        .map_err(|_| "tracker poisoned")?
+        .clone();
+    let (lost, changed, duplicates) = count_losses(&acked, &consumed);
+    let first_error = tracker.first_error.lock().ok().and_then(|e| e.clone());
+    Ok(Trial {
         victim,
-        victim_partitions: Mutex::new(victim_partitions.clone()),
-        killed_at: Mutex::new(None),
-        failed_over_at: Mutex::new(None),
-        acked: Mutex::new(Vec::new()),
-        failed: AtomicU64::new(0),
-        victim_acks_after_kill: AtomicU64::new(0),
-        first_error: Mutex::new(None),
-    });
+        victim_partitions,
+        kill_after_s,
+        victim_controller,
+        failover_ms,
+        settle_s,
+        sent,
+        acked: acked.len() as u64,
+        failed: tracker.failed.load(Ordering::Relaxed),
+        victim_acks_after_kill: tracker.victim_acks_after_kill.load(Ordering::Relaxed),
+        lost,
+        duplicates,
+        offsets_changed: changed,
+        first_error,
+    })
+}
+
+/// The node to kill: the active controller when `--kill-active-controller` (it must lead
+/// a partition of the topic), else the leader of partition 0.
+fn pick_victim(opts: &FailoverOpts, cluster: &LocalCluster, leaders: &[i32]) -> Res<i32> {
+    Ok(if opts.kill_active_controller {
+        (1..=i32::try_from(opts.launcher.nodes)?)
+            .find(|id| cluster.is_active_controller(*id) == Some(true))
+            .filter(|id| leaders.contains(id))
+            .ok_or("the active controller is unknown or leads no partition of the topic")?
+    } else {
+        *leaders.first().ok_or("the topic has no partition 0")?
+    })
+}
+
+/// The trial's idempotent acks=all producer, reporting deliveries to `tracker`;
+/// `LOGBOOK_BENCH_RDKAFKA_DEBUG=broker,topic,msg,eos` turns on librdkafka's debug
+/// contexts.
+fn tracking_producer(
+    bootstrap: &str,
+    tracker: &Arc<Tracker>,
+) -> Res<BaseProducer<TrackingContext>> {
     let mut config = ClientConfig::new();
     // LOGBOOK_BENCH_RDKAFKA_DEBUG=broker,topic,msg,eos turns on librdkafka's debug contexts.
     if let Ok(debug) = std::env::var("LOGBOOK_BENCH_RDKAFKA_DEBUG") {
@@ -383,18 +493,32 @@ fn run_trial(
         config.set_log_level(rdkafka::config::RDKafkaLogLevel::Debug);
     }
     let producer: BaseProducer<TrackingContext> = config
-        .set("bootstrap.servers", cluster.bootstrap())
+        .set("bootstrap.servers", bootstrap)
         .set("enable.idempotence", "true")
         .set("acks", "all")
         .set("linger.ms", "5")
         .set("compression.type", "none")
         .set("message.timeout.ms", "300000")
         .set("queue.buffering.max.kbytes", "262144")
-        .create_with_context(TrackingContext(Arc::clone(&tracker)))?;
+        .create_with_context(TrackingContext(Arc::clone(tracker)))?;
     producer
         .client()
         .fetch_metadata(Some(TOPIC), Duration::from_secs(30))?;
 
+    Ok(producer)
+}
+
+/// Sends at `--rate` round-robin, kills the victim after `kill_after_s`, and goes on
+/// until `--after-failover-secs` past the failover (or `--failover-timeout-secs` past
+/// the kill without one). Returns the records sent, when the victim was killed and
+/// whether it was the active controller then.
+fn produce_through_kill(
+    opts: &FailoverOpts,
+    cluster: &mut LocalCluster,
+    producer: &BaseProducer<TrackingContext>,
+    tracker: &Tracker,
+    kill_after_s: f64,
+) -> Res<(u64, Option<Instant>, Option<bool>)> {
     let mut value = vec![0_u8; opts.value_bytes.max(12)];
     let interval = Duration::from_secs_f64(1.0 / f64::from(opts.rate.max(1)));
     let kill_after = Duration::from_secs_f64(kill_after_s);
@@ -408,13 +532,13 @@ fn run_trial(
     loop {
         let elapsed = start.elapsed();
         if killed_at.is_none() && elapsed >= kill_after {
-            victim_controller = cluster.is_active_controller(victim);
+            victim_controller = cluster.is_active_controller(tracker.victim);
             let now = Instant::now();
             if let Ok(mut k) = tracker.killed_at.lock() {
                 *k = Some(now);
             }
             killed_at = Some(now);
-            cluster.signal_kill(victim)?;
+            cluster.signal_kill(tracker.victim)?;
         }
         if let Some(killed) = killed_at {
             let failed_over = tracker.failed_over_at.lock().ok().and_then(|f| *f);
@@ -443,36 +567,18 @@ fn run_trial(
             }
         }
     }
-    let sent = seq;
-    producer.flush(Duration::from_secs(300))?;
-    if let Some(fatal) = producer.client().fatal_error() {
-        let mut first = tracker.first_error.lock().map_err(|_| "tracker poisoned")?;
-        first.get_or_insert(format!("fatal: {fatal:?}"));
-    }
-    let failover_ms = match (
-        killed_at,
-        tracker.failed_over_at.lock().ok().and_then(|f| *f),
-    ) {
-        (Some(k), Some(f)) => Some(f.duration_since(k).as_secs_f64() * 1000.0),
-        _ => None,
-    };
-    drop(producer);
+    Ok((seq, killed_at, victim_controller))
+}
 
-    let settle_start = Instant::now();
-    cluster.restart(victim)?;
-    cluster
-        .wait_settled(nodes, Some((TOPIC, 3)), Duration::from_secs(180))
-        .map_err(|e| format!("{e}; node {victim} log:\n{}", cluster.log_tail(victim)))?;
-    let settle_s = settle_start.elapsed().as_secs_f64();
-
-    let consumed = read_back(&cluster.bootstrap(), opts.partitions)?;
-    let acked = tracker
-        .acked
-        .lock()
-        .map_err(|_| "tracker poisoned")?
-        .clone();
+/// Compares what was acknowledged with what was read back: acknowledged records missing
+/// (lost), read elsewhere than acknowledged (changed), and read more than once
+/// (duplicates).
+fn count_losses(
+    acked: &[(u64, i32, i64)],
+    consumed: &BTreeMap<u64, Vec<(i32, i64)>>,
+) -> (u64, u64, u64) {
     let (mut lost, mut changed) = (0_u64, 0_u64);
-    for (seq, partition, offset) in &acked {
+    for (seq, partition, offset) in acked {
         match consumed.get(seq) {
             None => lost += 1,
             Some(places) if !places.contains(&(*partition, *offset)) => changed += 1,
@@ -483,23 +589,7 @@ fn run_trial(
         .values()
         .map(|places| places.len().saturating_sub(1) as u64)
         .sum();
-    let first_error = tracker.first_error.lock().ok().and_then(|e| e.clone());
-    Ok(Trial {
-        victim,
-        victim_partitions,
-        kill_after_s,
-        victim_controller,
-        failover_ms,
-        settle_s,
-        sent,
-        acked: acked.len() as u64,
-        failed: tracker.failed.load(Ordering::Relaxed),
-        victim_acks_after_kill: tracker.victim_acks_after_kill.load(Ordering::Relaxed),
-        lost,
-        duplicates,
-        offsets_changed: changed,
-        first_error,
-    })
+    (lost, changed, duplicates)
 }
 
 /// Reads every partition from its start to its high watermark; returns, per sequence

@@ -413,17 +413,7 @@ pub fn produce_fixed(
     on_start: &(dyn Fn() + Sync),
 ) -> Res<ProduceRun> {
     let deliveries = Arc::new(Deliveries::default());
-    let mut producers = Vec::with_capacity(instances);
-    for k in 0..instances {
-        let producer: BaseProducer<CountingContext> = settings
-            .config(bootstrap, &format!("{topic}-{k}"))
-            .create_with_context(CountingContext(Arc::clone(&deliveries)))?;
-        // Connects and learns the partition leaders before the clock starts.
-        producer
-            .client()
-            .fetch_metadata(Some(topic), Duration::from_secs(30))?;
-        producers.push(producer);
-    }
+    let producers = connect_producers(bootstrap, topic, settings, instances, &deliveries)?;
     let barrier = Barrier::new(instances + 1);
     let instances_u64 = instances as u64;
     let keys = settings.keys;
@@ -437,53 +427,28 @@ pub fn produce_fixed(
             let share =
                 total_records / instances_u64 + u64::from(k_u64 < total_records % instances_u64);
             handles.push(scope.spawn(move || -> Res<CommitTimes> {
-                let mut value = vec![0_u8; value_bytes];
-                for (i, byte) in value.iter_mut().enumerate() {
-                    #[expect(clippy::cast_possible_truncation, reason = "a byte pattern")]
-                    let b = (i * 31 + k) as u8;
-                    *byte = b;
-                }
+                let value = value_pattern(value_bytes, k);
                 let transactions = TransactionLoop::init(producer, settings.transactions);
                 // Every thread reaches the barrier, also when its initialisation failed.
                 barrier.wait();
                 let mut transactions = transactions?;
                 let serve = transactions.is_some();
                 serving_reports(producer, serve, || -> Res<CommitTimes> {
-                    let parts = u64::try_from(partitions)?;
-                    for i in 0..share {
-                        if let Some(t) = &mut transactions {
-                            t.before_send(Duration::ZERO)?;
-                        }
-                        let partition = i32::try_from((i + k_u64) % parts)?;
-                        let key = (i * instances_u64 + k_u64)
-                            .checked_rem(keys)
-                            .map(u64::to_be_bytes);
-                        let mut record = BaseRecord::<[u8], [u8], ()>::to(topic)
-                            .payload(&value[..])
-                            .partition(partition);
-                        if let Some(key) = &key {
-                            record = record.key(&key[..]);
-                        }
-                        loop {
-                            match producer.send(record) {
-                                Ok(()) => break,
-                                Err((
-                                    KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull),
-                                    back,
-                                )) => {
-                                    record = back;
-                                    producer.poll(Duration::from_millis(1));
-                                }
-                                Err((_, _)) => {
-                                    send_errors.fetch_add(1, Ordering::Relaxed);
-                                    break;
-                                }
-                            }
-                        }
-                        if i % 1024 == 0 {
-                            producer.poll(Duration::ZERO);
-                        }
-                    }
+                    let plan = SendPlan {
+                        topic,
+                        partitions,
+                        instances: instances_u64,
+                        keys,
+                    };
+                    send_share(
+                        producer,
+                        &plan,
+                        k_u64,
+                        share,
+                        &value,
+                        &mut transactions,
+                        send_errors,
+                    )?;
                     let commits = match &mut transactions {
                         Some(t) => {
                             t.finish()?;
@@ -505,18 +470,124 @@ pub fn produce_fixed(
         commits.sort();
         Ok(commits)
     })?;
-    let records = deliveries.ok.load(Ordering::Relaxed);
-    let errors = deliveries.failed.load(Ordering::Relaxed) + send_errors.load(Ordering::Relaxed);
-    if errors > 0 {
-        let first = deliveries.first_error.lock().ok().and_then(|e| e.clone());
-        eprintln!("  {errors} records failed; first error: {first:?}");
+    Ok(deliveries.outcome(&send_errors, value_bytes, commits))
+}
+
+impl Deliveries {
+    /// A finished run's outcome: the records acknowledged, and as errors those that
+    /// failed in delivery or could not be sent (the first error is printed).
+    fn outcome(
+        &self,
+        send_errors: &AtomicU64,
+        value_bytes: usize,
+        commits: CommitTimes,
+    ) -> ProduceRun {
+        let records = self.ok.load(Ordering::Relaxed);
+        let errors = self.failed.load(Ordering::Relaxed) + send_errors.load(Ordering::Relaxed);
+        if errors > 0 {
+            let first = self.first_error.lock().ok().and_then(|e| e.clone());
+            eprintln!("  {errors} records failed; first error: {first:?}");
+        }
+        ProduceRun {
+            records,
+            bytes: records * value_bytes as u64,
+            errors,
+            commits,
+        }
     }
-    Ok(ProduceRun {
-        records,
-        bytes: records * value_bytes as u64,
-        errors,
-        commits,
-    })
+}
+
+/// Connects `instances` producers, each with its own `transactional.id` `{topic}-{k}`
+/// (when the settings use transactions), and has each learn the partition leaders, so
+/// that the clock starts with every producer ready.
+fn connect_producers(
+    bootstrap: &str,
+    topic: &str,
+    settings: &ProducerSettings,
+    instances: usize,
+    deliveries: &Arc<Deliveries>,
+) -> Res<Vec<BaseProducer<CountingContext>>> {
+    let mut producers = Vec::with_capacity(instances);
+    for k in 0..instances {
+        let producer: BaseProducer<CountingContext> = settings
+            .config(bootstrap, &format!("{topic}-{k}"))
+            .create_with_context(CountingContext(Arc::clone(deliveries)))?;
+        // Connects and learns the partition leaders before the clock starts.
+        producer
+            .client()
+            .fetch_metadata(Some(topic), Duration::from_secs(30))?;
+        producers.push(producer);
+    }
+    Ok(producers)
+}
+
+/// Producer `k`'s value: `value_bytes` bytes of a pattern of its own.
+fn value_pattern(value_bytes: usize, k: usize) -> Vec<u8> {
+    let mut value = vec![0_u8; value_bytes];
+    for (i, byte) in value.iter_mut().enumerate() {
+        #[expect(clippy::cast_possible_truncation, reason = "a byte pattern")]
+        let b = (i * 31 + k) as u8;
+        *byte = b;
+    }
+    value
+}
+
+/// What every producer of a fixed-volume run sends to.
+struct SendPlan<'a> {
+    topic: &'a str,
+    partitions: i32,
+    /// How many producers share the records (record `i` of producer `k` is the run's
+    /// `i * instances + k`).
+    instances: u64,
+    /// Distinct keys (the record number modulo this); 0 sends no keys.
+    keys: u64,
+}
+
+/// Producer `k`'s `share` of the records: round-robin over the partitions, keyed when
+/// the run has keys, each sent as soon as the local queue takes it (reports are served
+/// while it is full); a record the client refuses otherwise counts in `send_errors`.
+fn send_share(
+    producer: &BaseProducer<CountingContext>,
+    plan: &SendPlan<'_>,
+    k: u64,
+    share: u64,
+    value: &[u8],
+    transactions: &mut Option<TransactionLoop<'_, CountingContext>>,
+    send_errors: &AtomicU64,
+) -> Res<()> {
+    let parts = u64::try_from(plan.partitions)?;
+    for i in 0..share {
+        if let Some(t) = transactions {
+            t.before_send(Duration::ZERO)?;
+        }
+        let partition = i32::try_from((i + k) % parts)?;
+        let key = (i * plan.instances + k)
+            .checked_rem(plan.keys)
+            .map(u64::to_be_bytes);
+        let mut record = BaseRecord::<[u8], [u8], ()>::to(plan.topic)
+            .payload(value)
+            .partition(partition);
+        if let Some(key) = &key {
+            record = record.key(&key[..]);
+        }
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    producer.poll(Duration::from_millis(1));
+                }
+                Err((_, _)) => {
+                    send_errors.fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
+            }
+        }
+        if i % 1024 == 0 {
+            producer.poll(Duration::ZERO);
+        }
+    }
+    Ok(())
 }
 
 /// A consumer's `isolation.level`: whether Fetch stops at the last stable offset and
@@ -690,55 +761,12 @@ pub fn latency_run(
     while settle.elapsed() < Duration::from_millis(500) {
         let _ = consumer.poll(Duration::from_millis(50));
     }
-    #[expect(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "positive and small"
-    )]
-    let total = (f64::from(rate) * seconds) as u64;
-    #[expect(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "positive and small"
-    )]
-    let warm_records = (f64::from(rate) * warmup) as u64;
+    let (total, warm_records) = (records_at(rate, seconds), records_at(rate, warmup));
     let done = AtomicBool::new(false);
     let value_len = value_bytes.max(16);
     let (micros, received) = std::thread::scope(|scope| -> Res<(Vec<u64>, u64)> {
-        let consumer_thread = scope.spawn(|| {
-            let mut micros = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
-            let mut received = 0_u64;
-            let mut idle_since: Option<Instant> = None;
-            loop {
-                match consumer.poll(Duration::from_millis(20)) {
-                    Some(Ok(message)) => {
-                        let now = epoch.elapsed();
-                        let Some((sent, seq)) = message.payload().and_then(decode_probe) else {
-                            continue;
-                        };
-                        received += 1;
-                        if seq >= warm_records {
-                            let age = now.saturating_sub(Duration::from_nanos(sent));
-                            micros.push(u64::try_from(age.as_micros()).unwrap_or(u64::MAX));
-                        }
-                        idle_since = None;
-                        if received >= total {
-                            break;
-                        }
-                    }
-                    Some(Err(error)) => eprintln!("  consumer error: {error}"),
-                    None => {
-                        if done.load(Ordering::Acquire) {
-                            let idle = idle_since.get_or_insert_with(Instant::now);
-                            if idle.elapsed() > Duration::from_secs(10) {
-                                break;
-                            }
-                        }
-                    }
-                }
-            }
-            (micros, received)
-        });
+        let consumer_thread =
+            scope.spawn(|| receive_probes(&consumer, epoch, total, warm_records, &done));
         // The consumer stops only once `done` is set, so it is set also when sending fails.
         let serve = transactions.is_some();
         let sent = serving_reports(&producer, serve, || {
@@ -776,6 +804,62 @@ pub fn latency_run(
         lost: total.saturating_sub(received).max(failed),
         commits,
     })
+}
+
+/// How many records `seconds` at `rate` per second are.
+fn records_at(rate: u32, seconds: f64) -> u64 {
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "positive and small"
+    )]
+    let records = (f64::from(rate) * seconds) as u64;
+    records
+}
+
+/// The consumer half of `latency_run`: reads probes until `total` arrived, or until
+/// nothing came for 10 s after the producer is `done`; each probe from the
+/// `warm_records`-th on gives its age (receipt time minus the time it was due, in µs).
+/// Returns the ages and how many probes arrived.
+fn receive_probes(
+    consumer: &BaseConsumer,
+    epoch: Instant,
+    total: u64,
+    warm_records: u64,
+    done: &AtomicBool,
+) -> (Vec<u64>, u64) {
+    let mut micros = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+    let mut received = 0_u64;
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        match consumer.poll(Duration::from_millis(20)) {
+            Some(Ok(message)) => {
+                let now = epoch.elapsed();
+                let Some((sent, seq)) = message.payload().and_then(decode_probe) else {
+                    continue;
+                };
+                received += 1;
+                if seq >= warm_records {
+                    let age = now.saturating_sub(Duration::from_nanos(sent));
+                    micros.push(u64::try_from(age.as_micros()).unwrap_or(u64::MAX));
+                }
+                idle_since = None;
+                if received >= total {
+                    break;
+                }
+            }
+            Some(Err(error)) => eprintln!("  consumer error: {error}"),
+            None => {
+                if done.load(Ordering::Acquire) {
+                    let idle = idle_since.get_or_insert_with(Instant::now);
+                    if idle.elapsed() > Duration::from_secs(10) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    (micros, received)
 }
 
 /// The producer half of `latency_run`: `total` records at `rate` per second, each

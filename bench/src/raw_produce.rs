@@ -29,6 +29,7 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
@@ -114,7 +115,7 @@ async fn connection(
 ) -> Res<RawRun> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
-    let (mut reader, mut writer) = stream.into_split();
+    let (reader, mut writer) = stream.into_split();
     let timestamp = i64::try_from(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)?
@@ -128,37 +129,13 @@ async fn connection(
     let total = shape.total_bytes;
     let reading_slots = Arc::clone(&slots);
     let partitions = owned.len();
-    let answers = tokio::spawn(async move {
-        let mut run = RawRun::default();
-        let mut expected = 0_i32;
-        loop {
-            let mut size = [0_u8; 4];
-            if reader.read_exact(&mut size).await.is_err() {
-                return Ok::<RawRun, String>(run);
-            }
-            let len = usize::try_from(i32::from_be_bytes(size))
-                .ok()
-                .filter(|len| *len <= ANSWER_BYTES_MAX)
-                .ok_or_else(|| format!("implausible answer size {size:?}"))?;
-            let mut body = vec![0_u8; len];
-            reader
-                .read_exact(&mut body)
-                .await
-                .map_err(|e| e.to_string())?;
-            let (correlation, errors) = produce_errors(&body, partitions)?;
-            if correlation != expected {
-                return Err(format!(
-                    "answer {correlation} out of order (expected {expected})"
-                ));
-            }
-            expected = expected.wrapping_add(1);
-            run.requests += 1;
-            run.errors += errors;
-            run.bytes += bytes_per_request;
-            run.records += records_per_request;
-            reading_slots.add_permits(1);
-        }
-    });
+    let answers = tokio::spawn(read_answers(
+        reader,
+        partitions,
+        bytes_per_request,
+        records_per_request,
+        reading_slots,
+    ));
     let mut correlation = 0_i32;
     let mut sent_bytes = 0_u64;
     // Sends stop once what was sent by every connection could reach the total; the
@@ -187,6 +164,47 @@ async fn connection(
         .into());
     }
     Ok(run)
+}
+
+/// The reading half of a connection: each answer, in order, is checked for its
+/// correlation id and partition errors, counts its request's bytes and records as
+/// acknowledged, and frees a slot for the next request. Ends when the writer closes.
+async fn read_answers(
+    mut reader: OwnedReadHalf,
+    partitions: usize,
+    bytes_per_request: u64,
+    records_per_request: u64,
+    slots: Arc<Semaphore>,
+) -> Result<RawRun, String> {
+    let mut run = RawRun::default();
+    let mut expected = 0_i32;
+    loop {
+        let mut size = [0_u8; 4];
+        if reader.read_exact(&mut size).await.is_err() {
+            return Ok(run);
+        }
+        let len = usize::try_from(i32::from_be_bytes(size))
+            .ok()
+            .filter(|len| *len <= ANSWER_BYTES_MAX)
+            .ok_or_else(|| format!("implausible answer size {size:?}"))?;
+        let mut body = vec![0_u8; len];
+        reader
+            .read_exact(&mut body)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (correlation, errors) = produce_errors(&body, partitions)?;
+        if correlation != expected {
+            return Err(format!(
+                "answer {correlation} out of order (expected {expected})"
+            ));
+        }
+        expected = expected.wrapping_add(1);
+        run.requests += 1;
+        run.errors += errors;
+        run.bytes += bytes_per_request;
+        run.records += records_per_request;
+        slots.add_permits(1);
+    }
 }
 
 /// A v2 record batch of `records` records with `value_bytes`-byte values and no keys,

@@ -40,7 +40,7 @@
 use std::time::Duration;
 
 use crate::kafka::{self, CommitTimes, Isolation, ProducerSettings, Transactions};
-use crate::procfs::Usage;
+use crate::procfs::{Usage, UsageDelta};
 use crate::report::{fmt, Report, Table};
 use crate::{f, Bench, Phase, Res};
 
@@ -71,26 +71,7 @@ impl Bench {
             ),
             &["scenario", "MB/s", "records/s", "broker CPU-s/GB", "client CPU-s/GB", "broker cores", "client cores", "commits/s", "commit p50 ms", "commit p99 ms", "EndTxn p50 ms", "EndTxn p99 ms", "errors"],
         );
-        let tuned = ProducerSettings::tuned("all");
-        let scenarios = [
-            ("no transactions".to_owned(), "plain", tuned.clone()),
-            (
-                "idempotent, no transactions".to_owned(),
-                "idempotent",
-                ProducerSettings {
-                    idempotent: true,
-                    ..tuned.clone()
-                },
-            ),
-            (
-                format!("transactions of {per_txn} records"),
-                "transactional",
-                ProducerSettings {
-                    transactions: Some(Transactions::EveryRecords(per_txn)),
-                    ..tuned
-                },
-            ),
-        ];
+        let scenarios = throughput_scenarios(per_txn);
         let mut plain = None;
         for (name, label, settings) in scenarios {
             let topic = self.topic(&format!("txn-produce-{label}"));
@@ -115,19 +96,7 @@ impl Bench {
                 r.metric(format!("{key}.commits_s"), Some(commits_s));
                 record_commits(r, &key, c);
             }
-            match &plain {
-                None => plain = Some((phase.mb_s, phase.broker_cpu_per_gb)),
-                Some((plain_mb_s, plain_cpu)) => {
-                    r.metric(
-                        format!("{key}.mb_s_vs_plain"),
-                        Some(phase.mb_s / plain_mb_s),
-                    );
-                    r.metric(
-                        format!("{key}.broker_cpu_s_per_gb_vs_plain"),
-                        phase.broker_cpu_per_gb.zip(*plain_cpu).map(|(c, p)| c / p),
-                    );
-                }
-            }
+            record_vs_plain(r, &key, &phase, &mut plain);
             let when = |value: f64, decimals| {
                 if commits {
                     fmt(Some(value), decimals)
@@ -162,39 +131,8 @@ impl Bench {
     fn txn_latency(&mut self, bootstrap: &str, pid: Option<u32>) -> Res<()> {
         let rate = self.opts.latency_rate;
         let every = Duration::from_millis(self.opts.txn_commit_ms.max(1));
-        let mut t = Table::new(
-            format!(
-                "end-to-end latency with transactions: {rate} records/s of {} B for {} s (first {} s not counted), 1 partition, one producer (acks=all, linger.ms 5), one consumer; due time in the payload",
-                self.opts.value_bytes, self.sizes.latency_secs, self.sizes.latency_warmup
-            ),
-            &["producer", "consumer", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "samples", "lost", "commit p50 ms", "commit p99 ms", "EndTxn p50 ms", "EndTxn p99 ms", "broker cores", "client cores"],
-        );
-        let plain = ProducerSettings::default_with("all");
-        let transactional = ProducerSettings {
-            transactions: Some(Transactions::Every(every)),
-            ..plain.clone()
-        };
-        let commit_every = format!("commit every {} ms", every.as_millis());
-        let runs = [
-            (
-                "no transactions".to_owned(),
-                "plain",
-                plain,
-                Isolation::ReadUncommitted,
-            ),
-            (
-                commit_every.clone(),
-                "transactional",
-                transactional.clone(),
-                Isolation::ReadCommitted,
-            ),
-            (
-                commit_every,
-                "transactional",
-                transactional,
-                Isolation::ReadUncommitted,
-            ),
-        ];
+        let mut t = self.txn_latency_table(rate);
+        let runs = latency_runs(every);
         for (producer, label, settings, isolation) in runs {
             let topic = self.topic(&format!("txn-latency-{label}-{}", isolation.name()));
             kafka::create_topic(&self.rt, bootstrap, &topic, 1)?;
@@ -233,29 +171,15 @@ impl Bench {
             if commits {
                 record_commits(r, &key, c);
             }
-            let when = |value: f64| {
-                if commits {
-                    fmt(Some(value), 2)
-                } else {
-                    "-".to_owned()
-                }
-            };
-            t.row(vec![
+            let quantiles = [p50, p99, p999, max];
+            t.row(latency_row(
                 producer,
-                isolation.name().to_owned(),
-                fmt(Some(p50), 2),
-                fmt(Some(p99), 2),
-                fmt(Some(p999), 2),
-                fmt(Some(max), 2),
-                run.micros.len().to_string(),
-                run.lost.to_string(),
-                when(c[0]),
-                when(c[1]),
-                when(c[2]),
-                when(c[3]),
-                fmt(usage.broker_cpu.map(|c| c / usage.wall), 3),
-                fmt(usage.client_cpu.map(|c| c / usage.wall), 3),
-            ]);
+                isolation,
+                &run,
+                &usage,
+                quantiles,
+                commits.then_some(c),
+            ));
             println!(
                 "   {}",
                 t.render().lines().last().unwrap_or_default().trim()
@@ -264,6 +188,126 @@ impl Bench {
         self.report.table(&t);
         Ok(())
     }
+
+    /// The transactional latency table's header.
+    fn txn_latency_table(&self, rate: u32) -> Table {
+        Table::new(
+            format!(
+                "end-to-end latency with transactions: {rate} records/s of {} B for {} s (first {} s not counted), 1 partition, one producer (acks=all, linger.ms 5), one consumer; due time in the payload",
+                self.opts.value_bytes, self.sizes.latency_secs, self.sizes.latency_warmup
+            ),
+            &["producer", "consumer", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "samples", "lost", "commit p50 ms", "commit p99 ms", "EndTxn p50 ms", "EndTxn p99 ms", "broker cores", "client cores"],
+        )
+    }
+}
+
+/// The transactional produce scenarios: plain, idempotent, and transactions of
+/// `per_txn` records, each with its table name and metric label.
+fn throughput_scenarios(per_txn: u64) -> [(String, &'static str, ProducerSettings); 3] {
+    let tuned = ProducerSettings::tuned("all");
+    [
+        ("no transactions".to_owned(), "plain", tuned.clone()),
+        (
+            "idempotent, no transactions".to_owned(),
+            "idempotent",
+            ProducerSettings {
+                idempotent: true,
+                ..tuned.clone()
+            },
+        ),
+        (
+            format!("transactions of {per_txn} records"),
+            "transactional",
+            ProducerSettings {
+                transactions: Some(Transactions::EveryRecords(per_txn)),
+                ..tuned
+            },
+        ),
+    ]
+}
+
+/// The transactional latency runs: plain (read_uncommitted), then transactions
+/// committed every `every` read with read_committed and with read_uncommitted.
+fn latency_runs(every: Duration) -> [(String, &'static str, ProducerSettings, Isolation); 3] {
+    let plain = ProducerSettings::default_with("all");
+    let transactional = ProducerSettings {
+        transactions: Some(Transactions::Every(every)),
+        ..plain.clone()
+    };
+    let commit_every = format!("commit every {} ms", every.as_millis());
+    [
+        (
+            "no transactions".to_owned(),
+            "plain",
+            plain,
+            Isolation::ReadUncommitted,
+        ),
+        (
+            commit_every.clone(),
+            "transactional",
+            transactional.clone(),
+            Isolation::ReadCommitted,
+        ),
+        (
+            commit_every,
+            "transactional",
+            transactional,
+            Isolation::ReadUncommitted,
+        ),
+    ]
+}
+
+/// The first scenario (plain) is the reference: later ones record their MB/s and broker
+/// CPU per GB against it.
+fn record_vs_plain(
+    r: &mut Report,
+    key: &str,
+    phase: &Phase,
+    plain: &mut Option<(f64, Option<f64>)>,
+) {
+    match &plain {
+        None => *plain = Some((phase.mb_s, phase.broker_cpu_per_gb)),
+        Some((plain_mb_s, plain_cpu)) => {
+            r.metric(
+                format!("{key}.mb_s_vs_plain"),
+                Some(phase.mb_s / plain_mb_s),
+            );
+            r.metric(
+                format!("{key}.broker_cpu_s_per_gb_vs_plain"),
+                phase.broker_cpu_per_gb.zip(*plain_cpu).map(|(c, p)| c / p),
+            );
+        }
+    }
+}
+
+/// One transactional latency run's row: its end-to-end quantiles (p50, p99, p99.9,
+/// max), samples and losses, its commit and EndTxn quantiles (`-` without
+/// transactions) and the cores used.
+fn latency_row(
+    producer: String,
+    isolation: Isolation,
+    run: &kafka::LatencyRun,
+    usage: &UsageDelta,
+    [p50, p99, p999, max]: [f64; 4],
+    commits: Option<[f64; 4]>,
+) -> Vec<String> {
+    let when = |i: usize| commits.map_or_else(|| "-".to_owned(), |c| fmt(Some(c[i]), 2));
+    vec![
+        producer,
+        isolation.name().to_owned(),
+        fmt(Some(p50), 2),
+        fmt(Some(p99), 2),
+        fmt(Some(p999), 2),
+        fmt(Some(max), 2),
+        run.micros.len().to_string(),
+        run.lost.to_string(),
+        when(0),
+        when(1),
+        when(2),
+        when(3),
+        fmt(usage.broker_cpu.map(|c| c / usage.wall), 3),
+        fmt(usage.client_cpu.map(|c| c / usage.wall), 3),
+    ]
 }
 
 /// Commit p50 and p99, then EndTxn p50 and p99, in milliseconds.
