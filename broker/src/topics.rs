@@ -1,13 +1,17 @@
 //! Topic metadata: which topics exist, their ids, partition counts and config overrides.
 //! The partitions' logs belong to the `ReplicaManager`; this registry only asks it to
-//! host or drop them as topics come and go (with replication, replica assignments and
-//! leaders will be metadata here too).
+//! host or drop them as topics come and go.
 //!
-//! The registry is persisted as one JSON document in `<data-dir>/__cluster_metadata/topics.json`,
-//! replaced atomically (write temp, fsync, rename, fsync dir). Order of operations keeps disk
-//! and registry consistent across crashes: a created topic's logs are opened before the
-//! registry names it; a deleted topic leaves the registry before its directories go, and any
-//! partition directory the registry does not name is removed at start.
+//! In a broker (`Topics::open_in_cluster`) the registry is a view of the metadata image:
+//! creations, deletions and config changes go to the controller and answer once the local
+//! image shows them (`topics/controller.rs`), and the `MetadataPublisher` applies the image
+//! here. A registry of its own (`Topics::open`, unit tests) persists itself as one JSON
+//! document in `<data-dir>/__cluster_metadata/topics.json`, replaced atomically (write
+//! temp, fsync, rename, fsync dir), with its order of operations keeping disk and registry
+//! consistent across crashes: a created topic's logs are opened before the registry names
+//! it; a deleted topic leaves the registry before its directories go, and any partition
+//! directory the registry does not name is removed at start. A broker finding such a file
+//! from before the quorum migrates it into the metadata log (`cluster/migration.rs`).
 //!
 //! Creation is all-or-nothing and bounded: the broker-wide partition limit
 //! (`partition_budget`) is checked before anything is created, and a creation that fails

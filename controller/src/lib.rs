@@ -1,10 +1,11 @@
 //! The controller quorum: a Raft log of cluster metadata, replicated among the nodes named
 //! by `controller.quorum.voters`, as KRaft's `__cluster_metadata` log is.
 //!
-//! This crate is the Raft layer only (openraft; ARCHITECTURE.md says why not raft-rs):
-//! entries are opaque JSON batches and the state that applies them is a [`StateMachine`]
-//! the caller brings. It knows nothing of brokers, topics or the metadata records, so the
-//! metadata crate and the QuorumController can change without touching consensus.
+//! Its Raft layer (`raft/`, `net/`; openraft, ARCHITECTURE.md says why not raft-rs) treats
+//! entries as opaque JSON batches applied by a [`StateMachine`] the caller brings, and knows
+//! nothing of brokers, topics or the metadata records, so the metadata crate and the
+//! QuorumController (`quorum/`, which applies the metadata records with `logbook-metadata`)
+//! can change without touching consensus.
 
 pub mod client; // ControllerClient: a broker's calls to the active controller, local or remote
 pub mod config; // ControllerConfig, voter parsing, Raft timings and network limits

@@ -1,6 +1,8 @@
 //! EndTxn (API key 26): commit or abort the producer's transaction. The coordinator writes
 //! PrepareCommit/PrepareAbort, the markers of every partition, then CompleteCommit /
-//! CompleteAbort; the answer comes once all are durable.
+//! CompleteAbort; the answer comes once all are durable, or, when the markers cannot be
+//! written within the write timeout, once the Prepare record is (the outcome is decided
+//! then, as Kafka answers; the completion goes on in the background).
 //!
 //! v5 is transaction protocol v2 (KIP-890 part 2), served when `transaction.version` is
 //! finalized at 2 (else the connection refuses v5 as an unsupported version): every EndTxn
@@ -28,7 +30,7 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 /// First version that knows PRODUCER_FENCED.
 const PRODUCER_FENCED_VERSION: i16 = 2;
 
-/// Ends the transaction and answers once its markers are durable.
+/// Ends the transaction; answers as the module docs say.
 pub fn handle(ctx: &super::RequestContext, request: EndTxnRequest) -> ResponseFuture {
     let transactions = Arc::clone(&ctx.broker.transactions);
     let fenced_as_epoch = ctx.api_version < PRODUCER_FENCED_VERSION;

@@ -989,7 +989,8 @@ impl TransactionCoordinator {
     }
 
     /// EndTxn: commits or aborts the producer's transaction; answers once every marker and
-    /// the Complete record are durable. With transaction protocol v2
+    /// the Complete record are durable, or, when they cannot be within the write timeout,
+    /// once the Prepare record is (see `complete_or_retry`). With transaction protocol v2
     /// (`client_transaction_version` 2, EndTxn v5) the epoch is bumped (a new producer id on
     /// exhaustion) and the producer id and epoch to use next are returned; a retry of a
     /// completed EndTxn returns the current ones. The v1 flow returns

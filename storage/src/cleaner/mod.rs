@@ -10,9 +10,10 @@
 //!    newest offset of every key of the dirty section (as far as the map holds), then
 //!    rewrite every segment below that point, in groups of adjacent segments up to
 //!    `segment.bytes`, into `<base>.log.cleaned` (+ indexes), fsync'd.
-//! 3. [`crate::Log::replace_with_cleaned`] (under the lock, renames only): the crash-safe
-//!    swap, as Kafka does it: `.cleaned` → `.swap`, old segments deleted, `.swap` → final
-//!    names. `Log::open` deletes `.cleaned` leftovers and completes a `.swap`.
+//! 3. [`crate::Log::replace_with_cleaned`] (under the lock: renames, deletions and three
+//!    directory fsyncs, no data written): the crash-safe swap, as Kafka does it:
+//!    `.cleaned` → `.swap`, old segments deleted, `.swap` → final names. `Log::open`
+//!    deletes `.cleaned` leftovers and completes a `.swap`.
 //!
 //! What is kept (Kafka's `shouldRetainRecord` and `BatchRetention`): offsets never change
 //! (batches keep their base offset, last offset delta and producer fields; records keep
