@@ -15,7 +15,8 @@ use std::sync::Arc;
 use logbook_storage::LogConfig;
 use parking_lot::RwLock;
 
-use crate::topic_config::{check, ConfigError, ConfigSource, Kind};
+pub use crate::config_def::Synonym;
+use crate::config_def::{check, ConfigError, ConfigSource, Kind};
 
 /// One broker config Logbook knows: its Kafka name, type, Kafka's default and whether
 /// Kafka lets it change at run time (`DynamicBrokerConfig.AllDynamicConfigs`).
@@ -370,17 +371,6 @@ pub fn validate_broker_layer(layer: &BTreeMap<String, String>) -> Result<(), Con
         }
     }
     Ok(())
-}
-
-/// One synonym of a described config: name, value and where it is set.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Synonym {
-    /// The broker (or topic) config name.
-    pub name: String,
-    /// Its value there.
-    pub value: String,
-    /// The layer.
-    pub source: ConfigSource,
 }
 
 /// Broker-wide values of topic configs: the layered broker configs a topic without an

@@ -11,6 +11,7 @@ pub mod broker_config;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod config_def;
 pub mod connection;
 pub mod connection_quotas;
 /// The coordinators live in their own crate (`logbook-coordinator`); the broker names them
