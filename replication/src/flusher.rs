@@ -12,8 +12,6 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::partition::Partition;
-
 /// When appended data is made durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlushPolicy {
@@ -25,8 +23,16 @@ pub enum FlushPolicy {
     Os,
 }
 
+/// What the flusher makes durable: a partition with appends not yet fsync'd. A trait, so
+/// that the flusher does not name `Partition`, which owns a `Flusher` (the two files would
+/// import each other).
+pub(crate) trait Flush: Send + Sync {
+    /// Makes everything appended so far durable; runs on a flusher thread.
+    fn flush(&self);
+}
+
 struct Queue {
-    dirty: VecDeque<Weak<Partition>>,
+    dirty: VecDeque<Weak<dyn Flush>>,
     shutdown: bool,
 }
 
@@ -97,11 +103,12 @@ impl Flusher {
         self.shared.policy
     }
 
-    pub(crate) fn enqueue(&self, partition: &Partition) {
-        // A Weak, so a deleted partition's queued flush does not keep it alive.
-        let weak = partition.self_weak();
+    /// Queues `dirty` for a flusher thread; the caller queues each partition at most once
+    /// until its flush starts. A Weak, so a deleted partition's queued flush does not keep
+    /// it alive.
+    pub(crate) fn enqueue(&self, dirty: Weak<dyn Flush>) {
         let mut queue = self.shared.queue.lock();
-        queue.dirty.push_back(weak);
+        queue.dirty.push_back(dirty);
         drop(queue);
         self.shared.wake.notify_one();
     }

@@ -33,7 +33,7 @@ use logbook_storage::{
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
-use crate::flusher::{FlushPolicy, Flusher};
+use crate::flusher::{Flush, FlushPolicy, Flusher};
 use crate::Error;
 
 mod acks;
@@ -443,7 +443,8 @@ impl Partition {
 
     fn schedule_flush(&self) {
         if !self.flush_queued.swap(true, Ordering::AcqRel) {
-            self.flusher.enqueue(self);
+            let dirty: Weak<dyn Flush> = self.self_weak.clone();
+            self.flusher.enqueue(dirty);
         }
     }
 
@@ -860,6 +861,13 @@ impl Partition {
 
 /// Milliseconds since the epoch, the clock of follower lag.
 pub(crate) use logbook_common::now_ms;
+
+/// The flusher's view of a partition (`flusher::Flush`).
+impl Flush for Partition {
+    fn flush(&self) {
+        Partition::flush(self);
+    }
+}
 
 #[cfg(test)]
 mod tests;
