@@ -475,5 +475,7 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
     }
 }
 
+pub mod framing;
+
 #[cfg(test)]
 mod tests;

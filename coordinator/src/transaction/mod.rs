@@ -42,9 +42,9 @@ use tokio_util::sync::CancellationToken;
 pub use metadata::{TransactionMetadata, TransactionResult, TransactionState};
 pub use remote::{PartitionLeaders, Remote};
 
-use super::group::persistence::{encode_batch, replay_with, Replayed};
 use super::partition_writer::{CoordinatorHost, CoordinatorPartition, WriteError};
 use super::producer_id_manager::RpcProducerIdManager;
+use super::runtime::framing::{encode_batch, replay_with, Replayed};
 use super::runtime::{
     blocking, CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError, TopicSpec,
 };
