@@ -178,8 +178,34 @@ impl LogFile {
     }
 
     /// Appends entries (index, body) and fsyncs them before returning. Indexes must
-    /// follow the last present entry (any index when the log is empty).
+    /// follow the last present entry (any index when the log is empty). On an error the
+    /// log is left as it was: no entry of the call is readable (bytes already written past
+    /// the old end are overwritten by the next append, or cut by recovery as a torn or
+    /// unacknowledged tail), so the caller's view and the log's agree and a retry appends
+    /// the same indexes again.
     pub(crate) fn append(&mut self, entries: &[(u64, Vec<u8>)]) -> io::Result<()> {
+        let before = (
+            self.locations.len(),
+            self.segments.len(),
+            self.segments.last().map(|s| s.len),
+            self.first_index,
+        );
+        let appended = self.append_frames(entries);
+        if appended.is_err() {
+            let (locations, segments, active_len, first_index) = before;
+            self.locations.truncate(locations);
+            self.segments.truncate(segments);
+            if let (Some(active), Some(len)) = (self.segments.last_mut(), active_len) {
+                active.len = len;
+            }
+            self.first_index = first_index;
+        }
+        appended
+    }
+
+    /// [`Self::append`]'s work: writes each frame, rolling segments as they fill, then
+    /// syncs the touched segments and, if one was created, the directory.
+    fn append_frames(&mut self, entries: &[(u64, Vec<u8>)]) -> io::Result<()> {
         let mut touched: Vec<u64> = Vec::new();
         let mut created = false;
         for (index, body) in entries {

@@ -105,3 +105,36 @@ fn truncate_and_purge() {
         .expect("append after purging all");
     assert_eq!(log.read(0, 100).expect("read"), entries(13..15));
 }
+
+// A failed append leaves the log as it was: entries written before the failing one are
+// not readable (they were never synced, and the caller was told the append failed), and
+// the same indexes can be appended again. Before, the first entries stayed in the map, so
+// the retry hit "append at N after N" and the log reported an entry the store had not
+// acknowledged.
+#[test]
+fn failed_append_leaves_the_log_unchanged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = LogFile::open(dir.path(), 100, 64).expect("open");
+    log.append(&entries(0..3)).expect("append");
+    let too_large = vec![b'x'; 65];
+    let failed = log.append(&[(3, body(3)), (4, body(4)), (5, too_large)]);
+    assert_eq!(
+        failed.map_err(|e| e.kind()),
+        Err(io::ErrorKind::InvalidInput)
+    );
+    assert_eq!((log.first_index(), log.last_index()), (Some(0), Some(2)));
+    assert_eq!(log.read(0, 10).expect("read"), entries(0..3));
+    log.append(&entries(3..6)).expect("append again");
+    assert_eq!(log.read(0, 10).expect("read"), entries(0..6));
+    drop(log);
+    let log = LogFile::open(dir.path(), 100, 64).expect("reopen");
+    assert_eq!(log.read(0, 10).expect("read"), entries(0..6));
+
+    // From an empty log too.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = LogFile::open(dir.path(), 100, 64).expect("open");
+    assert!(log.append(&[(7, body(7)), (8, vec![b'x'; 65])]).is_err());
+    assert_eq!(log.last_index(), None);
+    log.append(&entries(7..9)).expect("append");
+    assert_eq!(log.read(0, 10).expect("read"), entries(7..9));
+}
