@@ -11,7 +11,7 @@ use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
 use crate::authorizer::{AclOperation, ResourceType};
-use crate::coordinator::group::{CommitPartition, GroupError};
+use crate::coordinator::group::{CommitPartition, CommitResult, GroupError};
 use crate::errors;
 use crate::handlers::ResponseFuture;
 
@@ -71,20 +71,7 @@ pub fn handle(ctx: &super::RequestContext, request: OffsetCommitRequest) -> Resp
         })
         .collect();
     Box::pin(async move {
-        let mut group_errors: Vec<Option<ResponseError>> = result
-            .errors
-            .iter()
-            .map(|e| e.map(|e| errors::group_error(&e)))
-            .collect();
-        if let Some((partition, end_offset)) = result.durable {
-            if let Err(e) = partition.wait_committed(end_offset, timeout).await {
-                tracing::warn!(error = %e, "offset commit not durable");
-                let error = errors::group_error(&GroupError::from(&e));
-                for slot in &mut group_errors {
-                    slot.get_or_insert(error);
-                }
-            }
-        }
+        let group_errors = committed_codes(result, timeout, "offset commit").await;
         let topics = response_topics(names, decided, group_errors);
         Some(ResponseKind::OffsetCommit(OffsetCommitResponse::default().with_topics(topics)).into())
     })
@@ -168,4 +155,29 @@ fn response_topics(
                 )
         })
         .collect()
+}
+
+/// Each partition's code of a commit (OffsetCommit or TxnOffsetCommit) once its append is
+/// committed: the coordinator's refusals, and for the rest the failure of the wait, if it
+/// failed (`what` names the commit in the log line).
+pub(super) async fn committed_codes(
+    result: CommitResult,
+    timeout: Duration,
+    what: &str,
+) -> Vec<Option<ResponseError>> {
+    let mut codes: Vec<Option<ResponseError>> = result
+        .errors
+        .iter()
+        .map(|e| e.map(|e| errors::group_error(&e)))
+        .collect();
+    if let Some((partition, end_offset)) = result.durable {
+        if let Err(e) = partition.wait_committed(end_offset, timeout).await {
+            tracing::warn!(error = %e, "{what} not durable");
+            let error = errors::group_error(&GroupError::from(&e));
+            for slot in &mut codes {
+                slot.get_or_insert(error);
+            }
+        }
+    }
+    codes
 }

@@ -29,7 +29,7 @@ use kafka_protocol::ResponseError;
 
 use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
-use crate::coordinator::group::{CommitPartition, GroupError};
+use crate::coordinator::group::CommitPartition;
 use crate::errors;
 use crate::handlers::ResponseFuture;
 use std::collections::HashSet;
@@ -124,20 +124,9 @@ fn commit(
         })
         .collect();
     Box::pin(async move {
-        let mut group_errors: Vec<Option<ResponseError>> = result
-            .errors
-            .iter()
-            .map(|e| e.map(|e| errors::group_error(&e)))
-            .collect();
-        if let Some((partition, end_offset)) = result.durable {
-            if let Err(e) = partition.wait_committed(end_offset, timeout).await {
-                tracing::warn!(error = %e, "transactional offset commit not durable");
-                let error = errors::group_error(&GroupError::from(&e));
-                for slot in &mut group_errors {
-                    slot.get_or_insert(error);
-                }
-            }
-        }
+        let group_errors =
+            super::offset_commit::committed_codes(result, timeout, "transactional offset commit")
+                .await;
         let topics = response_topics(names, decided, group_errors);
         Some(
             ResponseKind::TxnOffsetCommit(TxnOffsetCommitResponse::default().with_topics(topics))
