@@ -183,7 +183,7 @@ pub struct RequestAuthorizer {
     authorizer: Arc<dyn Authorizer>,
     principal: Arc<KafkaPrincipal>,
     client_address: SocketAddr,
-    listener_name: &'static str,
+    listener_name: crate::listeners::ListenerName,
     api_key: ApiKey,
 }
 
@@ -194,7 +194,7 @@ impl RequestAuthorizer {
         authorizer: Arc<dyn Authorizer>,
         principal: Arc<KafkaPrincipal>,
         client_address: SocketAddr,
-        listener_name: &'static str,
+        listener_name: crate::listeners::ListenerName,
         api_key: ApiKey,
     ) -> Self {
         Self {
@@ -264,7 +264,7 @@ impl RequestAuthorizer {
         RequestIdentity {
             principal: &self.principal,
             client_address: self.client_address,
-            listener_name: self.listener_name,
+            listener_name: self.listener_name.as_str(),
             api_key: self.api_key,
         }
     }

@@ -19,10 +19,8 @@ pub struct Broker {
     pub transactions: std::sync::Arc<TransactionCoordinator>,
     /// Incremental fetch sessions (KIP-227).
     pub fetch_sessions: crate::fetch_session::FetchSessionCache,
-    /// Host advertised to clients.
-    pub advertised_host: String,
-    /// Port advertised to clients.
-    pub advertised_port: i32,
+    /// The listeners this broker serves and what each advertises.
+    pub listeners: crate::listeners::Listeners,
     /// Decides what each request's principal may do ([`crate::authorizer`]).
     pub authorizer: std::sync::Arc<dyn crate::authorizer::Authorizer>,
 }
@@ -32,5 +30,20 @@ impl Broker {
     #[must_use]
     pub fn node_id(&self) -> i32 {
         self.config.node_id
+    }
+
+    /// This broker as clients of `listener` reach it (host and port it advertises there).
+    #[must_use]
+    pub fn this_broker(
+        &self,
+        listener: &crate::listeners::ListenerName,
+    ) -> Option<crate::cluster::views::BrokerView> {
+        let endpoint = self.listeners.advertised(listener)?;
+        Some(crate::cluster::views::BrokerView {
+            node_id: self.node_id(),
+            host: endpoint.host.clone(),
+            port: i32::from(endpoint.port),
+            rack: None,
+        })
     }
 }

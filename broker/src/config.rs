@@ -344,6 +344,13 @@ pub struct Config {
     /// STATIC_BROKER_CONFIG by DescribeConfigs.
     #[arg(skip)]
     pub explicit: BTreeSet<String>,
+    /// Kafka's listener settings (`listeners`, `advertised.listeners`, …) as given; without
+    /// `listeners`, `--listen` is the one PLAINTEXT listener (see [`Config::listeners`]).
+    #[arg(skip)]
+    pub listener_settings: crate::listeners::ListenerSettings,
+    /// `ssl.*` settings as given, plain or under a listener's prefix (`crate::ssl`).
+    #[arg(skip)]
+    pub ssl_settings: BTreeMap<String, String>,
 }
 
 /// How log lines are written.
@@ -475,12 +482,14 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// Whether validating a produce payload of `payload_bytes` (compressed or not) is
-    /// heavy enough to leave the async worker (`block_in_place`).
+    /// When validating a produce payload is heavy enough to leave the async worker
+    /// (`block_in_place`).
     #[must_use]
-    pub fn validates_off_worker(&self, payload_bytes: usize, compressed: bool) -> bool {
-        payload_bytes >= self.block_in_place_bytes_min
-            || (compressed && payload_bytes >= self.block_in_place_compressed_bytes_min)
+    pub fn validation_off_worker(&self) -> logbook_replication::OffWorker {
+        logbook_replication::OffWorker {
+            bytes_min: self.block_in_place_bytes_min,
+            compressed_bytes_min: self.block_in_place_compressed_bytes_min,
+        }
     }
 }
 
@@ -518,6 +527,7 @@ impl Config {
         }
         self.mark_flags_explicit();
         self.cluster()?;
+        self.listeners()?;
         Ok(())
     }
 
@@ -594,16 +604,62 @@ impl Config {
         }
     }
 
-    /// Host and port advertised to clients.
-    #[must_use]
-    pub fn advertised(&self) -> (String, i32) {
-        if let Some(adv) = &self.advertised_listener {
-            if let Some((host, port)) = adv.rsplit_once(':') {
-                if let Ok(port) = port.parse::<i32>() {
-                    return (host.trim_matches(['[', ']']).to_string(), port);
+    /// The listeners to bind and advertise: Kafka's listener settings, where `listeners`
+    /// defaults to `--listen` as one PLAINTEXT listener and `advertised.listeners` to
+    /// `--advertised-listener` (then to the listeners themselves, a wildcard host
+    /// advertised as this machine's name, as Kafka's `withWildcardHostnamesResolved`).
+    ///
+    /// # Errors
+    /// The settings break one of Kafka's rules (see [`crate::listeners::Listeners::resolve`]).
+    pub fn listeners(&self) -> Result<crate::listeners::Listeners, String> {
+        let given = &self.listener_settings;
+        let settings = crate::listeners::ListenerSettings {
+            listeners: given
+                .listeners
+                .clone()
+                .or_else(|| Some(format!("PLAINTEXT://{}", self.listen))),
+            advertised_listeners: given.advertised_listeners.clone().or_else(|| {
+                self.advertised_listener
+                    .as_ref()
+                    .map(|a| format!("PLAINTEXT://{a}"))
+            }),
+            ..given.clone()
+        };
+        let mut listeners = crate::listeners::Listeners::resolve(&settings)?;
+        use crate::listeners::SecurityProtocol;
+        if let Some(sasl) = listeners.bound.iter().find(|e| {
+            matches!(
+                e.protocol,
+                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+            )
+        }) {
+            return Err(format!(
+                "listener {} is {}: SASL listeners are not served yet (PLAINTEXT and SSL are)",
+                sasl.name,
+                sasl.protocol.name()
+            ));
+        }
+        // Brokers reach each other (replica fetch, transaction markers) and the quorum with
+        // a plain client so far: a secured inter-broker or controller listener would fail.
+        let inter_broker = listeners.advertised(&listeners.inter_broker);
+        let secured = inter_broker
+            .into_iter()
+            .chain(&listeners.controller_entries)
+            .find(|e| e.protocol != SecurityProtocol::Plaintext);
+        if let Some(secured) = secured {
+            return Err(format!(
+                "listener {} is {}: brokers talk to each other and to the controllers over PLAINTEXT only so far",
+                secured.name,
+                secured.protocol.name()
+            ));
+        }
+        if settings.advertised_listeners.is_none() {
+            for endpoint in &mut listeners.advertised {
+                if matches!(endpoint.host.as_str(), "" | "0.0.0.0" | "::") {
+                    endpoint.host = crate::listeners::local_host_name();
                 }
             }
         }
-        (self.listen.ip().to_string(), i32::from(self.listen.port()))
+        Ok(listeners)
     }
 }

@@ -29,7 +29,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
 use crate::handlers::{self, RequestContext, ResponseFuture};
-use crate::transport::{PlaintextTransport, Transport};
+use crate::listeners::ListenerName;
+use crate::transport::{CopyingTransport, PlaintextTransport, Transport};
 
 /// Bytes of responses (records in files included) gathered before a write when more are
 /// queued.
@@ -102,6 +103,7 @@ pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
+    listener: ListenerName,
     shutdown: CancellationToken,
 ) {
     if let Err(e) = stream.set_nodelay(true) {
@@ -113,6 +115,50 @@ pub async fn serve(
         read_half,
         PlaintextTransport::new(write_half),
         peer,
+        listener,
+        shutdown,
+    )
+    .await;
+}
+
+/// Serves one connection of an SSL listener: the TLS handshake first (bounded by
+/// `connections.max.idle.ms`, so a client that never finishes it holds nothing for long),
+/// then the Kafka protocol over the encrypted stream. Responses are copied through TLS
+/// ([`CopyingTransport`]): `sendfile` cannot encrypt, as on Kafka without kernel TLS.
+pub async fn serve_tls(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: ListenerName,
+    tls: tokio_rustls::TlsAcceptor,
+    shutdown: CancellationToken,
+) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(%peer, error = %e, "set_nodelay failed");
+    }
+    let timeout = Duration::from_millis(broker.config.limits.connections_max_idle_ms.max(1));
+    let handshake = tokio::select! {
+        () = shutdown.cancelled() => return,
+        handshake = tokio::time::timeout(timeout, tls.accept(stream)) => handshake,
+    };
+    let stream = match handshake {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            tracing::info!(%peer, %listener, error = %e, "closing connection: TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(%peer, %listener, timeout_ms = timeout.as_millis(), "closing connection: TLS handshake not finished in time");
+            return;
+        }
+    };
+    let (read_half, write_half) = tokio::io::split(stream);
+    serve_with(
+        broker,
+        read_half,
+        CopyingTransport::new(write_half),
+        peer,
+        listener,
         shutdown,
     )
     .await;
@@ -128,6 +174,7 @@ pub async fn serve_with<R, T>(
     input: R,
     transport: T,
     peer: SocketAddr,
+    listener: ListenerName,
     shutdown: CancellationToken,
 ) where
     R: AsyncRead + Unpin,
@@ -166,15 +213,12 @@ pub async fn serve_with<R, T>(
             frame = frames.next() => frame,
         };
         last_request = Instant::now();
-        let frame = match frame {
-            None => break,
-            Some(Ok(frame)) => frame.freeze(),
-            Some(Err(e)) => {
-                tracing::warn!(%peer, error = %e, "closing connection: bad frame");
-                break;
-            }
+        let Some(frame) = frame_or_close(frame, peer) else {
+            break;
         };
-        let Some((pending, closing)) = dispatch_frame(&broker, frame, peer, last_request) else {
+        let Some((pending, closing)) =
+            dispatch_frame(&broker, frame, peer, &listener, last_request)
+        else {
             break;
         };
         activity.request_queued();
@@ -192,6 +236,27 @@ pub async fn serve_with<R, T>(
     }
 }
 
+/// The frame read, or `None` when the connection must close (the client closed it, or
+/// sent a bad frame: logged).
+fn frame_or_close(
+    frame: Option<std::io::Result<bytes::BytesMut>>,
+    peer: SocketAddr,
+) -> Option<bytes::Bytes> {
+    match frame? {
+        Ok(frame) => Some(frame.freeze()),
+        // A TLS client that closes its socket without close_notify (most do) is closing,
+        // not sending a bad frame.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            tracing::debug!(%peer, error = %e, "client closed the connection");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(%peer, error = %e, "closing connection: bad frame");
+            None
+        }
+    }
+}
+
 /// Decodes a frame and runs its request's ordered part (`handlers::dispatch`): the
 /// pending answer for the writer, and whether the handler asked to close the connection
 /// after it; `None` (close now) when the frame is not a request we can answer.
@@ -199,6 +264,7 @@ fn dispatch_frame(
     broker: &Arc<Broker>,
     frame: bytes::Bytes,
     peer: SocketAddr,
+    listener: &ListenerName,
     received: Instant,
 ) -> Option<(Pending, bool)> {
     let transaction_version = broker.config.transaction_version;
@@ -210,6 +276,7 @@ fn dispatch_frame(
             let ctx = RequestContext::new(
                 Arc::clone(broker),
                 peer,
+                listener.clone(),
                 request.api_key,
                 request.header.request_api_version,
                 request.header.correlation_id,

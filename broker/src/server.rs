@@ -32,6 +32,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::broker::Broker;
 use crate::cluster::lifecycle::{BrokerLifecycle, CONTROLLED_SHUTDOWN_TIMEOUT};
+use crate::cluster::metadata_cache::InterBrokerEndpoints;
 use crate::cluster::metadata_follower::MetadataFollower;
 use crate::cluster::migration;
 use crate::cluster::publisher::{MetadataPublisher, RoleChangeHooks, PUBLICATION_QUEUE_MAX};
@@ -39,6 +40,7 @@ use crate::cluster::{ClusterContext, ControllerHandle, MetadataCache};
 use crate::config::ClusterConfig;
 use crate::config::{Config, FlushPolicyArg};
 use crate::connection_quotas::ConnectionQuotas;
+use crate::listeners::{ListenerName, Listeners, SecurityProtocol};
 use crate::topic_config::BrokerDefaults;
 use crate::topics::Topics;
 
@@ -93,6 +95,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let metrics = start_metrics(&config).await?;
     arm_failpoints(&config);
     let cluster_config = config.cluster()?;
+    let listeners = checked_listeners(&config)?;
     if !cluster_config.roles.broker {
         if let Some(metrics) = &metrics {
             metrics.endpoint.set_ready(true);
@@ -115,8 +118,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         &membership.role_hooks,
     )
     .await?;
-    let listener = TcpListener::bind(config.listen).await?;
-    let (advertised_host, advertised_port) = config.advertised();
+    let bound = bind_listeners(&listeners, &config).await?;
     let broker = Arc::new(Broker {
         fetch_sessions: crate::fetch_session::FetchSessionCache::new(
             config.limits.fetch_session_cache_slots,
@@ -127,20 +129,19 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         replicas: Arc::clone(&replicas),
         groups,
         transactions,
-        advertised_host,
+        listeners,
         authorizer: std::sync::Arc::new(crate::authorizer::AllowEveryone),
-        advertised_port,
     });
     tracing::info!(
-        listen = %broker.config.listen,
-        advertised = %format!("{}:{}", broker.advertised_host, broker.advertised_port),
+        listeners = %endpoint_list(&broker.listeners.bound),
+        advertised = %endpoint_list(&broker.listeners.advertised),
         data_dir = %broker.config.data_dir.display(),
         node_id = broker.node_id(),
         topics = broker.topics.all().len(),
         startup_ms = started.elapsed().as_millis(),
         "accepting connections"
     );
-    serve(&broker, &listener, metrics.as_ref(), &membership.lifecycle).await;
+    serve(&broker, &bound, metrics.as_ref(), &membership.lifecycle).await;
     broker.groups.shutdown();
     broker.transactions.shutdown();
     membership.leave().await;
@@ -167,7 +168,7 @@ fn arm_failpoints(config: &Config) {
 /// [`SHUTDOWN_GRACE`] to send the responses they owe.
 async fn serve(
     broker: &Arc<Broker>,
-    listener: &TcpListener,
+    listeners: &[BoundListener],
     metrics: Option<&RunningMetrics>,
     lifecycle: &BrokerLifecycle,
 ) {
@@ -178,7 +179,7 @@ async fn serve(
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     tracker.spawn(retention_loop(Arc::clone(broker), shutdown.clone()));
-    accept_connections(broker, listener, &shutdown, &tracker).await;
+    accept_connections(broker, listeners, &shutdown, &tracker).await;
     tracing::info!("shutting down");
     if let Some(metrics) = metrics {
         metrics.endpoint.set_ready(false);
@@ -422,17 +423,10 @@ fn legacy_metadata(
         )
         .into());
     }
-    let (advertised_host, advertised_port) = config.advertised();
-    let port = u16::try_from(advertised_port)?;
+    let endpoints = config.listeners()?.registered_endpoints();
     let features = quorum_config.bootstrap_features.clone();
     let legacy = tokio::task::block_in_place(|| {
-        migration::read(
-            &config.data_dir,
-            config.node_id,
-            &advertised_host,
-            port,
-            &features,
-        )
+        migration::read(&config.data_dir, config.node_id, &endpoints, &features)
     })?;
     if let Some(legacy) = &legacy {
         let batch = logbook_metadata::migration::from_legacy(&legacy.state)?;
@@ -501,11 +495,9 @@ async fn register_and_catch_up(
     catch_up: mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
     legacy: Option<migration::LegacyMetadata>,
 ) -> Result<BrokerLifecycle, Box<dyn std::error::Error + Send + Sync>> {
-    let (advertised_host, advertised_port) = config.advertised();
     let lifecycle = BrokerLifecycle::start(
         Arc::clone(cluster),
-        advertised_host,
-        u16::try_from(advertised_port)?,
+        config.listeners()?.registered_endpoints(),
         Duration::from_millis(config.broker_heartbeat_interval_ms),
         STARTUP_TIMEOUT,
     )
@@ -550,7 +542,10 @@ fn open_storage(
             .with_broker_id(config.node_id)
             .with_replica_lag_time_max_ms(config.replica_lag_time_max_ms)
             .with_controller_leadership()
-            .with_broker_endpoints(Arc::new(metadata.clone())),
+            .with_broker_endpoints(Arc::new(InterBrokerEndpoints::new(
+                metadata.clone(),
+                inter_broker_listener(config),
+            ))),
     );
     replicas.set_isr_eligibility(Arc::new(metadata.clone()));
     replicas.start_log_cleaner(log_cleaner_config(config));
@@ -611,7 +606,7 @@ async fn load_coordinators(
     follow_leadership(&roles, role_hooks, replicas);
     transactions.connect_cluster(
         Arc::new(crate::cluster::partition_leaders::ImageLeaders::new(
-            metadata.clone(),
+            InterBrokerEndpoints::new(metadata.clone(), inter_broker_listener(config)),
             node_id,
         )),
         logbook_client::InterBrokerClient::new(logbook_client::InterBrokerConfig {
@@ -622,37 +617,128 @@ async fn load_coordinators(
     Ok((groups, transactions))
 }
 
-/// Start-up phase "listen": accepts connections until a shutdown signal, each under the
-/// `connections_max` semaphore and the per-IP quota, each served on `tracker` and stopped
-/// by `shutdown`.
+/// The listeners, checked before anything starts: later phases take the inter-broker
+/// listener as given, and a keystore that cannot be served stops the start before storage
+/// opens.
+///
+/// # Errors
+/// As [`Config::listeners`]; an SSL listener's TLS settings cannot be served.
+fn checked_listeners(config: &Config) -> Result<Listeners, String> {
+    let listeners = config.listeners()?;
+    for endpoint in listeners
+        .bound
+        .iter()
+        .filter(|e| e.protocol == SecurityProtocol::Ssl)
+    {
+        crate::ssl::server_config(&endpoint.name, &config.ssl_settings)
+            .map_err(|e| format!("listener {}: {e}", endpoint.name))?;
+    }
+    Ok(listeners)
+}
+
+/// `inter.broker.listener.name` (checked at start: the configuration was validated).
+fn inter_broker_listener(config: &Config) -> ListenerName {
+    config
+        .listeners()
+        .map_or_else(|_| ListenerName::new("PLAINTEXT"), |l| l.inter_broker)
+}
+
+/// A bound listener: its name, socket, and for an SSL listener its TLS acceptor.
+struct BoundListener {
+    name: ListenerName,
+    socket: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+/// Binds every client and inter-broker listener, in configured order; an SSL listener's
+/// TLS configuration is read first, so a bad keystore stops the start.
+///
+/// # Errors
+/// A listener's address is not numeric, or cannot be bound, or its TLS settings cannot be
+/// served (the message names it).
+async fn bind_listeners(
+    listeners: &Listeners,
+    config: &Config,
+) -> Result<Vec<BoundListener>, Box<dyn std::error::Error + Send + Sync>> {
+    let mut bound = Vec::with_capacity(listeners.bound.len());
+    for endpoint in &listeners.bound {
+        let tls = match endpoint.protocol {
+            SecurityProtocol::Ssl => {
+                let tls = crate::ssl::server_config(&endpoint.name, &config.ssl_settings)
+                    .map_err(|e| format!("listener {}: {e}", endpoint.name))?;
+                Some(tokio_rustls::TlsAcceptor::from(tls))
+            }
+            _ => None,
+        };
+        let address = endpoint.bind_address()?;
+        let socket = TcpListener::bind(address)
+            .await
+            .map_err(|e| format!("cannot listen on {endpoint} ({address}): {e}"))?;
+        bound.push(BoundListener {
+            name: endpoint.name.clone(),
+            socket,
+            tls,
+        });
+    }
+    Ok(bound)
+}
+
+/// `NAME://host:port,...` for the start-up log line.
+fn endpoint_list(endpoints: &[crate::listeners::Endpoint]) -> String {
+    let list: Vec<String> = endpoints.iter().map(ToString::to_string).collect();
+    list.join(",")
+}
+
+/// Start-up phase "listen": accepts connections on every listener until a shutdown
+/// signal, each under the one `connections_max` semaphore and per-IP quota (Kafka counts
+/// `max.connections` across listeners), served on `tracker` and stopped by `shutdown`.
 async fn accept_connections(
     broker: &Arc<Broker>,
-    listener: &TcpListener,
+    listeners: &[BoundListener],
     shutdown: &CancellationToken,
     tracker: &TaskTracker,
 ) {
     let connections = Arc::new(Semaphore::new(broker.config.limits.connections_max.max(1)));
     let quotas = ConnectionQuotas::new(broker.config.limits.max_connections_per_ip);
-    let stop = shutdown_signal();
-    tokio::pin!(stop);
+    let limits = AcceptLimits {
+        connections: &connections,
+        quotas: &quotas,
+    };
+    let loops = listeners
+        .iter()
+        .map(|listener| accept_loop(broker, listener, &limits, shutdown, tracker));
+    tokio::select! {
+        () = shutdown_signal() => {}
+        _ = futures::future::join_all(loops) => {}
+    }
+}
+
+/// What every listener's accept loop counts new connections against.
+struct AcceptLimits<'a> {
+    connections: &'a Arc<Semaphore>,
+    quotas: &'a Arc<ConnectionQuotas>,
+}
+
+/// Accepts the connections of one listener (until its caller stops polling it, or the
+/// connection semaphore closes).
+async fn accept_loop(
+    broker: &Arc<Broker>,
+    listener: &BoundListener,
+    limits: &AcceptLimits<'_>,
+    shutdown: &CancellationToken,
+    tracker: &TaskTracker,
+) {
+    let name = &listener.name;
     loop {
-        let permit = tokio::select! {
-            () = &mut stop => break,
-            permit = Arc::clone(&connections).acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => break,
-            },
+        let Ok(permit) = Arc::clone(limits.connections).acquire_owned().await else {
+            return;
         };
-        let accepted = tokio::select! {
-            () = &mut stop => break,
-            accepted = listener.accept() => accepted,
-        };
-        match accepted {
+        match listener.socket.accept().await {
             Ok((stream, peer)) => {
                 let connection_metrics = crate::metrics::ConnectionMetrics::global();
-                let Some(slot) = quotas.try_open(peer.ip()) else {
+                let Some(slot) = limits.quotas.try_open(peer.ip()) else {
                     // Kafka's TooManyConnectionsException: close the new connection at once.
-                    tracing::info!(%peer, limit = broker.config.limits.max_connections_per_ip, "closing connection: max.connections.per.ip reached");
+                    tracing::info!(%peer, listener = %name, limit = broker.config.limits.max_connections_per_ip, "closing connection: max.connections.per.ip reached");
                     connection_metrics.rejected_per_ip();
                     drop(stream);
                     continue;
@@ -660,8 +746,18 @@ async fn accept_connections(
                 connection_metrics.opened();
                 let broker = Arc::clone(broker);
                 let shutdown = shutdown.clone();
+                let name = name.clone();
+                let tls = listener.tls.clone();
                 tracker.spawn(async move {
-                    crate::connection::serve(broker, stream, peer, shutdown).await;
+                    match tls {
+                        None => {
+                            crate::connection::serve(broker, stream, peer, name, shutdown).await;
+                        }
+                        Some(tls) => {
+                            crate::connection::serve_tls(broker, stream, peer, name, tls, shutdown)
+                                .await;
+                        }
+                    }
                     connection_metrics.closed();
                     drop(slot);
                     drop(permit);
@@ -669,7 +765,7 @@ async fn accept_connections(
             }
             Err(e) => {
                 // Usually EMFILE: back off instead of spinning.
-                tracing::warn!(error = %e, "accept failed");
+                tracing::warn!(listener = %name, error = %e, "accept failed");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }

@@ -2,7 +2,8 @@
 //! `coordinator-common`, `group-coordinator` and `transaction-coordinator` modules).
 //!
 //! - [`runtime`]: `CoordinatorRuntime`, a coordinator's state sharded by the partitions of
-//!   its internal topic, loaded and unloaded with their leadership, owning the timers.
+//!   its internal topic, loaded and unloaded with their leadership, owning the timers
+//!   (one-shot and periodic) and the write path (`CoordinatorResult` → `write`).
 //! - [`partition_writer`]: all a coordinator needs of the broker, as traits (find a hosted
 //!   partition, append, wait until committed, write a marker, read back for replay; create
 //!   an internal topic). The broker implements them over its `ReplicaManager`; the tests
@@ -16,8 +17,9 @@
 //! - [`roles`]: leadership changes of the internal partitions → loads and unloads.
 //!
 //! A new coordinator is a [`runtime::CoordinatorShard`] (its state for one partition,
-//! rebuilt by `replay`) plus the operations that append its records through a
-//! [`partition_writer::CoordinatorPartition`].
+//! rebuilt by `replay`) plus operations that return their records and response as a
+//! [`runtime::CoordinatorResult`] for [`runtime::CoordinatorRuntime::write`] to append to
+//! the shard's [`partition_writer::CoordinatorPartition`].
 
 pub mod group;
 pub mod partition_writer;

@@ -44,6 +44,10 @@ pub enum WriteError {
     /// log is not what the coordinator believes (its batches never repeat a sequence).
     #[error("duplicate: {0}")]
     Duplicate(String),
+    /// The coordinator could not encode its own batch, so nothing was appended (our own
+    /// bug: the runtime's write path returns it, never a partition).
+    #[error("cannot encode: {0}")]
+    Encode(String),
 }
 
 /// One partition this broker hosts, as a coordinator uses it.

@@ -1,38 +1,57 @@
 //! `CoordinatorRuntime`: hosts a coordinator's state sharded by the partitions of its
 //! internal topic, as Kafka's `CoordinatorRuntime` does, so that the group coordinator and
-//! (next) the transaction coordinator share one shape: a shard is loaded when this broker
-//! becomes the partition's leader (`load`, replaying that partition only), dropped when it
-//! stops leading it (`unload`), and its timers belong to the shard, so unloading cancels
-//! them and no late timer acts on state this broker no longer owns.
+//! the transaction coordinator share one shape: a shard is loaded when this broker becomes
+//! the partition's leader (`load`, replaying that partition only), dropped when it stops
+//! leading it (`unload`), and its timers belong to the shard, so unloading cancels them
+//! and no late timer acts on state this broker no longer owns.
 //!
 //! The group coordinator runs on it: one `GroupShard` (its groups) per partition of
 //! `__consumer_offsets`, `GroupCoordinator::load_partition` / `unload_partition` calling
 //! `load` / `unload`, every group request starting at `shard(partition_for(group))` (the
 //! [`RuntimeError`]s mapped to NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS in
-//! `errors.rs`), and its timers (session, join phase, pending sync, offset expiry) scheduled
-//! with [`CoordinatorRuntime::schedule`]. On a single node the broker loads every partition
-//! at start (or when the topic is created); with replication, leadership changes go through
-//! `coordinator::roles`: `begin_load` on the metadata publisher, `complete_load` on the
-//! blocking pool (requests meanwhile get `LoadInProgress`), and `unload`. The transaction coordinator is the second `CoordinatorShard`
-//! (`TransactionShard`, one per `__transaction_state` partition).
+//! `errors.rs`), its one-shot timers (session, join phase, pending sync) scheduled with
+//! [`CoordinatorRuntime::schedule`] and offset expiry with
+//! [`CoordinatorRuntime::schedule_periodic`]. On a single node the broker loads every
+//! partition at start (or when the topic is created); with replication, leadership changes
+//! go through `coordinator::roles`: `begin_load` on the metadata publisher, `complete_load`
+//! on the blocking pool (requests meanwhile get `LoadInProgress`), and `unload`. The
+//! transaction coordinator is the second `CoordinatorShard` (`TransactionShard`, one per
+//! `__transaction_state` partition), its sweeps (timed-out transactions, expired ids) on
+//! `schedule_periodic` too.
 //!
 //! The runtime also owns what both coordinators did each for itself: the internal topic's
 //! lifecycle ([`CoordinatorRuntime::ensure_topic`]: created on first use by the
 //! coordinator's spec, the partitions this broker leads loaded before the topic is
 //! published to requests; [`CoordinatorRuntime::load_existing`] at start) and the write
-//! path ([`CoordinatorRuntime::append`]: a shard's batch to its partition through the
-//! [`PartitionWriter`](crate::partition_writer::PartitionWriter), returning what to wait
-//! for before answering). Not yet Kafka's: a shard's records are appended as the operation
-//! runs (under the group's or transactional id's lock) rather than batched by the runtime
-//! and applied to the shard once committed; coordinators undo in memory a write that does
-//! not commit.
+//! path ([`CoordinatorRuntime::write`], in `runtime/result.rs`): an operation returns its
+//! records together with its response as a [`CoordinatorResult`] (Kafka's), and `write`
+//! encodes them as one batch stamped with the current time, appends it to the shard's
+//! partition ([`CoordinatorRuntime::append`], through the
+//! [`PartitionWriter`](crate::partition_writer::PartitionWriter)), logs a failed write in
+//! one place for every coordinator, and hands back a [`Written`]: the response, the
+//! records with their offsets, and what to wait for before answering. The group
+//! coordinator then replays the offset records it wrote onto its shard with the function
+//! its load replays the partition with, as Kafka's runtime replays a write's records, so a
+//! restart rebuilds what a live write installed.
 //!
-//! Replay cost: `load` replays its partition from the log start offset to the high
-//! watermark, so start-up time is proportional to the partition's log, not to its live
-//! state. Once log compaction exists, `__consumer_offsets` (compacted) keeps only the last
-//! record per key below the cleaner's point, and this replay becomes proportional to live
-//! state with no change here: the shard's `replay` is the place that must keep reading from
-//! the log start (never a cached position past it) for that to hold.
+//! Still unlike Kafka's: an operation runs and appends under its group's or transactional
+//! id's lock, one batch per operation, rather than being queued per shard and its records
+//! batched by the runtime; the shard is changed at the append, not once the batch is
+//! committed (readers
+//! that must see only committed state read at the high watermark, as OffsetFetch does, or
+//! wait for the commit), and a write that does not commit is undone by its coordinator
+//! (the transaction coordinator puts back the previous metadata) rather than by reverting
+//! the shard to its last committed offset. Two kinds of state are still changed in memory
+//! by the operation rather than replayed from its records: a group's metadata (members,
+//! which the rebalance state machine owns) and a transactional id's metadata (the next
+//! metadata is the write's response, installed once appended).
+//!
+//! Replay cost: `load` replays its partition from the log start offset to the log end, so
+//! start-up time is proportional to the partition's log, not to its live state. Both
+//! internal topics are compacted, so below the cleaner's point the log keeps only the last
+//! record per key and this replay tends to the live state; the shard's `replay` is the
+//! place that must keep reading from the log start (never a cached position past it) for
+//! that to hold.
 //!
 //! Thread-safety: the shard table is behind a `parking_lot::RwLock` held only for map
 //! operations, never across an `.await` or a replay; a shard's own state guards itself.
@@ -447,35 +466,89 @@ impl<S: CoordinatorShard> CoordinatorRuntime<S> {
         delay: Duration,
         f: impl FnOnce(&S) + Send + 'static,
     ) -> Result<tokio::task::AbortHandle, RuntimeError> {
-        let (epoch, timers) = {
-            let shards = self.shards.read();
-            match shards.get(&partition_index) {
-                Some(e) if matches!(e.status, Status::Loaded(_)) => (e.epoch, e.timers.clone()),
-                Some(_) => return Err(RuntimeError::LoadInProgress(partition_index)),
-                None => return Err(RuntimeError::NotCoordinator(partition_index)),
-            }
-        };
+        let (epoch, timers) = self.timer_scope(partition_index)?;
         let weak = self.self_weak.clone();
         Ok(tokio::spawn(async move {
             tokio::select! {
                 () = timers.cancelled() => {}
                 () = tokio::time::sleep(delay) => {
                     let Some(runtime) = weak.upgrade() else { return };
-                    let shard = match runtime.shards.read().get(&partition_index) {
-                        Some(Entry { status: Status::Loaded(shard), epoch: e, .. }) if *e == epoch => {
-                            Arc::clone(shard)
-                        }
-                        _ => return,
-                    };
+                    let Some(shard) = runtime.loaded_at(partition_index, epoch) else { return };
                     f(&shard);
                 }
             }
         })
         .abort_handle())
     }
+
+    /// Runs `f` on the shard of `partition_index` every `period` (first `period` from now,
+    /// then `period` after each run returns) for as long as this load of the shard lasts:
+    /// unloading or reloading the shard, or shutting the runtime down, stops it, as
+    /// [`CoordinatorRuntime::schedule`]'s timers stop. The coordinators' housekeeping
+    /// (offset expiry, aborting timed-out transactions, expiring transactional ids) runs
+    /// on it rather than each timer re-arming itself. Call from within tokio.
+    ///
+    /// # Errors
+    /// The shard is not loaded.
+    pub fn schedule_periodic(
+        &self,
+        partition_index: i32,
+        period: Duration,
+        mut f: impl FnMut(&S) + Send + 'static,
+    ) -> Result<tokio::task::AbortHandle, RuntimeError> {
+        let (epoch, timers) = self.timer_scope(partition_index)?;
+        let weak = self.self_weak.clone();
+        Ok(tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = timers.cancelled() => return,
+                    () = tokio::time::sleep(period) => {}
+                }
+                // Not kept across the sleep: a timer must not keep its runtime alive.
+                let Some(shard) = weak
+                    .upgrade()
+                    .and_then(|runtime| runtime.loaded_at(partition_index, epoch))
+                else {
+                    return;
+                };
+                f(&shard);
+            }
+        })
+        .abort_handle())
+    }
+
+    /// The load a timer on `partition_index` belongs to: its epoch and the token its
+    /// unload cancels.
+    ///
+    /// # Errors
+    /// The shard is not loaded (`LoadInProgress` while it replays).
+    fn timer_scope(&self, partition_index: i32) -> Result<(u64, CancellationToken), RuntimeError> {
+        let shards = self.shards.read();
+        match shards.get(&partition_index) {
+            Some(e) if matches!(e.status, Status::Loaded(_)) => Ok((e.epoch, e.timers.clone())),
+            Some(_) => Err(RuntimeError::LoadInProgress(partition_index)),
+            None => Err(RuntimeError::NotCoordinator(partition_index)),
+        }
+    }
+
+    /// The shard of `partition_index` if the load of `epoch` still holds it (a timer of an
+    /// earlier load finds nothing).
+    fn loaded_at(&self, partition_index: i32, epoch: u64) -> Option<Arc<S>> {
+        match self.shards.read().get(&partition_index) {
+            Some(Entry {
+                status: Status::Loaded(shard),
+                epoch: e,
+                ..
+            }) if *e == epoch => Some(Arc::clone(shard)),
+            _ => None,
+        }
+    }
 }
 
 pub mod framing;
+mod result;
+
+pub use result::{CoordinatorResult, Written};
 
 #[cfg(test)]
 mod tests;

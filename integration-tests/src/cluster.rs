@@ -42,6 +42,12 @@ pub struct ClusterSpec {
     /// With a quorum: how many of the nodes (the first ones) are controller-only voters,
     /// the others then being broker-only nodes. 0: every node has both roles.
     pub dedicated_controllers: usize,
+    /// Two listeners per node, as Kafka configures them: INTERNAL (the one
+    /// [`ClusterNode::bootstrap`] names, and `inter.broker.listener.name`) and PLAINTEXT,
+    /// bound on [`ClusterNode::outer_addr`] but advertised at 127.0.0.2, where nothing
+    /// listens: a broker that replicated over PLAINTEXT instead of the inter-broker
+    /// listener would reach no leader.
+    pub internal_listener: bool,
 }
 
 impl ClusterSpec {
@@ -53,6 +59,7 @@ impl ClusterSpec {
             quorum: true,
             extra_args: Vec::new(),
             dedicated_controllers: 0,
+            internal_listener: false,
         }
     }
 
@@ -65,6 +72,7 @@ impl ClusterSpec {
             quorum: true,
             extra_args: Vec::new(),
             dedicated_controllers: controllers,
+            internal_listener: false,
         }
     }
 
@@ -76,6 +84,7 @@ impl ClusterSpec {
             quorum: false,
             extra_args: Vec::new(),
             dedicated_controllers: 0,
+            internal_listener: false,
         }
     }
 }
@@ -96,6 +105,8 @@ pub struct ClusterNode {
     node_id: i32,
     role: NodeRole,
     port: u16,
+    /// The PLAINTEXT listener's port with [`ClusterSpec::internal_listener`].
+    outer_port: Option<u16>,
     controller_port: u16,
     data_dir: PathBuf,
     log_path: PathBuf,
@@ -121,6 +132,13 @@ impl ClusterNode {
     #[must_use]
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// With [`ClusterSpec::internal_listener`]: where its PLAINTEXT listener is bound.
+    #[must_use]
+    pub fn outer_addr(&self) -> Option<SocketAddr> {
+        self.outer_port
+            .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
     }
 
     /// Port of its entry in `--controller-quorum-voters` (reserved even without a quorum).
@@ -368,11 +386,26 @@ fn new_node(
             args.extend(["--process-roles".to_owned(), "broker".to_owned()]);
         }
     }
+    let outer_port = (spec.internal_listener && role != NodeRole::Controller).then(low_port);
+    if let Some(outer) = outer_port {
+        args.extend(
+            [
+                format!("listeners=INTERNAL://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{outer}"),
+                format!("advertised.listeners=INTERNAL://127.0.0.1:{port},PLAINTEXT://127.0.0.2:{outer}"),
+                "listener.security.protocol.map=INTERNAL:PLAINTEXT,PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+                    .to_owned(),
+                "inter.broker.listener.name=INTERNAL".to_owned(),
+            ]
+            .into_iter()
+            .flat_map(|o| ["--override".to_owned(), o]),
+        );
+    }
     args.extend(spec.extra_args.iter().cloned());
     ClusterNode {
         node_id,
         role,
         port,
+        outer_port,
         controller_port,
         data_dir,
         log_path: dir.join("node.log"),

@@ -57,6 +57,12 @@ impl Broker {
     /// Starts a broker with extra flags and extra environment variables (e.g.
     /// `[("LOGBOOK_NUM_PARTITIONS", "3")]`) on a fresh data directory.
     pub fn start_with_env(extra_args: &[&str], env: &[(&str, &str)]) -> Broker {
+        Broker::start_on(free_port(), extra_args, env)
+    }
+
+    /// [`Broker::start_with_env`] with `port` as the `--listen` port the harness waits on
+    /// (a test that configures `listeners` itself names this port in them).
+    pub fn start_on(port: u16, extra_args: &[&str], env: &[(&str, &str)]) -> Broker {
         let work_dir = tempfile::Builder::new()
             .prefix("logbook-it-")
             .tempdir()
@@ -66,7 +72,7 @@ impl Broker {
         let log_path = work_dir.path().join("broker.log");
         let mut broker = Broker {
             child: None,
-            port: free_port(),
+            port,
             data_dir,
             log_path,
             extra_args: extra_args.iter().map(|s| (*s).to_owned()).collect(),

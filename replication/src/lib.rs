@@ -27,7 +27,10 @@ pub use partition::{
     ReplicaOptions, ReplicaState, Role, TopicPartition, DELETE_TO_HIGH_WATERMARK,
     REPLICA_LAG_TIME_MAX_MS_DEFAULT,
 };
-pub use replica_manager::{PartitionChange, ReplicaManager};
+pub use replica_manager::{
+    AppendRecords, AppendRecordsError, AppendedRecords, FetchIsolation, LogReadResult, OffWorker,
+    PartitionChange, PendingAck, ReplicaManager,
+};
 
 /// Failures a caller of this crate can act on.
 #[derive(Debug, thiserror::Error)]

@@ -846,3 +846,10 @@ fn roll_back_open(opened: Vec<Arc<Partition>>, dir: &Path, existed: bool) {
         }
     }
 }
+
+mod append_records;
+pub use append_records::{
+    AppendRecords, AppendRecordsError, AppendedRecords, OffWorker, PendingAck,
+};
+mod read;
+pub use read::{FetchIsolation, LogReadResult};

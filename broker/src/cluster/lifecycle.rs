@@ -62,8 +62,7 @@ impl BrokerLifecycle {
     /// `Timeout` naming the step that did not finish.
     pub async fn start(
         cluster: Arc<ClusterContext>,
-        host: String,
-        port: u16,
+        endpoints: Vec<BrokerEndpoint>,
         heartbeat_interval: Duration,
         timeout: Duration,
     ) -> Result<Self, LifecycleError> {
@@ -84,7 +83,7 @@ impl BrokerLifecycle {
             last,
         };
         let reply = lifecycle
-            .register(host, port, deadline)
+            .register(endpoints, deadline)
             .await
             .map_err(|last| timed_out("registered", last))?;
         lifecycle.cluster.set_broker_epoch(reply.broker_epoch);
@@ -111,19 +110,13 @@ impl BrokerLifecycle {
     /// session of this broker's previous incarnation. The error is the last refusal.
     async fn register(
         &self,
-        host: String,
-        port: u16,
+        endpoints: Vec<BrokerEndpoint>,
         deadline: tokio::time::Instant,
     ) -> Result<BrokerRegistrationReply, String> {
         let registration = BrokerRegistrationRequest {
             broker_id: self.cluster.node_id,
             incarnation_id: self.incarnation_id,
-            endpoints: vec![BrokerEndpoint {
-                name: "PLAINTEXT".to_string(),
-                host,
-                port,
-                security_protocol: 0,
-            }],
+            endpoints,
             rack: None,
             partitions_max: None,
         };

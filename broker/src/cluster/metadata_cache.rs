@@ -89,13 +89,44 @@ impl logbook_replication::IsrEligibility for MetadataCache {
     }
 }
 
-/// Followers find their leaders' addresses in the image: a registered broker's first
-/// endpoint (the listener it advertised at registration).
-impl logbook_replication::fetcher::BrokerEndpoints for MetadataCache {
-    fn endpoint(&self, broker_id: i32) -> Option<(String, u16)> {
+impl MetadataCache {
+    /// Broker `broker_id`'s endpoint on listener `listener`, as it registered it.
+    #[must_use]
+    pub fn endpoint_on(&self, broker_id: i32, listener: &str) -> Option<(String, u16)> {
         let image = self.image();
         let broker = image.broker(broker_id)?;
-        let endpoint = broker.endpoints.first()?;
+        let endpoint = broker.endpoints.iter().find(|e| e.name == listener)?;
         Some((endpoint.host.clone(), endpoint.port))
+    }
+}
+
+/// Where brokers reach each other: each registered broker's endpoint on the
+/// inter-broker listener (`inter.broker.listener.name`), as Kafka's replica fetcher and
+/// transaction marker channel look their peers up.
+#[derive(Clone)]
+pub struct InterBrokerEndpoints {
+    metadata: MetadataCache,
+    listener: crate::listeners::ListenerName,
+}
+
+impl InterBrokerEndpoints {
+    /// Endpoints on `listener` from `metadata`'s image.
+    #[must_use]
+    pub fn new(metadata: MetadataCache, listener: crate::listeners::ListenerName) -> Self {
+        InterBrokerEndpoints { metadata, listener }
+    }
+
+    /// The image these endpoints come from.
+    #[must_use]
+    pub fn metadata(&self) -> &MetadataCache {
+        &self.metadata
+    }
+}
+
+/// Followers find their leaders at the endpoint each registered on the inter-broker
+/// listener; a leader without one is not fetched from (Kafka starts no fetcher for it).
+impl logbook_replication::fetcher::BrokerEndpoints for InterBrokerEndpoints {
+    fn endpoint(&self, broker_id: i32) -> Option<(String, u16)> {
+        self.metadata.endpoint_on(broker_id, self.listener.as_str())
     }
 }

@@ -57,8 +57,7 @@ pub fn has_legacy_metadata(data_dir: &Path) -> bool {
 pub fn read(
     data_dir: &Path,
     node_id: i32,
-    host: &str,
-    port: u16,
+    endpoints: &[BrokerEndpoint],
     features: &[(String, i16)],
 ) -> io::Result<Option<LegacyMetadata>> {
     let dir = data_dir.join(METADATA_DIR);
@@ -80,7 +79,7 @@ pub fn read(
     let topics = legacy_topics(data_dir, registry.topics);
     let state = LegacyState {
         cluster_id: registry.cluster_id,
-        registration: registration(node_id, host, port),
+        registration: registration(node_id, endpoints),
         features: features
             .iter()
             .map(|(name, level)| FeatureLevelRecord {
@@ -138,17 +137,12 @@ fn legacy_topics(data_dir: &Path, topics: Vec<PersistedTopic>) -> Vec<LegacyTopi
 
 /// This node's registration as the migration writes it: fenced, so the controller
 /// unfences it only once it heartbeats like any broker.
-fn registration(node_id: i32, host: &str, port: u16) -> RegisterBrokerRecord {
+fn registration(node_id: i32, endpoints: &[BrokerEndpoint]) -> RegisterBrokerRecord {
     RegisterBrokerRecord {
         broker_id: node_id,
         incarnation_id: Uuid::new_v4(),
         broker_epoch: 0,
-        endpoints: vec![BrokerEndpoint {
-            name: "PLAINTEXT".to_string(),
-            host: host.to_string(),
-            port,
-            security_protocol: 0,
-        }],
+        endpoints: endpoints.to_vec(),
         rack: None,
         fenced: true,
         in_controlled_shutdown: false,

@@ -6,31 +6,35 @@ use logbook_client::BrokerEndpoint;
 
 use crate::coordinator::transaction::remote::PartitionLeaders;
 
-use super::MetadataCache;
+use super::metadata_cache::InterBrokerEndpoints;
 
-/// [`PartitionLeaders`] over the image of broker `node_id`.
+/// [`PartitionLeaders`] over the image of broker `node_id`, at the leaders' inter-broker
+/// endpoints.
 pub struct ImageLeaders {
-    metadata: MetadataCache,
+    endpoints: InterBrokerEndpoints,
     node_id: i32,
 }
 
 impl ImageLeaders {
-    /// Leaders from `metadata`, as seen by broker `node_id`.
+    /// Leaders from `endpoints`' image, as seen by broker `node_id`.
     #[must_use]
-    pub fn new(metadata: MetadataCache, node_id: i32) -> Self {
-        ImageLeaders { metadata, node_id }
+    pub fn new(endpoints: InterBrokerEndpoints, node_id: i32) -> Self {
+        ImageLeaders { endpoints, node_id }
     }
 }
 
 impl PartitionLeaders for ImageLeaders {
     fn leader(&self, topic: &str, partition: i32) -> Option<BrokerEndpoint> {
-        let image = self.metadata.image();
-        let leader = image.topic(topic)?.partition(partition)?.leader;
-        let endpoint = image.broker(leader)?.endpoints.first()?.clone();
+        let leader = {
+            let image = self.endpoints.metadata().image();
+            image.topic(topic)?.partition(partition)?.leader
+        };
+        let (host, port) =
+            logbook_replication::fetcher::BrokerEndpoints::endpoint(&self.endpoints, leader)?;
         Some(BrokerEndpoint {
             id: leader,
-            host: endpoint.host,
-            port: endpoint.port,
+            host,
+            port,
         })
     }
 

@@ -52,12 +52,9 @@ pub fn partition(image: &MetadataImage, topic_id: &Uuid, index: i32) -> Option<P
     })
 }
 
-fn view(broker: &BrokerRegistration) -> Option<BrokerView> {
-    let endpoint = broker
-        .endpoints
-        .iter()
-        .find(|e| e.name == "PLAINTEXT")
-        .or_else(|| broker.endpoints.first())?;
+/// `broker` as clients of `listener` reach it; `None` when it has no endpoint there.
+fn view(broker: &BrokerRegistration, listener: &str) -> Option<BrokerView> {
+    let endpoint = broker.endpoints.iter().find(|e| e.name == listener)?;
     Some(BrokerView {
         node_id: broker.broker_id,
         host: endpoint.host.clone(),
@@ -66,14 +63,21 @@ fn view(broker: &BrokerRegistration) -> Option<BrokerView> {
     })
 }
 
-/// The registered, unfenced brokers, by id.
+/// The registered, unfenced brokers with an endpoint on `listener`, by id (Kafka's
+/// `getAliveBrokerNodes(listenerName)`: the others are left out).
 #[must_use]
-pub fn alive_brokers(image: &MetadataImage) -> Vec<BrokerView> {
-    image.unfenced_brokers().filter_map(view).collect()
+pub fn alive_brokers(image: &MetadataImage, listener: &str) -> Vec<BrokerView> {
+    image
+        .unfenced_brokers()
+        .filter_map(|b| view(b, listener))
+        .collect()
 }
 
-/// Broker `id` if it is registered and unfenced.
+/// Broker `id` if it is registered, unfenced and has an endpoint on `listener`.
 #[must_use]
-pub fn alive_broker(image: &MetadataImage, id: i32) -> Option<BrokerView> {
-    image.broker(id).filter(|b| !b.fenced).and_then(view)
+pub fn alive_broker(image: &MetadataImage, id: i32, listener: &str) -> Option<BrokerView> {
+    image
+        .broker(id)
+        .filter(|b| !b.fenced)
+        .and_then(|b| view(b, listener))
 }

@@ -72,33 +72,18 @@ fn boolean(value: &str) -> Result<bool, String> {
     }
 }
 
-/// A listener list of one plaintext listener: `PLAINTEXT://host:port` (or `host:port`).
-/// The client listener of a `listeners` / `advertised.listeners` value; `None` when it names
-/// only a CONTROLLER listener (a controller-only node's).
-fn listener(value: &str) -> Result<Option<String>, String> {
-    // A KRaft config names the controller listener beside the client one
-    // (`PLAINTEXT://:9092,CONTROLLER://:9093`); the controller listener here is the node's
-    // own `controller.quorum.voters` entry, so a CONTROLLER entry is skipped.
-    let entries: Vec<&str> = value
-        .split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty() && !e.starts_with("CONTROLLER://"))
-        .collect();
-    if entries.is_empty() && value.contains("CONTROLLER://") {
-        return Ok(None);
-    }
-    let [v] = entries[..] else {
-        return Err("Logbook serves one client listener (and a CONTROLLER one, taken from controller.quorum.voters)".into());
-    };
-    let address = v.strip_prefix("PLAINTEXT://").unwrap_or(v);
-    if address.contains("://") {
-        return Err("only a PLAINTEXT listener is served".into());
-    }
-    // Kafka's empty host means every interface.
-    Ok(Some(match address.strip_prefix(':') {
-        Some(port) => format!("0.0.0.0:{port}"),
-        None => address.to_string(),
-    }))
+/// A listener list as Kafka writes it (`NAME://host:port,...`); empty when the settings
+/// do not hold together (the broker refuses to start then).
+fn listeners_read(
+    c: &Config,
+    pick: fn(&crate::listeners::Listeners) -> &Vec<crate::listeners::Endpoint>,
+) -> String {
+    c.listeners()
+        .map(|l| {
+            let list: Vec<String> = pick(&l).iter().map(ToString::to_string).collect();
+            list.join(",")
+        })
+        .unwrap_or_default()
 }
 
 macro_rules! numeric {
@@ -120,18 +105,13 @@ macro_rules! numeric {
 pub static SETTINGS: &[Setting] = &[
     Setting {
         name: "advertised.listeners",
-        allowed: "PLAINTEXT://host:port",
+        allowed: "NAME://host:port,... for listeners of listeners",
         config_type: 2,
         apply: |c, v| {
-            if let Some(advertised) = listener(v)? {
-                c.advertised_listener = Some(advertised);
-            }
+            c.listener_settings.advertised_listeners = Some(v.trim().to_string());
             Ok(())
         },
-        read: |c| {
-            let (host, port) = c.advertised();
-            format!("PLAINTEXT://{host}:{port}")
-        },
+        read: |c| listeners_read(c, |l| &l.advertised),
     },
     Setting {
         name: "auto.create.topics.enable",
@@ -252,64 +232,80 @@ pub static SETTINGS: &[Setting] = &[
         "an integer >= 1",
         5
     ),
-    // A KRaft config names its listeners; the only ones here are PLAINTEXT for clients and
-    // CONTROLLER (the `controller.quorum.voters` entry), so these take exactly those.
+    // Checked together (`Config::listeners`) once every setting is applied: each alone
+    // cannot tell whether a listener name is known.
     Setting {
         name: "controller.listener.names",
-        allowed: "CONTROLLER",
+        allowed: "a comma-separated list of listener names",
         config_type: 2,
-        apply: |_, v| match v.trim() {
-            "CONTROLLER" => Ok(()),
-            _ => Err("the controller listener is named CONTROLLER".into()),
+        apply: |c, v| {
+            c.listener_settings.controller_listener_names = Some(v.trim().to_string());
+            Ok(())
         },
-        read: |_| "CONTROLLER".to_string(),
+        read: |c| {
+            c.listeners()
+                .map(|l| {
+                    let names: Vec<&str> = l.controller.iter().map(|n| n.as_str()).collect();
+                    names.join(",")
+                })
+                .unwrap_or_default()
+        },
     },
     Setting {
         name: "inter.broker.listener.name",
-        allowed: "PLAINTEXT",
+        allowed: "a listener name of advertised.listeners",
         config_type: 2,
-        apply: |_, v| match v.trim() {
-            "PLAINTEXT" => Ok(()),
-            _ => Err("brokers talk to each other on the PLAINTEXT listener".into()),
+        apply: |c, v| {
+            c.listener_settings.inter_broker_listener_name = Some(v.trim().to_string());
+            Ok(())
         },
-        read: |_| "PLAINTEXT".to_string(),
+        read: |c| {
+            c.listeners()
+                .map(|l| l.inter_broker.to_string())
+                .unwrap_or_default()
+        },
     },
     Setting {
         name: "listener.security.protocol.map",
-        allowed: "NAME:PLAINTEXT pairs for PLAINTEXT and CONTROLLER",
+        allowed: "NAME:PROTOCOL pairs (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)",
         config_type: 2,
-        apply: |_, v| {
-            let plaintext_only = v
-                .split(',')
-                .map(str::trim)
-                .filter(|e| !e.is_empty())
-                .all(|e| {
-                    matches!(
-                        e.split_once(':'),
-                        Some(("PLAINTEXT" | "CONTROLLER", "PLAINTEXT"))
-                    )
-                });
-            if plaintext_only {
-                Ok(())
-            } else {
-                Err("only PLAINTEXT listeners (PLAINTEXT and CONTROLLER) are served".into())
-            }
+        apply: |c, v| {
+            c.listener_settings.protocol_map = Some(v.trim().to_string());
+            Ok(())
         },
-        read: |_| "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT".to_string(),
+        read: |c| {
+            c.listener_settings
+                .protocol_map
+                .clone()
+                .unwrap_or_else(|| crate::listeners::DEFAULT_PROTOCOL_MAP.to_string())
+        },
     },
     Setting {
         name: "listeners",
-        allowed: "PLAINTEXT://ip:port",
+        allowed: "NAME://host:port,... (an empty host: every interface)",
         config_type: 2,
         apply: |c, v| {
-            if let Some(address) = listener(v)? {
-                c.listen = address
-                    .parse()
-                    .map_err(|_| "expected PLAINTEXT://ip:port with a numeric IP".to_string())?;
-            }
+            c.listener_settings.listeners = Some(v.trim().to_string());
             Ok(())
         },
-        read: |c| format!("PLAINTEXT://{}", c.listen),
+        read: |c| listeners_read(c, |l| &l.bound),
+    },
+    Setting {
+        name: "security.inter.broker.protocol",
+        allowed: "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+        config_type: 2,
+        apply: |c, v| {
+            crate::listeners::SecurityProtocol::parse(v)?;
+            c.listener_settings.security_inter_broker_protocol = Some(v.trim().to_string());
+            Ok(())
+        },
+        read: |c| {
+            c.listeners()
+                .ok()
+                .and_then(|l| l.advertised(&l.inter_broker).map(|e| e.protocol.name()))
+                .unwrap_or("PLAINTEXT")
+                .to_string()
+        },
     },
     Setting {
         name: "log.cleaner.backoff.ms",
@@ -625,7 +621,10 @@ pub fn setting(name: &str) -> Option<&'static Setting> {
 /// default, or a JVM tuning key accepted and ignored).
 #[must_use]
 pub fn is_known(key: &str) -> bool {
-    setting(key).is_some() || broker_definition(key).is_some() || JVM_TUNING.contains(&key)
+    setting(key).is_some()
+        || broker_definition(key).is_some()
+        || JVM_TUNING.contains(&key)
+        || crate::ssl::is_ssl_setting(key)
 }
 
 /// Applies one `KEY=VALUE` under Kafka's name to `config`.
@@ -646,6 +645,11 @@ pub fn apply(config: &mut Config, key: &str, value: &str) -> Result<(), String> 
         })?;
         config
             .static_broker_configs
+            .insert(key.to_string(), value.trim().to_string());
+    } else if crate::ssl::is_ssl_setting(key) {
+        // Checked when the listener that reads it starts (`crate::ssl::server_config`).
+        config
+            .ssl_settings
             .insert(key.to_string(), value.trim().to_string());
     } else if JVM_TUNING.contains(&key) {
         // Accepted so a Kafka server.properties works as it is, and said at startup.
@@ -761,10 +765,13 @@ mod tests {
         assert_eq!(c.limits.decompressed_batch_bytes_max, 64 << 20);
         assert_eq!(c.limits.block_in_place_compressed_bytes_min, 64 << 10);
         assert_eq!(c.limits.block_in_place_bytes_min, 1 << 20);
-        assert!(!c.limits.validates_off_worker((64 << 10) - 1, true));
-        assert!(c.limits.validates_off_worker(64 << 10, true));
-        assert!(!c.limits.validates_off_worker(64 << 10, false));
-        assert!(c.limits.validates_off_worker(1 << 20, false));
+        assert!(!c
+            .limits
+            .validation_off_worker()
+            .applies_to((64 << 10) - 1, true));
+        assert!(c.limits.validation_off_worker().applies_to(64 << 10, true));
+        assert!(!c.limits.validation_off_worker().applies_to(64 << 10, false));
+        assert!(c.limits.validation_off_worker().applies_to(1 << 20, false));
         let c = Config::parse_from([
             "logbook",
             "--decompressed-batch-bytes-max",
@@ -775,9 +782,9 @@ mod tests {
             "20",
         ]);
         assert_eq!(c.limits.decompressed_batch_bytes_max, 1000);
-        assert!(c.limits.validates_off_worker(10, true));
-        assert!(!c.limits.validates_off_worker(19, false));
-        assert!(c.limits.validates_off_worker(20, false));
+        assert!(c.limits.validation_off_worker().applies_to(10, true));
+        assert!(!c.limits.validation_off_worker().applies_to(19, false));
+        assert!(c.limits.validation_off_worker().applies_to(20, false));
     }
 
     // KAFKA_* variables map to Kafka names as the docker image maps them; JVM variables
@@ -858,7 +865,8 @@ mod tests {
     }
 
     // A KRaft listeners line with a CONTROLLER entry and Kafka's empty host: the client
-    // listener is taken, on every interface; two client listeners are refused.
+    // listener is bound on every interface and advertised as this machine's name; the
+    // CONTROLLER entry is the quorum's. Several client listeners are served.
     #[test]
     fn kraft_listeners_line() {
         let mut c = Config::parse_from([
@@ -867,21 +875,50 @@ mod tests {
             "listeners=PLAINTEXT://:19092,CONTROLLER://:19093",
         ]);
         c.apply_kafka_settings([]).expect("a KRaft listeners line");
-        assert_eq!(c.listen.to_string(), "0.0.0.0:19092");
+        let l = c.listeners().expect("listeners");
+        assert_eq!(
+            l.bound[0].bind_address().expect("bind").to_string(),
+            "0.0.0.0:19092"
+        );
+        assert_eq!(l.bound.len(), 1);
+        assert_eq!(l.advertised[0].host, crate::listeners::local_host_name());
+        // Without `listeners`, --listen is the PLAINTEXT listener and --advertised-listener
+        // what it advertises.
+        let c = Config::parse_from([
+            "logbook",
+            "--listen",
+            "127.0.0.1:19092",
+            "--advertised-listener",
+            "broker1:9092",
+        ]);
+        let l = c.listeners().expect("listeners");
+        assert_eq!(l.bound[0].to_string(), "PLAINTEXT://127.0.0.1:19092");
+        assert_eq!(l.advertised[0].to_string(), "PLAINTEXT://broker1:9092");
         // A controller-only node's listeners name only CONTROLLER.
         let mut c = Config::parse_from(["logbook", "--override", "listeners=CONTROLLER://:19093"]);
         c.apply_kafka_settings([])
             .expect("a controller's listeners line");
-        assert_eq!(c.listen.to_string(), "127.0.0.1:9092", "unchanged, unused");
+        assert!(c.listeners().expect("listeners").bound.is_empty());
         let mut c = Config::parse_from([
             "logbook",
             "--override",
-            "listeners=PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2",
+            "listeners=PLAINTEXT://127.0.0.1:1,INTERNAL://127.0.0.1:2",
+            "--override",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+            "--override",
+            "advertised.listeners=PLAINTEXT://localhost:1,INTERNAL://logbook:2",
+            "--override",
+            "inter.broker.listener.name=INTERNAL",
         ]);
-        let e = c
-            .apply_kafka_settings([])
-            .expect_err("two client listeners");
-        assert!(e.contains("one client listener"), "{e}");
+        c.apply_kafka_settings([]).expect("two client listeners");
+        assert_eq!(
+            setting("advertised.listeners").map(|s| (s.read)(&c)),
+            Some("PLAINTEXT://localhost:1,INTERNAL://logbook:2".to_string())
+        );
+        assert_eq!(
+            setting("inter.broker.listener.name").map(|s| (s.read)(&c)),
+            Some("INTERNAL".to_string())
+        );
         // The rest of a Kafka docker image's KRaft environment is taken as it is.
         let mut c = Config::parse_from(["logbook"]);
         c.apply_kafka_settings([
@@ -906,7 +943,38 @@ mod tests {
                 "PLAINTEXT:SASL_SSL".to_string(),
             )])
             .expect_err("SASL");
-        assert!(e.contains("only PLAINTEXT"), "{e}");
+        assert!(e.contains("SASL listeners are not served yet"), "{e}");
+    }
+
+    // An SSL client listener is served; an SSL inter-broker or controller listener is
+    // refused (brokers and the quorum still talk PLAINTEXT), and so is any SASL listener.
+    #[test]
+    fn secured_listeners_where_they_are_served() {
+        let config = |overrides: &[&str]| {
+            let mut args = vec!["logbook".to_owned()];
+            for o in overrides {
+                args.extend(["--override".to_owned(), (*o).to_owned()]);
+            }
+            let mut c = Config::parse_from(args);
+            c.apply_kafka_settings([]).map(|()| c)
+        };
+        let c = config(&["listeners=PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:2"]).expect("SSL");
+        assert_eq!(
+            c.listeners().expect("listeners").bound[1].protocol,
+            crate::listeners::SecurityProtocol::Ssl
+        );
+        let e = config(&[
+            "listeners=PLAINTEXT://127.0.0.1:1,SSL://127.0.0.1:2",
+            "security.inter.broker.protocol=SSL",
+        ])
+        .expect_err("SSL between brokers");
+        assert!(e.contains("listener SSL is SSL"), "{e}");
+        let e = config(&[
+            "listeners=PLAINTEXT://127.0.0.1:1,CONTROLLER://127.0.0.1:2",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+        ])
+        .expect_err("SSL to the controllers");
+        assert!(e.contains("listener CONTROLLER is SSL"), "{e}");
     }
 
     // The cluster settings take Kafka's names through --override and KAFKA_*, and are

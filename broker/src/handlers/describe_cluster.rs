@@ -19,7 +19,8 @@ const ENDPOINT_TYPE_BROKER: i8 = 1;
 /// Answers a DescribeCluster request.
 pub fn handle(ctx: &RequestContext, request: DescribeClusterRequest) -> DescribeClusterResponse {
     let broker = &ctx.broker;
-    let (brokers, controller_id) = super::metadata::brokers_and_controller(broker);
+    let (brokers, controller_id) =
+        super::metadata::brokers_and_controller(broker, &ctx.listener_name);
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(ENDPOINT_TYPE_BROKER)
         .with_cluster_id(StrBytes::from_string(broker.topics.cluster_id()))

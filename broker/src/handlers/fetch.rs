@@ -39,7 +39,10 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::ResponseError;
 use logbook_protocol::{FileRecords, FileRegion};
-use logbook_replication::{AbortedTxn, FollowerFetch, Offset, Partition, TopicPartition};
+use logbook_replication::{
+    AbortedTxn, FetchIsolation, FollowerFetch, LogReadResult, Offset, Partition, ReplicaManager,
+    TopicPartition,
+};
 use tokio::sync::watch;
 
 use crate::authorizer::{AclOperation, RequestAuthorizer, ResourceType};
@@ -194,12 +197,14 @@ fn error_partition(index: i32, error: ResponseError) -> PartitionData {
 /// One pass over every requested partition, in request order, within `max_bytes` (the
 /// first partition with data always gets one whole batch).
 fn read_pass(
+    replicas: &ReplicaManager,
     topics: &[ResolvedTopic],
     max_bytes: usize,
     read_committed: bool,
     follower: Option<Follower>,
 ) -> Pass {
     let mut reader = PassReader {
+        replicas,
         budget: max_bytes,
         min_one_batch: true,
         read_committed,
@@ -232,7 +237,8 @@ fn read_pass(
 
 /// A pass in progress: the byte budget left, whether the next partition must still get one
 /// whole batch, and what was read so far.
-struct PassReader {
+struct PassReader<'a> {
+    replicas: &'a ReplicaManager,
     budget: usize,
     min_one_batch: bool,
     read_committed: bool,
@@ -240,7 +246,7 @@ struct PassReader {
     pass: Pass,
 }
 
-impl PassReader {
+impl PassReader<'_> {
     /// The answer for one partition: a follower's read, a consumer's, or its error.
     fn read_partition(
         &mut self,
@@ -311,18 +317,18 @@ impl PassReader {
         limit: usize,
     ) -> PartitionData {
         let offset = Offset(req.fetch_offset);
-        let read = if self.read_committed {
-            partition
-                .read_slices_committed(offset, limit, self.min_one_batch)
-                .map(|r| (r.read, Some(r.offsets), Some(r.aborted_transactions)))
+        let isolation = if self.read_committed {
+            FetchIsolation::TxnCommitted
         } else {
-            partition
-                .read_slices(offset, limit, self.min_one_batch)
-                .map(|read| (read, None, None))
+            FetchIsolation::HighWatermark
         };
+        let read = self
+            .replicas
+            .read(partition, offset, limit, self.min_one_batch, isolation);
         let records = &mut self.pass.records;
-        let read = read.and_then(|(read, offsets, aborted)| {
-            let regions = read
+        let read = read.and_then(|result| {
+            let regions = result
+                .read
                 .slices
                 .iter()
                 .map(|slice| FileRegion {
@@ -334,21 +340,22 @@ impl PassReader {
             let set = records
                 .records(regions)
                 .map_err(logbook_storage::Error::from)?;
-            Ok((read, set, offsets, aborted))
+            Ok((result, set))
         });
-        let (read, set, offsets, aborted) = match read {
+        let (
+            LogReadResult {
+                read,
+                offsets,
+                aborted_transactions: aborted,
+            },
+            set,
+        ) = match read {
             Ok(read) => read,
             Err(e) => {
                 self.pass.error = true;
-                let code = errors::replication_error(&e);
-                let offsets = partition.offsets().ok();
-                return error_partition(req.partition, code)
-                    .with_high_watermark(offsets.map_or(-1, |o| o.high_watermark.get()))
-                    .with_last_stable_offset(offsets.map_or(-1, |o| o.last_stable_offset.get()))
-                    .with_log_start_offset(offsets.map_or(-1, |o| o.log_start_offset.get()));
+                return failed_read(req.partition, partition, &e);
             }
         };
-        let offsets = offsets.or_else(|| partition.offsets().ok());
         let high_watermark = offsets.map_or(-1, |o| o.high_watermark.get());
         let last_stable = offsets.map_or(-1, |o| o.last_stable_offset.get());
         let n = read.bytes;
@@ -368,6 +375,15 @@ impl PassReader {
             .with_preferred_read_replica(BrokerId(-1))
             .with_records(Some(set))
     }
+}
+
+/// The answer for a partition whose read failed: its error, with the offsets it still has.
+fn failed_read(index: i32, partition: &Partition, e: &logbook_replication::Error) -> PartitionData {
+    let offsets = partition.offsets().ok();
+    error_partition(index, errors::replication_error(e))
+        .with_high_watermark(offsets.map_or(-1, |o| o.high_watermark.get()))
+        .with_last_stable_offset(offsets.map_or(-1, |o| o.last_stable_offset.get()))
+        .with_log_start_offset(offsets.map_or(-1, |o| o.log_start_offset.get()))
 }
 
 /// The response's form of the aborted transactions of a read_committed read.
@@ -399,6 +415,19 @@ fn subscribe(topics: &[ResolvedTopic], follower: bool) -> Vec<watch::Receiver<Of
         .collect()
 }
 
+/// Whether the sender may read a topic: a follower's fetch needs CLUSTER_ACTION (then
+/// every topic); a consumer's, READ on each topic.
+fn read_permission(authorizer: &RequestAuthorizer, follower: bool) -> impl Fn(&str) -> bool + '_ {
+    let cluster_action = follower && authorizer.authorize_cluster(AclOperation::ClusterAction);
+    move |name: &str| {
+        if follower {
+            cluster_action
+        } else {
+            authorizer.authorize(AclOperation::Read, ResourceType::Topic, name)
+        }
+    }
+}
+
 async fn fetch(
     broker: &Broker,
     authorizer: &RequestAuthorizer,
@@ -427,18 +456,12 @@ async fn fetch(
         }
         FetchContext::Sessionless | FetchContext::Full => {}
     }
-    // A follower's fetch needs CLUSTER_ACTION (then every topic); a consumer's, READ on
-    // each topic.
-    let cluster_action =
-        follower.is_some() && authorizer.authorize_cluster(AclOperation::ClusterAction);
-    let may_read = |name: &str| {
-        if follower.is_some() {
-            cluster_action
-        } else {
-            authorizer.authorize(AclOperation::Read, ResourceType::Topic, name)
-        }
-    };
-    let topics = resolve(broker, may_read, request, version);
+    let topics = resolve(
+        broker,
+        read_permission(authorizer, follower.is_some()),
+        request,
+        version,
+    );
     let deadline = tokio::time::Instant::now() + max_wait;
     let respond = |pass: Pass| {
         let session = SessionAnswer {
@@ -449,11 +472,16 @@ async fn fetch(
         };
         session.respond(broker, pass, version)
     };
+    let replicas = &broker.replicas;
+    let read = || {
+        tokio::task::block_in_place(|| {
+            read_pass(replicas, &topics, max_bytes, read_committed, follower)
+        })
+    };
     loop {
         // Subscribe before reading, so an append between the read and the wait still wakes us.
         let mut receivers = subscribe(&topics, follower.is_some());
-        let pass =
-            tokio::task::block_in_place(|| read_pass(&topics, max_bytes, read_committed, follower));
+        let pass = read();
         let done = pass.error || pass.bytes >= min_bytes || tokio::time::Instant::now() >= deadline;
         if done || receivers.is_empty() {
             return respond(pass);
@@ -461,10 +489,7 @@ async fn fetch(
         let changed =
             futures::future::select_all(receivers.iter_mut().map(|r| Box::pin(r.changed())));
         if tokio::time::timeout_at(deadline, changed).await.is_err() {
-            let pass = tokio::task::block_in_place(|| {
-                read_pass(&topics, max_bytes, read_committed, follower)
-            });
-            return respond(pass);
+            return respond(read());
         }
     }
 }

@@ -11,6 +11,7 @@ use kafka_protocol::ResponseError;
 
 use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
+use crate::listeners::ListenerName;
 
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
@@ -48,6 +49,7 @@ fn coordinator_of(
             let partition = broker.groups.partition_for(key);
             leader_of(
                 broker,
+                &ctx.listener_name,
                 crate::coordinator::GROUP_METADATA_TOPIC_NAME,
                 partition,
             )
@@ -60,6 +62,7 @@ fn coordinator_of(
             let partition = broker.transactions.partition_for(key);
             leader_of(
                 broker,
+                &ctx.listener_name,
                 crate::coordinator::transaction::TRANSACTION_STATE_TOPIC_NAME,
                 partition,
             )
@@ -68,22 +71,23 @@ fn coordinator_of(
     }
 }
 
-/// The live leader of `topic`-`partition` from the image (this broker without one);
-/// COORDINATOR_NOT_AVAILABLE while the partition has no live leader.
+/// The live leader of `topic`-`partition` from the image (this broker without one), at its
+/// endpoint on `listener`; COORDINATOR_NOT_AVAILABLE while the partition has no live leader,
+/// or its leader has no endpoint there (Kafka's `getAliveBrokerNode(leader, listenerName)`).
 fn leader_of(
     broker: &Broker,
+    listener: &ListenerName,
     topic: &str,
     partition: i32,
 ) -> Result<(i32, String, i32), ResponseError> {
     let this = || {
-        (
-            broker.node_id(),
-            broker.advertised_host.clone(),
-            broker.advertised_port,
-        )
+        broker
+            .this_broker(listener)
+            .map(|b| (b.node_id, b.host, b.port))
+            .ok_or(ResponseError::CoordinatorNotAvailable)
     };
     let Some(image) = broker.topics.image() else {
-        return Ok(this());
+        return this();
     };
     let leader = broker
         .topics
@@ -91,9 +95,9 @@ fn leader_of(
         .and_then(|t| crate::cluster::views::partition(&image, &t.id, partition))
         .map_or(-1, |p| p.leader);
     if leader == broker.node_id() {
-        return Ok(this());
+        return this();
     }
-    crate::cluster::views::alive_broker(&image, leader)
+    crate::cluster::views::alive_broker(&image, leader, listener.as_str())
         .map(|b| (b.node_id, b.host, b.port))
         .ok_or(ResponseError::CoordinatorNotAvailable)
 }

@@ -13,6 +13,7 @@ use kafka_protocol::ResponseError;
 use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::errors;
+use crate::listeners::ListenerName;
 use crate::topics::{self, Topic, TopicError};
 
 /// Versions served.
@@ -118,19 +119,18 @@ pub(crate) fn image_partition(
 /// controller id it reports: KRaft brokers hide the controller and name a live broker;
 /// this one names the active controller when it is a live broker (combined mode), else
 /// itself.
+///
+/// Only brokers with an endpoint on `listener` are listed, at that endpoint (Kafka's
+/// `getAliveBrokerNodes(listenerName)`).
 pub(crate) fn brokers_and_controller(
     broker: &Broker,
+    listener: &ListenerName,
 ) -> (Vec<crate::cluster::views::BrokerView>, i32) {
-    let this = crate::cluster::views::BrokerView {
-        node_id: broker.node_id(),
-        host: broker.advertised_host.clone(),
-        port: broker.advertised_port,
-        rack: None,
-    };
     let Some(image) = broker.topics.image() else {
-        return (vec![this], broker.node_id());
+        let this: Vec<_> = broker.this_broker(listener).into_iter().collect();
+        return (this, broker.node_id());
     };
-    let brokers = crate::cluster::views::alive_brokers(&image);
+    let brokers = crate::cluster::views::alive_brokers(&image, listener.as_str());
     let controller = broker
         .topics
         .cluster()
@@ -140,6 +140,35 @@ pub(crate) fn brokers_and_controller(
         .unwrap_or(broker.node_id());
     (brokers, controller)
 }
+
+/// A partition as clients of the request's listener see it (Kafka's
+/// `KRaftMetadataCache.getPartitionMetadata`): replicas without a live endpoint on the
+/// listener are offline, and a leader without one is not named: LISTENER_NOT_FOUND from
+/// v6 (LEADER_NOT_AVAILABLE before), leader -1. `brokers` are the live brokers with an
+/// endpoint on the listener.
+pub(crate) fn fit_to_listener(
+    partition: &mut MetadataResponsePartition,
+    brokers: &[crate::cluster::views::BrokerView],
+    version: i16,
+) {
+    let reachable = |id: BrokerId| brokers.iter().any(|b| b.node_id == id.0);
+    for replica in &partition.replica_nodes {
+        if !reachable(*replica) && !partition.offline_replicas.contains(replica) {
+            partition.offline_replicas.push(*replica);
+        }
+    }
+    if partition.leader_id.0 >= 0 && !reachable(partition.leader_id) {
+        partition.leader_id = BrokerId(-1);
+        partition.error_code = if version >= LISTENER_NOT_FOUND_VERSION {
+            ResponseError::ListenerNotFound.code()
+        } else {
+            ResponseError::LeaderNotAvailable.code()
+        };
+    }
+}
+
+/// First version answered LISTENER_NOT_FOUND for a leader without the request's listener.
+const LISTENER_NOT_FOUND_VERSION: i16 = 6;
 
 fn failed_topic(
     name: Option<TopicName>,
@@ -236,7 +265,13 @@ pub fn handle(ctx: &super::RequestContext, request: MetadataRequest) -> Metadata
             topic_operations,
         )
     };
-    let (brokers, controller_id) = brokers_and_controller(broker);
+    let (brokers, controller_id) = brokers_and_controller(broker, &ctx.listener_name);
+    let mut topics = topics;
+    for topic in &mut topics {
+        for partition in &mut topic.partitions {
+            fit_to_listener(partition, &brokers, ctx.api_version);
+        }
+    }
     MetadataResponse::default()
         .with_brokers(response_brokers(brokers))
         .with_cluster_id(Some(StrBytes::from_string(broker.topics.cluster_id())))

@@ -23,6 +23,7 @@ use logbook_protocol::FileRecords;
 
 use crate::authorizer::{AclOperation, KafkaPrincipal, RequestAuthorizer, ResourceType};
 use crate::broker::Broker;
+use crate::listeners::ListenerName;
 
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
@@ -65,9 +66,6 @@ pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
 
-/// The name of the one listener, as Kafka names a plaintext listener by default.
-pub const PLAINTEXT_LISTENER: &str = "PLAINTEXT";
-
 /// What a handler knows about the request besides its body (Kafka's `RequestContext`):
 /// who sent it, over which listener, at which version. Built by the connection for each
 /// request and borrowed by the handler's synchronous part; a waiting part takes what it
@@ -80,8 +78,8 @@ pub struct RequestContext {
     /// The broker's authorizer with this request's principal (`User:ANONYMOUS` until
     /// SASL/TLS exist).
     pub authorizer: RequestAuthorizer,
-    /// The listener the connection came in on.
-    pub listener_name: &'static str,
+    /// The listener the connection came in on: answers name the brokers' addresses on it.
+    pub listener_name: ListenerName,
     /// The request's API.
     pub api_key: ApiKey,
     /// The request's API version (the body was decoded at it; the response is encoded at it).
@@ -101,6 +99,7 @@ impl RequestContext {
     pub fn new(
         broker: Arc<Broker>,
         client_address: SocketAddr,
+        listener_name: ListenerName,
         api_key: ApiKey,
         api_version: i16,
         correlation_id: i32,
@@ -110,14 +109,14 @@ impl RequestContext {
             Arc::clone(&broker.authorizer),
             anonymous(),
             client_address,
-            PLAINTEXT_LISTENER,
+            listener_name.clone(),
             api_key,
         );
         Self {
             broker,
             client_address,
             authorizer,
-            listener_name: PLAINTEXT_LISTENER,
+            listener_name,
             api_key,
             api_version,
             correlation_id,

@@ -1,6 +1,7 @@
-//! Produce (API key 0): validate each partition's record batch at the door (storage's
-//! `log_validator` walks every record, as Kafka's LogValidator does), append it (offsets
-//! assigned by rewriting batch headers), and answer per `acks`:
+//! Produce (API key 0): each partition's payload goes to `ReplicaManager::append_records`,
+//! which validates it at the door (storage's `log_validator` walks every record, as Kafka's
+//! LogValidator does), runs this handler's transaction check, and appends it (offsets
+//! assigned by rewriting batch headers); the handler answers per `acks`:
 //! 0 → no response, 1 → after the leader's append (not waiting for its fsync, as Kafka
 //! answers after the leader's write), -1 → once the high watermark passes the records:
 //! durable on the leader and on every member of the ISR (on a single node, fsync'd).
@@ -32,9 +33,11 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
-use logbook_replication::{AppendOutcome, Offset, Partition};
-use logbook_storage::log_validator::{self, AppendOrigin, ValidatedBatches, ValidatorConfig};
-use logbook_storage::record_batch::RecordBatchHeader;
+use logbook_replication::{
+    AppendOutcome, AppendRecords, AppendRecordsError, AppendedRecords, Partition, PendingAck,
+    ReplicaManager,
+};
+use logbook_storage::log_validator::{AppendOrigin, ValidatedBatches, ValidatorConfig};
 use logbook_storage::ValidationError;
 
 use crate::authorizer::{AclOperation, ResourceType};
@@ -59,13 +62,12 @@ const TRANSACTION_V2_VERSION: i16 = 12;
 /// (KIP-951).
 const CURRENT_LEADER_VERSION: i16 = 10;
 
-/// A partition's append that must be committed before acks=all is answered.
+/// A partition's append that must be committed before acks=all is answered, and where its
+/// answer is in the response.
 struct DurableWait {
     topic_index: usize,
     partition_index: usize,
-    partition: Arc<Partition>,
-    end_offset: Offset,
-    min_insync_replicas: usize,
+    pending: PendingAck,
 }
 
 /// The topic's `min.insync.replicas` (at least 1).
@@ -157,47 +159,16 @@ fn validator_config(broker: &Broker, topic: &Topic) -> ValidatorConfig {
     }
 }
 
-/// Runs the validator, off the async worker's critical path when the payload is large
-/// enough for the walk (or the decompression) to matter.
-fn validate(
-    records: &bytes::Bytes,
-    config: &ValidatorConfig,
-    limits: &crate::config::Limits,
-) -> Result<ValidatedBatches, ValidationError> {
-    let compressed = RecordBatchHeader::parse(records).is_ok_and(|h| h.compression_codec() != 0);
-    let heavy = limits.validates_off_worker(records.len(), compressed);
-    if heavy {
-        tokio::task::block_in_place(|| log_validator::validate(records.clone(), config))
-    } else {
-        log_validator::validate(records.clone(), config)
-    }
-}
-
-/// Validates and appends one partition's records; returns the response and, on success, the
-/// offset that must become durable.
+/// Validates and appends one partition's records through the replica manager; returns the
+/// response and, on success, what acks=all waits for.
 fn append_partition(
     broker: &Broker,
     topic: &Topic,
     data: &PartitionProduceData,
-    transactional_id: Option<&str>,
-    adds_partition: bool,
+    verification: Option<&TxnVerification<'_>>,
     acks: i16,
-) -> (PartitionProduceResponse, Option<(Arc<Partition>, Offset)>) {
+) -> (PartitionProduceResponse, Option<PendingAck>) {
     let index = data.index;
-    let topic_partition = logbook_replication::TopicPartition {
-        topic: topic.name.clone(),
-        partition: index,
-    };
-    let partition = match broker.replicas.get_partition_or_error(&topic_partition, -1) {
-        Ok(partition) => partition,
-        Err(e) => {
-            return (
-                partition_error(index, errors::replication_error(&e), Some(e.to_string())),
-                None,
-            );
-        }
-    };
-    let partition = &partition;
     let Some(records) = data.records.as_ref() else {
         return (
             partition_error(
@@ -208,31 +179,48 @@ fn append_partition(
             None,
         );
     };
-    let validated = match validate(
-        records,
-        &validator_config(broker, topic),
-        &broker.config.limits,
-    ) {
-        Ok(validated) => validated,
-        Err(e) => {
-            tracing::debug!(partition = %partition.topic_partition(), error = %e, "produce rejected");
-            return (validation_failure(index, &e), None);
-        }
+    let topic_partition = logbook_replication::TopicPartition {
+        topic: topic.name.clone(),
+        partition: index,
     };
-    if let Some(transactional_id) = transactional_id {
-        let verification = TxnVerification {
-            transactional_id,
-            adds_partition,
-        };
-        if let Some(refused) = verification.refusal(broker, topic, partition, &validated, index) {
-            return (refused, None);
+    let min_insync_replicas = min_insync_replicas(broker, topic);
+    let request = AppendRecords {
+        topic_partition: &topic_partition,
+        records,
+        validator: &validator_config(broker, topic),
+        off_worker: broker.config.limits.validation_off_worker(),
+        required_acks: acks,
+        min_insync_replicas,
+    };
+    let appended = broker
+        .replicas
+        .append_records(&request, |partition, validated| {
+            verification.map_or(Ok(()), |v| {
+                v.check(broker, topic, partition, validated, index)
+            })
+        });
+    match appended {
+        Ok(appended) => {
+            let response = append_response(topic, &appended, index);
+            (response, Some(appended.pending_ack(min_insync_replicas)))
+        }
+        Err(AppendRecordsError::Partition(e)) => (
+            partition_error(index, errors::replication_error(&e), Some(e.to_string())),
+            None,
+        ),
+        Err(AppendRecordsError::Invalid(e)) => {
+            tracing::debug!(partition = %topic_partition, error = %e, "produce rejected");
+            (validation_failure(index, &e), None)
+        }
+        Err(AppendRecordsError::Refused(refused)) => (refused, None),
+        Err(AppendRecordsError::Append(e)) => {
+            tracing::warn!(partition = %topic_partition, error = %e, "append failed");
+            (
+                partition_error(index, errors::replication_error(&e), Some(e.to_string())),
+                None,
+            )
         }
     }
-    // The bytes are those received, except where the validator rewrote a batch's
-    // timestamp fields as Kafka does (LogAppendTime, or a maxTimestamp that disagreed
-    // with the records).
-    let outcome = partition.append_as_leader(&validated, acks, min_insync_replicas(broker, topic));
-    append_response(topic, partition, &validated, index, outcome)
 }
 
 /// A transactional produce's check against its coordinator (KIP-890): with transaction
@@ -244,20 +232,23 @@ struct TxnVerification<'a> {
 }
 
 impl TxnVerification<'_> {
-    /// The partition's answer when its transactional batches are refused; `None` when they
-    /// are verified (non-transactional batches always pass).
-    fn refusal(
+    /// Passes verified transactional batches (and non-transactional ones, always); else the
+    /// partition's answer.
+    fn check(
         &self,
         broker: &Broker,
         topic: &Topic,
         partition: &Partition,
         validated: &ValidatedBatches,
         index: i32,
-    ) -> Option<PartitionProduceResponse> {
-        let first = validated
+    ) -> Result<(), PartitionProduceResponse> {
+        let Some(first) = validated
             .batches()
             .first()
-            .filter(|b| b.header.is_transactional())?;
+            .filter(|b| b.header.is_transactional())
+        else {
+            return Ok(());
+        };
         let transactional_id = self.transactional_id;
         let topic_partition = (topic.name.clone(), index);
         let (producer_id, producer_epoch) = (first.header.producer_id, first.header.producer_epoch);
@@ -276,9 +267,11 @@ impl TxnVerification<'_> {
                 &topic_partition,
             )
         };
-        let e = verified.err()?;
+        let Err(e) = verified else {
+            return Ok(());
+        };
         tracing::debug!(partition = %partition.topic_partition(), transactional_id, error = %e, "transactional produce not verified");
-        Some(partition_error(
+        Err(partition_error(
             index,
             errors::produce_verification_error(&e),
             Some(format!(
@@ -288,56 +281,44 @@ impl TxnVerification<'_> {
     }
 }
 
-/// The partition's answer to an append, and on success the offset that must become
-/// durable (for a retried batch, the first append's).
+/// The partition's answer to a successful append (for a retried batch, the first
+/// append's answer).
 fn append_response(
     topic: &Topic,
-    partition: &Arc<Partition>,
-    validated: &ValidatedBatches,
+    appended: &AppendedRecords,
     index: i32,
-    outcome: Result<AppendOutcome, logbook_replication::Error>,
-) -> (PartitionProduceResponse, Option<(Arc<Partition>, Offset)>) {
+) -> PartitionProduceResponse {
+    let AppendedRecords {
+        partition,
+        validated,
+        outcome,
+    } = appended;
     let log_append_time_ms = validated.log_append_time_ms().unwrap_or(-1);
+    let log_start_offset = partition.offsets().map_or(-1, |o| o.log_start_offset.get());
+    let response = PartitionProduceResponse::default()
+        .with_index(index)
+        .with_log_start_offset(log_start_offset);
     match outcome {
-        Ok(AppendOutcome::Duplicate(cached)) => {
-            // A retried batch: answer as the first time, and wait for the same durability.
-            let log_start_offset = partition.offsets().map_or(-1, |o| o.log_start_offset.get());
+        AppendOutcome::Duplicate(cached) => {
             // Under LogAppendTime the retry reports the original append time, as Kafka does.
             let append_time = if log_append_time_ms >= 0 {
                 cached.max_timestamp
             } else {
                 -1
             };
-            let response = PartitionProduceResponse::default()
-                .with_index(index)
+            response
                 .with_base_offset(cached.first_offset.get())
                 .with_log_append_time_ms(append_time)
-                .with_log_start_offset(log_start_offset);
-            (
-                response,
-                Some((Arc::clone(partition), cached.last_offset.next())),
-            )
         }
-        Ok(AppendOutcome::Appended(info)) => {
+        AppendOutcome::Appended(info) => {
             crate::metrics::BrokerTopicStats::appended(
                 &topic.name,
                 validated.bytes().len(),
                 u64::try_from(validated.record_count()).unwrap_or(0),
             );
-            let log_start_offset = partition.offsets().map_or(-1, |o| o.log_start_offset.get());
-            let response = PartitionProduceResponse::default()
-                .with_index(index)
+            response
                 .with_base_offset(info.first_offset.get())
                 .with_log_append_time_ms(log_append_time_ms)
-                .with_log_start_offset(log_start_offset);
-            (response, Some((Arc::clone(partition), info.log_end_offset)))
-        }
-        Err(e) => {
-            tracing::warn!(partition = %partition.topic_partition(), error = %e, "append failed");
-            (
-                partition_error(index, errors::replication_error(&e), Some(e.to_string())),
-                None,
-            )
         }
     }
 }
@@ -499,21 +480,19 @@ impl TopicAppend<'_> {
             .iter()
             .enumerate()
             .map(|(partition_index, p)| {
-                let (response, durable) = append_partition(
-                    self.broker,
-                    self.topic,
-                    p,
-                    self.transactional_id,
-                    self.adds_partition,
-                    self.acks,
-                );
-                if let Some((partition, end_offset)) = durable {
+                let verification = self
+                    .transactional_id
+                    .map(|transactional_id| TxnVerification {
+                        transactional_id,
+                        adds_partition: self.adds_partition,
+                    });
+                let (response, pending) =
+                    append_partition(self.broker, self.topic, p, verification.as_ref(), self.acks);
+                if let Some(pending) = pending {
                     waits.push(DurableWait {
                         topic_index: self.topic_index,
                         partition_index,
-                        partition,
-                        end_offset,
-                        min_insync_replicas: min_insync_replicas(self.broker, self.topic),
+                        pending,
                     });
                 }
                 response
@@ -534,11 +513,8 @@ async fn answer(
     timeout: Option<Duration>,
 ) -> Option<crate::handlers::Response> {
     if let Some(timeout) = timeout.filter(|_| !waits.is_empty()) {
-        let results = futures::future::join_all(waits.iter().map(|w| {
-            w.partition
-                .wait_for_acks_all(w.end_offset, timeout, w.min_insync_replicas)
-        }))
-        .await;
+        let pending = waits.iter().map(|w| &w.pending);
+        let results = ReplicaManager::wait_for_acks_all(pending, timeout).await;
         for (w, result) in waits.iter().zip(results) {
             if let Err(e) = result {
                 let p = &mut responses[w.topic_index].partition_responses[w.partition_index];

@@ -74,9 +74,11 @@ fn broker_with(
         replicas,
         groups,
         transactions,
-        advertised_host: "127.0.0.1".into(),
+        listeners: crate::listeners::Listeners::single(
+            "127.0.0.1:9092".parse().expect("address"),
+            ("127.0.0.1".into(), 9092),
+        ),
         authorizer,
-        advertised_port: 9092,
     })
 }
 
@@ -581,6 +583,7 @@ async fn every_advertised_version_encodes() {
             let ctx = super::RequestContext::new(
                 Arc::clone(&broker),
                 "127.0.0.1:1".parse().expect("address"),
+                crate::listeners::ListenerName::new("PLAINTEXT"),
                 key,
                 version,
                 1,
@@ -648,6 +651,7 @@ fn api_versions_finalizes_transaction_version() {
 }
 
 mod authorization;
+mod listener_view;
 mod produce_verification;
 mod replication;
 mod transactions;
@@ -664,6 +668,7 @@ async fn an_idempotent_producer_asking_for_a_bump_gets_a_new_id() {
         let ctx = super::RequestContext::new(
             Arc::clone(&broker),
             "127.0.0.1:1".parse().expect("address"),
+            crate::listeners::ListenerName::new("PLAINTEXT"),
             ApiKey::InitProducerId,
             4,
             1,

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use super::classic_group::GroupState;
-use super::{now_ms, persistence, GroupCoordinator, GroupError};
+use super::{now_ms, persistence, CoordinatorResult, GroupCoordinator, GroupError};
 
 /// One group as ListGroups shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,7 +139,11 @@ impl GroupCoordinator {
             .map(|(topic, partition)| (persistence::offset_key(group_id, topic, *partition), None))
             .collect();
         records.push((persistence::group_key(group_id), None));
-        self.append(group_id, &records)?;
+        let result = CoordinatorResult {
+            records,
+            response: (),
+        };
+        self.write(&mut g, None, result)?;
         g.transition_to(GroupState::Dead, now_ms());
         drop(g);
         self.remove_group(group_id, &group);
@@ -173,25 +177,24 @@ impl GroupCoordinator {
         };
         let mut results = Vec::with_capacity(partitions.len());
         let mut records = Vec::new();
-        let mut removed = Vec::new();
         for (topic, partition) in partitions {
             if subscribed.contains(topic) {
                 results.push(Some(GroupError::GroupSubscribedToTopic));
                 continue;
             }
             results.push(None);
-            let key = (topic.clone(), *partition);
-            if g.offsets.latest().contains_key(&key) {
+            if g.offsets
+                .latest()
+                .contains_key(&(topic.clone(), *partition))
+            {
                 records.push((persistence::offset_key(group_id, topic, *partition), None));
-                removed.push(key);
             }
         }
-        if !records.is_empty() {
-            let (_, end) = self.append(group_id, &records)?;
-            for key in removed {
-                g.offsets.apply(key, None, Some(end));
-            }
-        }
-        Ok(results)
+        // The write replays the tombstones onto the group; none: nothing is written.
+        let result = CoordinatorResult {
+            records,
+            response: results,
+        };
+        Ok(self.write(&mut g, None, result)?.response)
     }
 }

@@ -1,8 +1,10 @@
 //! OffsetCommit, OffsetFetch and offset expiry (`offsets.retention.minutes`), as Kafka's
 //! `GroupCoordinator.handleCommitOffsets` / `handleFetchOffsets` / `cleanupGroupMetadata`.
 //!
-//! A commit is appended to the group's `__consumer_offsets` partition and applied to the
-//! group under its lock (so the log order is the apply order); the caller answers only once
+//! A commit's records go through the group coordinator's write path, which appends them to
+//! the group's `__consumer_offsets` partition and replays them onto the group under its
+//! lock with the function the load replays them with (so the log order is the apply order,
+//! and a restart rebuilds what the write installed); the caller answers only once
 //! the append is durable, so an acknowledged commit survives a crash, and OffsetFetch reads
 //! the offsets as of the partition's high watermark ([`GroupOffsets`]), so it never answers
 //! one that is not durable.
@@ -11,11 +13,9 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use super::classic_group::GroupState;
 use super::offsets::{OffsetAndMetadata, OFFSET_METADATA_BYTES_MAX};
-use super::{now_ms, persistence, Committable, GroupCoordinator, GroupError};
+use super::{now_ms, persistence, Committable, CoordinatorResult, GroupCoordinator, GroupError};
 
 /// One partition of an OffsetCommit.
 #[derive(Clone, Debug)]
@@ -86,32 +86,16 @@ impl GroupCoordinator {
                 self.schedule_session(&mut g, member_id, timeout);
             }
         }
-        let OffsetCommitRecords {
-            errors,
-            records,
-            values,
-        } = offset_commit_records(group_id, partitions, now_ms());
-        if records.is_empty() {
-            return CommitResult {
-                errors,
-                durable: None,
-            };
-        }
-        match self.append(group_id, &records) {
-            Ok(durable) => {
-                // Forget what is committed on every commit too, not only on OffsetFetch: a
-                // group that commits and never fetches would keep every change.
-                g.offsets.prune(durable.0.high_watermark());
-                for (key, value) in values {
-                    g.offsets.apply(key, Some(value), Some(durable.1));
-                }
-                CommitResult {
-                    errors,
-                    durable: Some(durable),
-                }
-            }
+        let result = offset_commit_records(group_id, partitions, now_ms());
+        // A partition refused up front keeps its own error when the write fails.
+        let refused = result.response.clone();
+        match self.write(&mut g, None, result) {
+            Ok(written) => CommitResult {
+                errors: written.response,
+                durable: written.committable,
+            },
             Err(e) => CommitResult {
-                errors: errors.into_iter().map(|x| x.or(Some(e))).collect(),
+                errors: refused.into_iter().map(|x| x.or(Some(e))).collect(),
                 durable: None,
             },
         }
@@ -264,12 +248,9 @@ impl GroupCoordinator {
             return;
         }
         let group_id = g.group_id.clone();
-        let present: Vec<&(String, i32)> = keys
+        let mut records: Vec<_> = keys
             .iter()
             .filter(|key| g.offsets.latest().contains_key(*key))
-            .collect();
-        let mut records: Vec<_> = present
-            .iter()
             .map(|(topic, partition)| (persistence::offset_key(&group_id, topic, *partition), None))
             .collect();
         let removed = records.len();
@@ -280,17 +261,16 @@ impl GroupCoordinator {
         if records.is_empty() {
             return;
         }
-        // Removed only once the tombstones are in the log: were they not, a restart would
-        // bring the offsets back while this broker had forgotten them.
-        let end = match self.append(&group_id, &records) {
-            Ok((_, end)) => end,
-            Err(e) => {
-                tracing::warn!(group = %group_id, error = %e, "cannot write offset tombstones; will retry");
-                return;
-            }
+        // Removed only once the tombstones are in the log (the write replays them onto the
+        // group): were they not, a restart would bring the offsets back while this broker
+        // had forgotten them.
+        let result = CoordinatorResult {
+            records,
+            response: (),
         };
-        for key in present {
-            g.offsets.apply(key.clone(), None, Some(end));
+        if let Err(e) = self.write(&mut g, None, result) {
+            tracing::warn!(group = %group_id, error = %e, "cannot write offset tombstones; will retry");
+            return;
         }
         tracing::info!(group = %group_id, offsets = removed, removed_group = dead, reason);
         if dead {
@@ -301,28 +281,18 @@ impl GroupCoordinator {
     }
 }
 
-/// An OffsetCommit's or TxnOffsetCommit's partitions checked and turned into offset
-/// records (the per-partition half of Kafka's `handleCommitOffsets`), in request order.
-pub(super) struct OffsetCommitRecords {
-    /// Per partition: its error, or `None` when it has a record.
-    pub(super) errors: Vec<Option<GroupError>>,
-    /// The `__consumer_offsets` records to append, key and value.
-    pub(super) records: Vec<(Bytes, Option<Bytes>)>,
-    /// What each record commits, to apply once it is appended.
-    pub(super) values: Vec<((String, i32), OffsetAndMetadata)>,
-}
-
 /// Checks each partition of a commit (metadata size, topic name length) and makes the
 /// record of each that passes, stamped `now`: shared by OffsetCommit and TxnOffsetCommit
-/// so that both refuse and encode a partition the same way.
+/// so that both refuse and encode a partition the same way (the per-partition half of
+/// Kafka's `handleCommitOffsets`). The response is each partition's error in request order
+/// (`None`: it has a record); the write replays the records onto the group.
 pub(super) fn offset_commit_records(
     group_id: &str,
     partitions: &[CommitPartition],
     now: i64,
-) -> OffsetCommitRecords {
+) -> CoordinatorResult<Vec<Option<GroupError>>> {
     let mut errors = Vec::with_capacity(partitions.len());
     let mut records = Vec::new();
-    let mut values = Vec::new();
     for p in partitions {
         let metadata = p.metadata.clone().unwrap_or_default();
         if metadata.len() > OFFSET_METADATA_BYTES_MAX {
@@ -345,12 +315,10 @@ pub(super) fn offset_commit_records(
             persistence::offset_key(group_id, &p.topic, p.partition),
             Some(persistence::offset_value(&value)),
         ));
-        values.push(((p.topic.clone(), p.partition), value));
     }
-    OffsetCommitRecords {
-        errors,
+    CoordinatorResult {
         records,
-        values,
+        response: errors,
     }
 }
 

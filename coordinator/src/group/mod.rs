@@ -13,6 +13,12 @@
 //! Sharding: groups live in one [`GroupShard`] per `__consumer_offsets` partition, replayed
 //! from that partition only (`load_partition`) and dropped with `unload_partition`; see
 //! `coordinator::runtime`.
+//!
+//! Writes: an operation builds its records and response (a [`CoordinatorResult`]) and
+//! hands them to `GroupCoordinator::write`, which appends them through the runtime and
+//! replays the offset records onto the group with `replay_offset`, the function the load
+//! replays `__consumer_offsets` with; group metadata records are written after the
+//! rebalance state machine has changed the group in memory (see `write`).
 
 pub mod classic_group;
 pub mod offsets;
@@ -37,7 +43,10 @@ pub use classic_group::{ClassicGroup, GroupState, JoinResult, Member, SyncResult
 pub use commit::{CommitPartition, CommitResult, FetchedTopic};
 
 use super::partition_writer::{CoordinatorHost, CoordinatorPartition, WriteError};
-use super::runtime::{CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError, TopicSpec};
+use super::runtime::{
+    CoordinatorResult, CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError, TopicSpec,
+    Written,
+};
 use logbook_common::now_ms;
 use persistence::{GroupValue, MemberValue, Persisted};
 
@@ -251,53 +260,73 @@ impl GroupShard {
         }
     }
 
+    /// Kafka's `GroupCoordinatorShard.replay` over the records of a load, in log order:
+    /// offset records through [`replay_offset`] (the function every write replays its own
+    /// records with), markers through `complete_txn_offsets`, and group metadata rebuilding
+    /// (or, for a tombstone, removing) the group.
     fn apply_loaded(&self, records: Vec<Persisted>) {
         for record in records {
             match record {
-                Persisted::Offset {
-                    group_id,
-                    topic,
-                    partition,
-                    value,
-                } => {
-                    let group = self.get_or_create(&group_id);
-                    let mut g = group.lock();
-                    g.offsets.apply((topic, partition), value, None);
-                }
-                Persisted::TxnOffset {
-                    producer_id,
-                    group_id,
-                    topic,
-                    partition,
-                    value,
-                } => {
-                    // Kafka's replay keeps a transactional commit pending until its marker.
-                    if let Some(v) = value {
-                        let group = self.get_or_create(&group_id);
-                        group
-                            .lock()
-                            .pending_txn_offsets
-                            .entry(producer_id)
-                            .or_default()
-                            .insert((topic, partition), v);
-                    }
-                }
                 Persisted::TxnMarker {
                     producer_id,
                     commit,
                 } => self.complete_txn_offsets(producer_id, commit, None),
-                Persisted::Group { group_id, value } => match value {
-                    Some(v) => {
-                        let group = self.get_or_create(&group_id);
-                        let mut g = group.lock();
-                        restore_group(&mut g, v);
-                    }
-                    None => {
-                        self.groups.write().remove(&group_id);
-                    }
-                },
+                Persisted::Group {
+                    group_id,
+                    value: Some(v),
+                } => restore_group(&mut self.get_or_create(&group_id).lock(), v),
+                Persisted::Group {
+                    group_id,
+                    value: None,
+                } => {
+                    self.groups.write().remove(&group_id);
+                }
+                // Nothing to hold pending, and no group to create for it.
+                Persisted::TxnOffset { value: None, .. } => {}
+                Persisted::Offset { ref group_id, .. }
+                | Persisted::TxnOffset { ref group_id, .. } => {
+                    let group = self.get_or_create(group_id);
+                    replay_offset(&mut group.lock(), record, None);
+                }
             }
         }
+    }
+}
+
+/// The one place an offset record of `__consumer_offsets` changes a group (`g`, the
+/// record's group, locked by the caller): the load's replay calls it for every offset
+/// record it reads (`batch_end` `None`: the record is committed), and every write calls it
+/// for the records it has just appended (`batch_end`: the offset their batch ends before,
+/// so the change reaches OffsetFetch once the high watermark passes it), so what a restart
+/// rebuilds and what a live write installs cannot drift apart.
+///
+/// An offset commit (or tombstone) changes the group's offsets; a transactional one is
+/// held pending for its producer until the producer's marker (`complete_txn_offsets`), as
+/// Kafka's replay keeps it. Markers and group metadata are not offset records and are left
+/// to the caller.
+fn replay_offset(g: &mut ClassicGroup, record: Persisted, batch_end: Option<i64>) {
+    match record {
+        Persisted::Offset {
+            topic,
+            partition,
+            value,
+            ..
+        } => g.offsets.apply((topic, partition), value, batch_end),
+        Persisted::TxnOffset {
+            producer_id,
+            topic,
+            partition,
+            value: Some(v),
+            ..
+        } => {
+            g.pending_txn_offsets
+                .entry(producer_id)
+                .or_default()
+                .insert((topic, partition), v);
+        }
+        Persisted::TxnOffset { value: None, .. }
+        | Persisted::TxnMarker { .. }
+        | Persisted::Group { .. } => {}
     }
 }
 
@@ -413,8 +442,8 @@ impl GroupCoordinator {
         self.runtime.loaded_partitions()
     }
 
-    /// Expires offsets of the shard every `offsets.retention.check.interval.ms`, on a timer
-    /// of the shard (so it stops at unload).
+    /// Expires offsets of the shard every `offsets.retention.check.interval.ms`, on a
+    /// periodic timer of the shard (so it stops at unload).
     fn schedule_expiry(&self, partition_index: i32) {
         let weak = self.self_weak.clone();
         let period = std::time::Duration::from_millis(
@@ -422,10 +451,9 @@ impl GroupCoordinator {
         );
         let scheduled = self
             .runtime
-            .schedule(partition_index, period, move |shard| {
+            .schedule_periodic(partition_index, period, move |shard| {
                 if let Some(c) = weak.upgrade() {
                     c.expire_groups(shard.all(), now_ms());
-                    c.schedule_expiry(partition_index);
                 }
             });
         if let Err(e) = scheduled {
@@ -572,48 +600,61 @@ impl GroupCoordinator {
         }
     }
 
-    /// Appends `records` to the group's `__consumer_offsets` partition; returns the
-    /// partition and the offset that must become durable.
-    fn append(
+    /// The group coordinator's write path: appends `result`'s records to `g`'s
+    /// `__consumer_offsets` partition through [`CoordinatorRuntime::write`] (as `producer`'s
+    /// transactional batch when set, for TxnOffsetCommit), then replays the appended offset
+    /// records onto `g` with [`replay_offset`], the function the load replays them with, at
+    /// the batch's end offset. Call with `g` locked: the log order is the apply order.
+    ///
+    /// Before replaying, the changes the high watermark has passed are forgotten (a group
+    /// that writes and never fetches would otherwise keep every change).
+    ///
+    /// Group metadata records (a member change, the group's tombstone) are not replayed
+    /// here: the rebalance state machine changes `g` itself (members, parked requests,
+    /// timers, the Dead transition) and writes the record after, and rebuilding the group
+    /// from its record as the load does (`restore_group`) would drop what the record does
+    /// not hold: parked JoinGroup/SyncGroup requests, session timers, pending members.
+    ///
+    /// # Errors
+    /// The topic cannot be created, or the write failed (logged by the runtime, naming the
+    /// group).
+    fn write<T>(
         &self,
-        group_id: &str,
-        records: &[(Bytes, Option<Bytes>)],
-    ) -> Result<Committable, GroupError> {
-        self.append_as(group_id, records, None)
-    }
-
-    /// [`Self::append`] as a transactional producer's batch (TxnOffsetCommit) when
-    /// `producer` is set.
-    fn append_as(
-        &self,
-        group_id: &str,
-        records: &[(Bytes, Option<Bytes>)],
+        g: &mut ClassicGroup,
         producer: Option<(i64, i16)>,
-    ) -> Result<Committable, GroupError> {
+        result: CoordinatorResult<T>,
+    ) -> Result<Written<T>, GroupError> {
         self.offsets_topic()?;
-        let batch = persistence::encode_batch_as(records, now_ms(), producer).map_err(|e| {
-            tracing::error!(group = group_id, error = %e, "cannot encode a __consumer_offsets batch");
-            GroupError::Storage
-        })?;
-        match self.runtime.append(self.partition_for(group_id), &batch) {
-            Ok(committable) => Ok(committable),
-            Err(e @ WriteError::Duplicate(_)) => {
-                // Our batches carry no producer id, so the sequence check never matches.
-                tracing::error!(group = group_id, error = %e, "__consumer_offsets append seen as a duplicate");
-                Err(GroupError::from(&e))
-            }
-            Err(e) => {
-                tracing::warn!(group = group_id, error = %e, "__consumer_offsets append failed");
-                Err(GroupError::from(&e))
+        let span = tracing::error_span!("write", group = g.group_id);
+        let written = self
+            .runtime
+            .write(self.partition_for(&g.group_id), producer, result, &span)
+            .map_err(|e| GroupError::from(&e))?;
+        let Some((partition, end_offset)) = &written.committable else {
+            return Ok(written);
+        };
+        g.offsets.prune(partition.high_watermark());
+        let (producer_id, transactional) = producer.map_or((-1, false), |(id, _)| (id, true));
+        for (key, value) in &written.records {
+            match persistence::decode_replayed(key, value.as_ref(), producer_id, transactional) {
+                Ok(record) => {
+                    assert_record_of(g, &record);
+                    replay_offset(g, record, Some(*end_offset));
+                }
+                // As the load would skip it: our own record, so our own bug.
+                Err(e) => {
+                    tracing::error!(group = g.group_id, error = %e, "cannot decode a __consumer_offsets record just written")
+                }
             }
         }
+        Ok(written)
     }
 
     /// Persists the group's metadata (members with their assignments); a tombstone when the
     /// group is Dead. Returns the append to wait for: SyncGroup answers only once it is
     /// durable; other callers (a static member's return, deletion) do not wait, as members
     /// hold the same state and a lost record costs at most a rebalance.
-    fn store_group(&self, g: &ClassicGroup) -> Result<Committable, GroupError> {
+    fn store_group(&self, g: &mut ClassicGroup) -> Result<Committable, GroupError> {
         let key = persistence::group_key(&g.group_id);
         let value = (g.state != GroupState::Dead).then(|| {
             let protocol = g.protocol_name.clone().unwrap_or_default();
@@ -640,7 +681,14 @@ impl GroupCoordinator {
                     .collect(),
             })
         });
-        self.append(&g.group_id, &[(key, value)])
+        let result = CoordinatorResult {
+            records: vec![(key, value)],
+            response: (),
+        };
+        let written = self.write(g, None, result)?;
+        Ok(written
+            .committable
+            .expect("a write of one record appends a batch"))
     }
 
     /// Starts session timers for members restored from the log, so members that never
@@ -658,6 +706,22 @@ impl GroupCoordinator {
             }
         }
     }
+}
+
+/// Checks (in debug builds) that a record a write of `g` appended belongs to `g`: its records are replayed
+/// onto `g` alone, and one of another group would change the wrong group's offsets.
+fn assert_record_of(g: &ClassicGroup, record: &Persisted) {
+    let group_id = match record {
+        Persisted::Offset { group_id, .. }
+        | Persisted::TxnOffset { group_id, .. }
+        | Persisted::Group { group_id, .. } => group_id,
+        Persisted::TxnMarker { .. } => return,
+    };
+    debug_assert!(
+        *group_id == g.group_id,
+        "a write of group {} appended a record of group {group_id}",
+        g.group_id
+    );
 }
 
 /// Rebuilds a group's membership from its persisted metadata.
@@ -714,7 +778,7 @@ impl From<&WriteError> for GroupError {
         match e {
             WriteError::Unavailable(_) => GroupError::CoordinatorNotAvailable,
             WriteError::NotLeader(_) | WriteError::Fenced(_) => GroupError::NotCoordinator,
-            WriteError::Duplicate(_) => GroupError::Storage,
+            WriteError::Duplicate(_) | WriteError::Encode(_) => GroupError::Storage,
         }
     }
 }

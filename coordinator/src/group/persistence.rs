@@ -318,8 +318,38 @@ fn decode_group_value(value: &Bytes) -> Result<GroupValue, String> {
     })
 }
 
-/// Reads `partition` from its log start to its high watermark and returns every record in
-/// log order. Records that do not decode are logged and skipped.
+/// Decodes one data record as replay sees it: an offset commit in a transactional batch is
+/// `producer_id`'s TxnOffsetCommit, pending until its marker. Shared by the load's replay
+/// and the group coordinator's write path (which replays what it appended), so both read a
+/// record the same way.
+///
+/// # Errors
+/// See [`decode_record`].
+pub fn decode_replayed(
+    key: &Bytes,
+    value: Option<&Bytes>,
+    producer_id: i64,
+    transactional: bool,
+) -> Result<Persisted, String> {
+    Ok(match decode_record(key, value)? {
+        Persisted::Offset {
+            group_id,
+            topic,
+            partition,
+            value,
+        } if transactional => Persisted::TxnOffset {
+            producer_id,
+            group_id,
+            topic,
+            partition,
+            value,
+        },
+        other => other,
+    })
+}
+
+/// Reads `partition` from its log start to its log end and returns every record in log
+/// order. Records that do not decode are logged and skipped.
 ///
 /// # Errors
 /// Storage errors, or a batch the record decoder rejects.
@@ -330,24 +360,7 @@ pub fn replay(partition: &dyn CoordinatorPartition) -> Result<Vec<Persisted>, St
             value,
             producer_id,
             transactional,
-        } => {
-            let decoded = decode_record(key, value)?;
-            Ok(Some(match decoded {
-                Persisted::Offset {
-                    group_id,
-                    topic,
-                    partition,
-                    value,
-                } if transactional => Persisted::TxnOffset {
-                    producer_id,
-                    group_id,
-                    topic,
-                    partition,
-                    value,
-                },
-                other => other,
-            }))
-        }
+        } => decode_replayed(key, value, producer_id, transactional).map(Some),
         Replayed::Marker {
             producer_id,
             commit,

@@ -639,3 +639,106 @@ async fn commits_forget_changes_under_the_high_watermark() {
     let group = c.lookup("g").expect("loaded").expect("group");
     assert_eq!(group.lock().offsets.uncommitted_changes(), 1);
 }
+
+/// Every group's offsets (latest view) and pending transactional offsets, by group id.
+type OffsetState = std::collections::BTreeMap<
+    String,
+    (
+        std::collections::BTreeMap<offsets::OffsetKey, offsets::OffsetAndMetadata>,
+        std::collections::BTreeMap<
+            i64,
+            std::collections::BTreeMap<offsets::OffsetKey, offsets::OffsetAndMetadata>,
+        >,
+    ),
+>;
+
+fn offset_state(c: &GroupCoordinator) -> OffsetState {
+    c.all_groups()
+        .iter()
+        .map(|group| {
+            let g = group.lock();
+            let pending = g
+                .pending_txn_offsets
+                .iter()
+                .map(|(producer, offsets)| (*producer, offsets.clone()))
+                .collect();
+            (g.group_id.clone(), (g.offsets.latest().clone(), pending))
+        })
+        .collect()
+}
+
+// What a live write installs is what a reload rebuilds from the log: commits, transactional
+// commits (one completed by its marker, one still pending), OffsetDelete and topic-deletion
+// tombstones (one of them removing an emptied group) leave the same offsets, pending
+// offsets and groups in memory as replaying __consumer_offsets does, and OffsetFetch
+// answers the same.
+#[tokio::test]
+async fn live_writes_install_what_a_reload_rebuilds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = topics(dir.path());
+    let c = GroupCoordinator::load(&t.host(), config(0)).expect("load");
+    let commit = |topic: &str, partition: i32, offset: i64| CommitPartition {
+        topic: topic.into(),
+        partition,
+        offset,
+        leader_epoch: 1,
+        metadata: Some(format!("{topic}{partition}")),
+    };
+    let r = c.commit_offsets(
+        "g",
+        -1,
+        "",
+        None,
+        &[commit("t", 0, 10), commit("t", 1, 20), commit("u", 0, 5)],
+        8,
+    );
+    assert_eq!(r.errors, vec![None, None, None]);
+    let r = c.txn_commit_offsets(
+        "g",
+        7,
+        0,
+        -1,
+        "",
+        None,
+        &[commit("t", 0, 30), commit("v", 0, 1)],
+    );
+    assert_eq!(r.errors, vec![None, None]);
+    let r = c.txn_commit_offsets("g", 8, 0, -1, "", None, &[commit("t", 1, 40)]);
+    assert_eq!(r.errors, vec![None]);
+    assert_eq!(c.delete_offsets("g", &[("u".into(), 0)]), Ok(vec![None]));
+    let index = c.partition_for("g");
+    let partition = c.runtime.partition(index).expect("hosted");
+    let marker = partition.write_txn_marker(7, 0, 0, true).expect("marker");
+    c.complete_txn_offsets(index, 7, true, marker);
+    let r = c.commit_offsets("h", -1, "", None, &[commit("t", 2, 1)], 8);
+    assert_eq!(r.errors, vec![None]);
+    c.on_topics_deleted(&["t".to_string()]);
+
+    let live = offset_state(&c);
+    assert_eq!(
+        live.keys().collect::<Vec<_>>(),
+        vec!["g"],
+        "h emptied and removed"
+    );
+    let (latest, pending) = &live["g"];
+    assert_eq!(
+        latest.keys().collect::<Vec<_>>(),
+        vec![&("v".to_string(), 0)]
+    );
+    assert_eq!(pending.keys().collect::<Vec<_>>(), vec![&8]);
+    for i in c.loaded_partitions() {
+        let p = c.runtime.partition(i).expect("hosted");
+        let log_end = p.offsets().expect("offsets").log_end;
+        p.wait_committed(log_end, Duration::from_secs(10))
+            .await
+            .expect("durable");
+    }
+    let live_fetch = c.fetch_offsets("g", None).expect("fetch");
+    assert_eq!(live_fetch.len(), 1);
+    c.shutdown();
+    drop(c);
+
+    let c = GroupCoordinator::load(&t.host(), config(0)).expect("reload");
+    assert_eq!(offset_state(&c), live);
+    assert_eq!(c.fetch_offsets("g", None).expect("fetch"), live_fetch);
+}

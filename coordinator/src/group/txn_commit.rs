@@ -1,6 +1,7 @@
 //! TxnOffsetCommit (KIP-98, KIP-447): a transactional producer's consumed offsets are
 //! written to the group's `__consumer_offsets` partition as a transactional batch (its
-//! producer id and epoch, the transactional bit) and held pending per producer; only the
+//! producer id and epoch, the transactional bit) and held pending per producer (the write
+//! replays the batch onto the group as the load replays a transactional batch); only the
 //! commit marker the transaction coordinator writes to that partition applies them to the
 //! group (`complete_txn_offsets`), and an abort marker drops them. OffsetFetch with
 //! `require_stable` answers UNSTABLE_OFFSET_COMMIT for partitions with pending offsets.
@@ -8,7 +9,7 @@
 use std::collections::HashSet;
 
 use super::classic_group::GroupState;
-use super::commit::{offset_commit_records, CommitPartition, CommitResult, OffsetCommitRecords};
+use super::commit::{offset_commit_records, CommitPartition, CommitResult};
 use super::{now_ms, persistence, GroupCoordinator, GroupError};
 
 impl GroupCoordinator {
@@ -53,30 +54,17 @@ impl GroupCoordinator {
         {
             return all(e);
         }
-        let OffsetCommitRecords {
-            errors,
-            records,
-            values,
-        } = offset_commit_records(group_id, partitions, now_ms());
-        if records.is_empty() {
-            return CommitResult {
-                errors,
-                durable: None,
-            };
-        }
-        match self.append_as(group_id, &records, Some((producer_id, producer_epoch))) {
-            Ok(durable) => {
-                g.pending_txn_offsets
-                    .entry(producer_id)
-                    .or_default()
-                    .extend(values);
-                CommitResult {
-                    errors,
-                    durable: Some(durable),
-                }
-            }
+        let result = offset_commit_records(group_id, partitions, now_ms());
+        let refused = result.response.clone();
+        // The write replays the transactional records onto the group: pending for
+        // `producer_id` until its marker.
+        match self.write(&mut g, Some((producer_id, producer_epoch)), result) {
+            Ok(written) => CommitResult {
+                errors: written.response,
+                durable: written.committable,
+            },
             Err(e) => CommitResult {
-                errors: errors.into_iter().map(|x| x.or(Some(e))).collect(),
+                errors: refused.into_iter().map(|x| x.or(Some(e))).collect(),
                 durable: None,
             },
         }

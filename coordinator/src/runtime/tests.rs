@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{CoordinatorRuntime, CoordinatorShard, RuntimeError, TopicSpec};
+use super::{CoordinatorResult, CoordinatorRuntime, CoordinatorShard, RuntimeError, TopicSpec};
 use crate::group::persistence;
 use crate::partition_writer::{CoordinatorPartition, PartitionWriter};
 use crate::test_host::TestHost;
@@ -229,6 +229,112 @@ fn ensure_topic_creates_once_loads_led_partitions_and_appends() {
     assert_eq!(partition.offsets().expect("offsets").log_end, 3);
     assert!(matches!(
         runtime.append(2, &batch),
+        Err(crate::partition_writer::WriteError::NotLeader(_))
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn periodic_timers_fire_until_their_load_ends() {
+    // Proves: a periodic timer runs on its shard every period, again and again; unloading
+    // stops it and a reload does not revive it; a runtime shutdown stops another; it
+    // cannot be scheduled on a shard that is not loaded.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (host, partitions) = internal_topic(dir.path());
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let runtime = CoordinatorRuntime::<Seen>::new(shutdown.clone(), host.host(), "__runtime_test");
+    runtime.load(0, partitions[0].as_ref()).expect("load 0");
+    runtime.load(1, partitions[1].as_ref()).expect("load 1");
+    let fired = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&fired);
+    runtime
+        .schedule_periodic(0, Duration::from_secs(1), move |shard| {
+            assert_eq!(shard.partition_index, 0);
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .expect("schedule on 0");
+    let on_one = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&on_one);
+    runtime
+        .schedule_periodic(1, Duration::from_secs(2), move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .expect("schedule on 1");
+
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert_eq!(fired.load(Ordering::SeqCst), 3, "fired at 1, 2 and 3 s");
+    assert_eq!(on_one.load(Ordering::SeqCst), 1, "fired at 2 s");
+    runtime.unload(0);
+    runtime.load(0, partitions[0].as_ref()).expect("reload");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(fired.load(Ordering::SeqCst), 3, "stopped at unload");
+    assert_eq!(
+        on_one.load(Ordering::SeqCst),
+        6,
+        "fired every 2 s up to 13.5 s"
+    );
+    shutdown.cancel();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(on_one.load(Ordering::SeqCst), 6, "stopped at shutdown");
+    assert_eq!(
+        runtime
+            .schedule_periodic(2, Duration::from_secs(1), |_| {})
+            .err(),
+        Some(RuntimeError::NotCoordinator(2))
+    );
+}
+
+#[test]
+fn write_appends_the_records_and_hands_back_the_response() {
+    // Proves: the write path encodes an operation's records as one batch, appends it to
+    // the shard's partition and returns the response with the offset to wait for and the
+    // records' offsets; no records append nothing; a partition not hosted here is refused
+    // with the response dropped.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (host, _partitions) = internal_topic(dir.path());
+    let runtime = CoordinatorRuntime::<Seen>::new(
+        tokio_util::sync::CancellationToken::new(),
+        host.host(),
+        "__runtime_test",
+    );
+    let span = tracing::Span::none();
+    let records: Vec<(Bytes, Option<Bytes>)> = (0..2)
+        .map(|i| (persistence::group_key(&format!("w{i}")), None))
+        .collect();
+    let result = CoordinatorResult {
+        records: records.clone(),
+        response: "answer",
+    };
+    let written = runtime.write(0, None, result, &span).expect("write");
+    assert_eq!(written.response, "answer");
+    assert_eq!(written.records, records);
+    assert_eq!(
+        (written.base_offset(), written.end_offset()),
+        (Some(3), Some(5))
+    );
+    let (partition, end_offset) = written.committable.expect("appended");
+    assert_eq!(end_offset, 5);
+    assert_eq!(partition.offsets().expect("offsets").log_end, 5);
+
+    let empty = CoordinatorResult {
+        records: Vec::new(),
+        response: 7,
+    };
+    let written = runtime.write(0, None, empty, &span).expect("empty write");
+    assert_eq!(written.response, 7);
+    assert!(written.committable.is_none());
+    assert_eq!(written.end_offset(), None);
+    assert_eq!(
+        partition.offsets().expect("offsets").log_end,
+        5,
+        "nothing appended"
+    );
+
+    let refused = CoordinatorResult {
+        records,
+        response: (),
+    };
+    assert!(matches!(
+        runtime.write(2, None, refused, &span),
         Err(crate::partition_writer::WriteError::NotLeader(_))
     ));
 }

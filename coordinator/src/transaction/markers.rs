@@ -238,9 +238,10 @@ async fn send_remote_markers(
 fn local_outcome(e: &WriteError) -> MarkerOutcome {
     match e {
         WriteError::Fenced(_) => MarkerOutcome::Fenced,
-        WriteError::Unavailable(_) | WriteError::NotLeader(_) | WriteError::Duplicate(_) => {
-            MarkerOutcome::Retry
-        }
+        WriteError::Unavailable(_)
+        | WriteError::NotLeader(_)
+        | WriteError::Duplicate(_)
+        | WriteError::Encode(_) => MarkerOutcome::Retry,
     }
 }
 

@@ -44,9 +44,10 @@ pub use remote::{PartitionLeaders, Remote};
 
 use super::partition_writer::{CoordinatorHost, CoordinatorPartition, WriteError};
 use super::producer_id_manager::RpcProducerIdManager;
-use super::runtime::framing::{encode_batch, replay_with, Replayed};
+use super::runtime::framing::{replay_with, Replayed};
 use super::runtime::{
-    blocking, CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError, TopicSpec,
+    blocking, CoordinatorResult, CoordinatorRuntime, CoordinatorShard, LoadTicket, RuntimeError,
+    TopicSpec,
 };
 use logbook_common::now_ms;
 use metadata::is_epoch_exhausted;
@@ -542,8 +543,10 @@ impl TransactionCoordinator {
             .ok_or(TxnError::InvalidProducerIdMapping)
     }
 
-    /// Appends `meta` (or a tombstone for `Dead`) to the id's partition and installs it in
-    /// `entry` as pending. Call with the entry's lock held.
+    /// Appends `next` (or a tombstone for `Dead`) to the id's partition through the
+    /// runtime's write path, and installs it in `entry` as pending, keeping the metadata it
+    /// replaces to put back if the write does not become durable (`durable`). Call with
+    /// the entry's lock held, so the log order is the install order.
     fn append(&self, entry: &mut TxnEntry, next: TransactionMetadata) -> Result<Durable, TxnError> {
         entry.lease.coordinator_epoch()?;
         let id = next.transactional_id.clone();
@@ -551,28 +554,24 @@ impl TransactionCoordinator {
         let flexible = self.config.transaction_version >= 1;
         let value =
             (next.state != TransactionState::Dead).then(|| transaction_log::value(&next, flexible));
-        let batch = encode_batch(&[(transaction_log::key(&id), value)], now_ms()).map_err(|e| {
-            tracing::error!(transactional_id = id, error = %e, "cannot encode a transaction log batch");
-            TxnError::Storage
-        })?;
-        match self.runtime.append(self.partition_for(&id), &batch) {
-            Ok((partition, end_offset)) => {
-                entry.previous = Some(std::mem::replace(&mut entry.meta, next));
-                entry.pending = true;
-                Ok(Durable {
-                    partition,
-                    end_offset,
-                })
-            }
-            Err(e @ WriteError::Duplicate(_)) => {
-                tracing::error!(transactional_id = id, error = %e, "transaction log append seen as a duplicate");
-                Err(TxnError::from(&e))
-            }
-            Err(e) => {
-                tracing::warn!(transactional_id = id, error = %e, "transaction log append failed");
-                Err(TxnError::from(&e))
-            }
-        }
+        let result = CoordinatorResult {
+            records: vec![(transaction_log::key(&id), value)],
+            response: next,
+        };
+        let span = tracing::error_span!("write", transactional_id = id);
+        let written = self
+            .runtime
+            .write(self.partition_for(&id), None, result, &span)
+            .map_err(|e| TxnError::from(&e))?;
+        let (partition, end_offset) = written
+            .committable
+            .expect("a write of one record appends a batch");
+        entry.previous = Some(std::mem::replace(&mut entry.meta, written.response));
+        entry.pending = true;
+        Ok(Durable {
+            partition,
+            end_offset,
+        })
     }
 
     /// Waits for an append, then clears the entry's pending mark; NOT_COORDINATOR if the
@@ -1156,16 +1155,16 @@ impl TransactionCoordinator {
 
     /// Aborts the shard's transactions open longer than their timeout (Kafka's
     /// `abortTimedOutTransactions`), bumping the epoch so their producers are fenced; runs
-    /// every `transaction.abort.timed.out.transaction.cleanup.interval.ms` on the shard.
+    /// every `transaction.abort.timed.out.transaction.cleanup.interval.ms` on a periodic
+    /// timer of the shard (so it stops at unload).
     fn schedule_abort_timed_out(&self, partition_index: i32) {
         let weak = self.self_weak.clone();
         let period = Duration::from_millis(self.config.abort_timed_out_interval_ms.max(10));
         let scheduled = self
             .runtime
-            .schedule(partition_index, period, move |shard| {
+            .schedule_periodic(partition_index, period, move |shard| {
                 if let Some(c) = weak.upgrade() {
                     c.abort_timed_out(shard, now_ms());
-                    c.schedule_abort_timed_out(partition_index);
                 }
             });
         if let Err(e) = scheduled {
@@ -1210,16 +1209,16 @@ impl TransactionCoordinator {
     }
 
     /// Removes transactional ids idle for `transactional.id.expiration.ms` (a tombstone),
-    /// every `transaction.remove.expired.transaction.cleanup.interval.ms`.
+    /// every `transaction.remove.expired.transaction.cleanup.interval.ms`, on a periodic
+    /// timer of the shard.
     fn schedule_remove_expired(&self, partition_index: i32) {
         let weak = self.self_weak.clone();
         let period = Duration::from_millis(self.config.remove_expired_interval_ms.max(10));
         let scheduled = self
             .runtime
-            .schedule(partition_index, period, move |shard| {
+            .schedule_periodic(partition_index, period, move |shard| {
                 if let Some(c) = weak.upgrade() {
                     c.remove_expired(shard, now_ms());
-                    c.schedule_remove_expired(partition_index);
                 }
             });
         if let Err(e) = scheduled {
@@ -1319,7 +1318,7 @@ impl From<&WriteError> for TxnError {
         match e {
             WriteError::Unavailable(_) => TxnError::CoordinatorNotAvailable,
             WriteError::NotLeader(_) | WriteError::Fenced(_) => TxnError::NotCoordinator,
-            WriteError::Duplicate(_) => TxnError::Storage,
+            WriteError::Duplicate(_) | WriteError::Encode(_) => TxnError::Storage,
         }
     }
 }

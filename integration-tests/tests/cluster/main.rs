@@ -13,6 +13,7 @@ mod wire;
 
 mod chaos;
 mod leadership;
+mod listeners;
 mod metadata;
 mod reassignment;
 mod replication;

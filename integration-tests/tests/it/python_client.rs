@@ -27,7 +27,7 @@ fn kafka_importable(pythonpath: &Path) -> bool {
 
 /// Makes kafka-python importable, installing it into `<target>/pydeps` if
 /// needed; returns the directory to put on PYTHONPATH.
-fn ensure_kafka_python() -> PathBuf {
+pub(crate) fn ensure_kafka_python() -> PathBuf {
     let pydeps = target_dir().join("pydeps");
     if kafka_importable(&pydeps) {
         return pydeps;
@@ -63,7 +63,7 @@ fn ensure_kafka_python() -> PathBuf {
 }
 
 /// Runs `command`, killing it after `timeout`; returns its output.
-fn run_with_timeout(mut command: Command, timeout: Duration) -> Output {
+pub(crate) fn run_with_timeout(mut command: Command, timeout: Duration) -> Output {
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -201,5 +201,6 @@ async fn log_start_moves_only_below_the_high_watermark() {
     flusher.shutdown();
 }
 
+mod append_records;
 mod replication;
 mod transactions;

@@ -69,6 +69,7 @@ async fn answer(broker: &Arc<crate::broker::Broker>, key: ApiKey, topic_id: uuid
     let ctx = super::super::RequestContext::new(
         Arc::clone(broker),
         "127.0.0.1:1".parse().expect("address"),
+        crate::listeners::ListenerName::new("PLAINTEXT"),
         key,
         version,
         1,

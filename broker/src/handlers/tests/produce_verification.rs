@@ -56,6 +56,7 @@ async fn produce_at(broker: &Arc<Broker>, batch: Bytes, version: i16) -> (i16, i
     let ctx = super::super::RequestContext::new(
         Arc::clone(broker),
         "127.0.0.1:1".parse().expect("address"),
+        crate::listeners::ListenerName::new("PLAINTEXT"),
         ApiKey::Produce,
         version,
         1,

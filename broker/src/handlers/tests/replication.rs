@@ -16,6 +16,7 @@ async fn call(broker: &Arc<Broker>, key: ApiKey, version: i16, body: RequestKind
     let ctx = super::super::RequestContext::new(
         Arc::clone(broker),
         "127.0.0.1:1".parse().expect("address"),
+        crate::listeners::ListenerName::new("PLAINTEXT"),
         key,
         version,
         1,
