@@ -311,8 +311,9 @@ use ResourceType::{Cluster, Group, Topic, TransactionalId};
 /// handlers: which of them a request needs depends on its content (a transactional
 /// produce also needs WRITE on its transactional id; a follower's Fetch needs
 /// CLUSTER_ACTION instead of READ on topics; CREATE on the cluster spares CREATE on each
-/// topic). An API absent from this table checks nothing (ApiVersions; DescribeCluster,
-/// which asks DESCRIBE on the cluster only to fill in its authorized operations).
+/// topic). An API absent from this table checks nothing (ApiVersions, SaslHandshake and
+/// SaslAuthenticate; DescribeCluster, which asks DESCRIBE on the cluster only to fill in
+/// its authorized operations).
 pub static REQUIRED_CHECKS: &[(ApiKey, &[(ResourceType, AclOperation)])] = &[
     (ApiKey::Produce, &[(TransactionalId, Write), (Topic, Write)]),
     (ApiKey::Fetch, &[(Cluster, ClusterAction), (Topic, Read)]),

@@ -348,9 +348,10 @@ pub struct Config {
     /// `listeners`, `--listen` is the one PLAINTEXT listener (see [`Config::listeners`]).
     #[arg(skip)]
     pub listener_settings: crate::listeners::ListenerSettings,
-    /// `ssl.*` settings as given, plain or under a listener's prefix (`crate::ssl`).
+    /// The security settings as given (`ssl.*` of `crate::ssl`, `sasl.*` and the others of
+    /// `crate::sasl`), plain or under a listener's prefix; read when the listeners start.
     #[arg(skip)]
-    pub ssl_settings: BTreeMap<String, String>,
+    pub security_settings: BTreeMap<String, String>,
 }
 
 /// How log lines are written.
@@ -627,18 +628,6 @@ impl Config {
         };
         let mut listeners = crate::listeners::Listeners::resolve(&settings)?;
         use crate::listeners::SecurityProtocol;
-        if let Some(sasl) = listeners.bound.iter().find(|e| {
-            matches!(
-                e.protocol,
-                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-            )
-        }) {
-            return Err(format!(
-                "listener {} is {}: SASL listeners are not served yet (PLAINTEXT and SSL are)",
-                sasl.name,
-                sasl.protocol.name()
-            ));
-        }
         // Brokers reach each other (replica fetch, transaction markers) and the quorum with
         // a plain client so far: a secured inter-broker or controller listener would fail.
         let inter_broker = listeners.advertised(&listeners.inter_broker);

@@ -27,9 +27,12 @@ use tokio::time::Instant;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
+use crate::authorizer::KafkaPrincipal;
 use crate::broker::Broker;
 use crate::handlers::{self, RequestContext, ResponseFuture};
 use crate::listeners::ListenerName;
+use crate::sasl::{Answer, Authenticator, SaslListener, Step};
+use crate::ssl::principal::PrincipalMapper;
 use crate::transport::{CopyingTransport, PlaintextTransport, Transport};
 
 /// Bytes of responses (records in files included) gathered before a write when more are
@@ -47,12 +50,42 @@ enum Pending {
         /// When its frame was read: the start of its queue time.
         received: Instant,
     },
+    /// A bare SASL token (after SaslHandshake v0), sent length-prefixed.
+    SaslToken(bytes::Bytes),
     /// ApiVersions asked at a version we do not know: answer in the v0 layout.
     ApiVersionsFallback {
         correlation_id: i32,
         /// The broker's finalized `transaction.version`, which decides the versions listed.
         transaction_version: i16,
     },
+}
+
+impl Pending {
+    /// The pending form of an answer of the SASL exchange; a delayed one (a failed
+    /// authentication) waits in its future, holding back only its own connection.
+    fn sasl(answer: Answer, received: Instant) -> Self {
+        match answer {
+            Answer::Token(token) => Pending::SaslToken(token),
+            Answer::Response {
+                api_key,
+                api_version,
+                correlation_id,
+                body,
+                delay,
+            } => Pending::Response {
+                api_key,
+                api_version,
+                correlation_id,
+                response: Box::pin(async move {
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    Some(body.into())
+                }),
+                received,
+            },
+        }
+    }
 }
 
 /// What the idle check needs from both halves of a connection.
@@ -97,45 +130,47 @@ impl Activity {
     }
 }
 
-/// Serves one plain-TCP connection until the client closes it, sends something malformed,
-/// stays idle too long, or the broker shuts down.
+/// How a listener secures its connections: TLS (SSL and SASL_SSL listeners, with the
+/// rules that turn a client certificate into a principal) and SASL (SASL_PLAINTEXT and
+/// SASL_SSL listeners).
+#[derive(Clone, Default)]
+pub struct ListenerSecurity {
+    /// The TLS acceptor and `ssl.principal.mapping.rules`.
+    pub tls: Option<(tokio_rustls::TlsAcceptor, Arc<PrincipalMapper>)>,
+    /// The SASL settings.
+    pub sasl: Option<Arc<SaslListener>>,
+}
+
+/// Serves one connection until the client closes it, sends something malformed, stays
+/// idle too long, fails authentication, or the broker shuts down.
+///
+/// On a TLS listener the handshake comes first (bounded by `connections.max.idle.ms`, so
+/// a client that never finishes it holds nothing for long), and responses are copied
+/// through TLS ([`CopyingTransport`]): `sendfile` cannot encrypt, as on Kafka without
+/// kernel TLS. The principal is the client certificate's mapped subject, or `ANONYMOUS`;
+/// on a SASL listener it is the SASL user.
 pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
     listener: ListenerName,
+    security: ListenerSecurity,
     shutdown: CancellationToken,
 ) {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(%peer, error = %e, "set_nodelay failed");
     }
-    let (read_half, write_half) = stream.into_split();
-    serve_with(
-        broker,
-        read_half,
-        PlaintextTransport::new(write_half),
-        peer,
-        listener,
-        shutdown,
-    )
-    .await;
-}
-
-/// Serves one connection of an SSL listener: the TLS handshake first (bounded by
-/// `connections.max.idle.ms`, so a client that never finishes it holds nothing for long),
-/// then the Kafka protocol over the encrypted stream. Responses are copied through TLS
-/// ([`CopyingTransport`]): `sendfile` cannot encrypt, as on Kafka without kernel TLS.
-pub async fn serve_tls(
-    broker: Arc<Broker>,
-    stream: TcpStream,
-    peer: SocketAddr,
-    listener: ListenerName,
-    tls: tokio_rustls::TlsAcceptor,
-    shutdown: CancellationToken,
-) {
-    if let Err(e) = stream.set_nodelay(true) {
-        tracing::debug!(%peer, error = %e, "set_nodelay failed");
-    }
+    let sasl = security.sasl.map(|sasl| Authenticator::new(sasl, peer));
+    let Some((tls, mapper)) = security.tls else {
+        let (read_half, write_half) = stream.into_split();
+        let transport = PlaintextTransport::new(write_half);
+        let auth = Auth {
+            principal: crate::handlers::anonymous(),
+            sasl,
+        };
+        serve_with(broker, read_half, transport, peer, listener, auth, shutdown).await;
+        return;
+    };
     let timeout = Duration::from_millis(broker.config.limits.connections_max_idle_ms.max(1));
     let handshake = tokio::select! {
         () = shutdown.cancelled() => return,
@@ -152,16 +187,50 @@ pub async fn serve_tls(
             return;
         }
     };
+    let Some(principal) = certificate_principal(stream.get_ref().1, &mapper, peer) else {
+        return;
+    };
     let (read_half, write_half) = tokio::io::split(stream);
+    let auth = Auth { principal, sasl };
     serve_with(
         broker,
         read_half,
         CopyingTransport::new(write_half),
         peer,
         listener,
+        auth,
         shutdown,
     )
     .await;
+}
+
+/// The principal of a TLS client: its certificate's subject mapped by
+/// `ssl.principal.mapping.rules`, or `ANONYMOUS` without a certificate; `None` (close)
+/// when no rule applies, as Kafka fails such a connection.
+fn certificate_principal(
+    tls: &rustls::ServerConnection,
+    mapper: &PrincipalMapper,
+    peer: SocketAddr,
+) -> Option<Arc<KafkaPrincipal>> {
+    let Some(certificate) = tls.peer_certificates().and_then(<[_]>::first) else {
+        return Some(crate::handlers::anonymous());
+    };
+    match crate::ssl::principal::subject_name(certificate).and_then(|dn| mapper.name(&dn)) {
+        Ok(name) => Some(Arc::new(KafkaPrincipal::user(&name))),
+        Err(e) => {
+            tracing::info!(%peer, error = %e, "closing connection: no principal for the client certificate");
+            None
+        }
+    }
+}
+
+/// Who a connection's requests come from: the principal of its transport, and on a SASL
+/// listener the exchange that replaces it.
+pub struct Auth {
+    /// The principal before (or without) SASL.
+    pub principal: Arc<KafkaPrincipal>,
+    /// The SASL exchange, on a SASL listener.
+    pub sasl: Option<Authenticator>,
 }
 
 /// First capacity of a connection's read buffer (see [`serve_with`]).
@@ -175,6 +244,7 @@ pub async fn serve_with<R, T>(
     transport: T,
     peer: SocketAddr,
     listener: ListenerName,
+    mut auth: Auth,
     shutdown: CancellationToken,
 ) where
     R: AsyncRead + Unpin,
@@ -189,6 +259,14 @@ pub async fn serve_with<R, T>(
         frame_codec(limits.frame_bytes_max),
         READ_BUFFER_INITIAL_BYTES,
     );
+    if let Some(sasl) = &auth.sasl {
+        // Until authenticated, frames are bounded by `sasl.server.max.receive.size`.
+        frames
+            .decoder_mut()
+            .set_max_frame_length(sasl.max_receive().min(limits.frame_bytes_max));
+    }
+    let transaction_version = broker.config.transaction_version;
+    let supported = |key| handlers::supported_at(key, transaction_version);
     let idle = Duration::from_millis(limits.connections_max_idle_ms.max(1));
     let (tx, rx) = mpsc::channel(limits.inflight_requests_per_connection_max.max(1));
     let activity = Arc::new(Activity::new());
@@ -216,8 +294,27 @@ pub async fn serve_with<R, T>(
         let Some(frame) = frame_or_close(frame, peer) else {
             break;
         };
+        let principal = match auth.sasl.as_mut() {
+            None => Arc::clone(&auth.principal),
+            Some(sasl) => match sasl.on_frame(&frame, &supported) {
+                Step::Serve(principal) => principal,
+                Step::Close => break,
+                Step::Answer { answer, close } => {
+                    if sasl.is_authenticated() {
+                        frames
+                            .decoder_mut()
+                            .set_max_frame_length(limits.frame_bytes_max);
+                    }
+                    activity.request_queued();
+                    if tx.send(Pending::sasl(answer, last_request)).await.is_err() || close {
+                        break;
+                    }
+                    continue;
+                }
+            },
+        };
         let Some((pending, closing)) =
-            dispatch_frame(&broker, frame, peer, &listener, last_request)
+            dispatch_frame(&broker, frame, peer, &listener, principal, last_request)
         else {
             break;
         };
@@ -265,6 +362,7 @@ fn dispatch_frame(
     frame: bytes::Bytes,
     peer: SocketAddr,
     listener: &ListenerName,
+    principal: Arc<KafkaPrincipal>,
     received: Instant,
 ) -> Option<(Pending, bool)> {
     let transaction_version = broker.config.transaction_version;
@@ -281,7 +379,8 @@ fn dispatch_frame(
                 request.header.request_api_version,
                 request.header.correlation_id,
                 request.header.client_id,
-            );
+            )
+            .with_principal(principal);
             let response = handlers::dispatch(&ctx, request.body);
             let pending = Pending::Response {
                 api_key: ctx.api_key,
@@ -343,6 +442,13 @@ async fn write_loop<T: Transport>(
                         response.records,
                     ),
                 }
+            }
+            Pending::SaslToken(token) => {
+                use bytes::BufMut;
+                let tail = buf.tail();
+                tail.put_u32(u32::try_from(token.len()).unwrap_or(u32::MAX));
+                tail.put_slice(&token);
+                Ok(())
             }
             Pending::ApiVersionsFallback {
                 correlation_id,

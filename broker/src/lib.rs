@@ -25,6 +25,7 @@ pub mod listeners;
 pub mod metrics;
 pub mod partition_budget;
 pub mod records;
+pub mod sasl;
 pub mod server;
 pub mod ssl;
 pub mod topic_config;

@@ -39,8 +39,10 @@ use crate::cluster::publisher::{MetadataPublisher, RoleChangeHooks, PUBLICATION_
 use crate::cluster::{ClusterContext, ControllerHandle, MetadataCache};
 use crate::config::ClusterConfig;
 use crate::config::{Config, FlushPolicyArg};
+use crate::connection::ListenerSecurity;
 use crate::connection_quotas::ConnectionQuotas;
 use crate::listeners::{ListenerName, Listeners, SecurityProtocol};
+use crate::ssl::principal::PrincipalMapper;
 use crate::topic_config::BrokerDefaults;
 use crate::topics::Topics;
 
@@ -118,7 +120,8 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         &membership.role_hooks,
     )
     .await?;
-    let bound = bind_listeners(&listeners, &config).await?;
+    let scram: Arc<dyn crate::sasl::ScramCredentials> = Arc::new(crate::sasl::NoScramCredentials);
+    let bound = bind_listeners(&listeners, &config, scram).await?;
     let broker = Arc::new(Broker {
         fetch_sessions: crate::fetch_session::FetchSessionCache::new(
             config.limits.fetch_session_cache_slots,
@@ -625,13 +628,8 @@ async fn load_coordinators(
 /// As [`Config::listeners`]; an SSL listener's TLS settings cannot be served.
 fn checked_listeners(config: &Config) -> Result<Listeners, String> {
     let listeners = config.listeners()?;
-    for endpoint in listeners
-        .bound
-        .iter()
-        .filter(|e| e.protocol == SecurityProtocol::Ssl)
-    {
-        crate::ssl::server_config(&endpoint.name, &config.ssl_settings)
-            .map_err(|e| format!("listener {}: {e}", endpoint.name))?;
+    for endpoint in &listeners.bound {
+        listener_security(endpoint, config, Arc::new(crate::sasl::NoScramCredentials))?;
     }
     Ok(listeners)
 }
@@ -643,11 +641,50 @@ fn inter_broker_listener(config: &Config) -> ListenerName {
         .map_or_else(|_| ListenerName::new("PLAINTEXT"), |l| l.inter_broker)
 }
 
-/// A bound listener: its name, socket, and for an SSL listener its TLS acceptor.
+/// A bound listener: its name, socket, and how it secures its connections.
 struct BoundListener {
     name: ListenerName,
     socket: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    security: ListenerSecurity,
+}
+
+/// How `endpoint` secures its connections: TLS on SSL and SASL_SSL listeners (with
+/// `ssl.principal.mapping.rules`), SASL on SASL_PLAINTEXT and SASL_SSL ones.
+///
+/// # Errors
+/// Its TLS or SASL settings cannot be served (the message names the listener).
+fn listener_security(
+    endpoint: &crate::listeners::Endpoint,
+    config: &Config,
+    scram: Arc<dyn crate::sasl::ScramCredentials>,
+) -> Result<ListenerSecurity, String> {
+    let name = &endpoint.name;
+    let settings = &config.security_settings;
+    let in_listener = |e: String| format!("listener {name}: {e}");
+    let tls = match endpoint.protocol {
+        SecurityProtocol::Ssl | SecurityProtocol::SaslSsl => {
+            let tls = crate::ssl::server_config(name, settings).map_err(in_listener)?;
+            let rules = crate::ssl::ListenerSettings::new(name, settings)
+                .get("ssl.principal.mapping.rules")
+                .map(str::to_string);
+            let mapper = rules
+                .as_deref()
+                .map_or_else(|| Ok(PrincipalMapper::default()), PrincipalMapper::parse)
+                .map_err(|e| in_listener(format!("ssl.principal.mapping.rules: {e}")))?;
+            Some((tokio_rustls::TlsAcceptor::from(tls), Arc::new(mapper)))
+        }
+        SecurityProtocol::Plaintext | SecurityProtocol::SaslPlaintext => None,
+    };
+    let sasl = match endpoint.protocol {
+        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
+            let jaas_file = crate::sasl::jaas_file_from_env();
+            let sasl = crate::sasl::SaslListener::new(name, settings, jaas_file.as_deref(), scram)
+                .map_err(in_listener)?;
+            Some(Arc::new(sasl))
+        }
+        SecurityProtocol::Plaintext | SecurityProtocol::Ssl => None,
+    };
+    Ok(ListenerSecurity { tls, sasl })
 }
 
 /// Binds every client and inter-broker listener, in configured order; an SSL listener's
@@ -659,17 +696,11 @@ struct BoundListener {
 async fn bind_listeners(
     listeners: &Listeners,
     config: &Config,
+    scram: Arc<dyn crate::sasl::ScramCredentials>,
 ) -> Result<Vec<BoundListener>, Box<dyn std::error::Error + Send + Sync>> {
     let mut bound = Vec::with_capacity(listeners.bound.len());
     for endpoint in &listeners.bound {
-        let tls = match endpoint.protocol {
-            SecurityProtocol::Ssl => {
-                let tls = crate::ssl::server_config(&endpoint.name, &config.ssl_settings)
-                    .map_err(|e| format!("listener {}: {e}", endpoint.name))?;
-                Some(tokio_rustls::TlsAcceptor::from(tls))
-            }
-            _ => None,
-        };
+        let security = listener_security(endpoint, config, Arc::clone(&scram))?;
         let address = endpoint.bind_address()?;
         let socket = TcpListener::bind(address)
             .await
@@ -677,7 +708,7 @@ async fn bind_listeners(
         bound.push(BoundListener {
             name: endpoint.name.clone(),
             socket,
-            tls,
+            security,
         });
     }
     Ok(bound)
@@ -747,17 +778,9 @@ async fn accept_loop(
                 let broker = Arc::clone(broker);
                 let shutdown = shutdown.clone();
                 let name = name.clone();
-                let tls = listener.tls.clone();
+                let security = listener.security.clone();
                 tracker.spawn(async move {
-                    match tls {
-                        None => {
-                            crate::connection::serve(broker, stream, peer, name, shutdown).await;
-                        }
-                        Some(tls) => {
-                            crate::connection::serve_tls(broker, stream, peer, name, tls, shutdown)
-                                .await;
-                        }
-                    }
+                    crate::connection::serve(broker, stream, peer, name, security, shutdown).await;
                     connection_metrics.closed();
                     drop(slot);
                     drop(permit);

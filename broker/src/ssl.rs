@@ -16,8 +16,8 @@
 //! replacement that cannot be read keeps the previous certificate and logs why. Inline
 //! keystores and the trust store are read once.
 //!
-//! Not yet: the principal from the client certificate (`ssl.principal.mapping.rules`),
-//! SASL over TLS.
+//! The principal of a client that presents a certificate is its subject, mapped by
+//! `ssl.principal.mapping.rules` ([`principal`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,6 +33,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::listeners::ListenerName;
 
+pub mod principal;
+
 /// The `ssl.*` settings Logbook reads (also under a `listener.name.<name>.` prefix).
 pub const SETTINGS: &[&str] = &[
     "ssl.cipher.suites",
@@ -45,6 +47,7 @@ pub const SETTINGS: &[&str] = &[
     "ssl.keystore.location",
     "ssl.keystore.password",
     "ssl.keystore.type",
+    "ssl.principal.mapping.rules",
     "ssl.protocol",
     "ssl.truststore.certificates",
     "ssl.truststore.location",
@@ -62,14 +65,32 @@ pub fn is_ssl_setting(key: &str) -> bool {
     SETTINGS.contains(&unprefixed)
 }
 
-/// One listener's view of the settings: its prefixed value first, then the plain one.
-struct ListenerSettings<'a> {
+/// One listener's view of the security settings: its prefixed value first, then the
+/// plain one, as Kafka looks up `listener.name.<name>.` settings.
+pub(crate) struct ListenerSettings<'a> {
     settings: &'a BTreeMap<String, String>,
     prefix: String,
 }
 
-impl ListenerSettings<'_> {
-    fn get(&self, name: &str) -> Option<&str> {
+impl<'a> ListenerSettings<'a> {
+    /// `listener`'s view of `settings`.
+    pub(crate) fn new(listener: &ListenerName, settings: &'a BTreeMap<String, String>) -> Self {
+        ListenerSettings {
+            settings,
+            prefix: listener.config_prefix(),
+        }
+    }
+
+    /// The listener's own value of `name` only (no fallback to the plain setting).
+    pub(crate) fn get_prefixed(&self, name: &str) -> Option<&str> {
+        self.settings
+            .get(&format!("{}{name}", self.prefix))
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The listener's value of `name`, else the plain one; empty values count as unset.
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.settings
             .get(&format!("{}{name}", self.prefix))
             .or_else(|| self.settings.get(name))

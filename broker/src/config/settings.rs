@@ -625,6 +625,7 @@ pub fn is_known(key: &str) -> bool {
         || broker_definition(key).is_some()
         || JVM_TUNING.contains(&key)
         || crate::ssl::is_ssl_setting(key)
+        || crate::sasl::is_sasl_setting(key)
 }
 
 /// Applies one `KEY=VALUE` under Kafka's name to `config`.
@@ -646,10 +647,11 @@ pub fn apply(config: &mut Config, key: &str, value: &str) -> Result<(), String> 
         config
             .static_broker_configs
             .insert(key.to_string(), value.trim().to_string());
-    } else if crate::ssl::is_ssl_setting(key) {
-        // Checked when the listener that reads it starts (`crate::ssl::server_config`).
+    } else if crate::ssl::is_ssl_setting(key) || crate::sasl::is_sasl_setting(key) {
+        // Checked when the listener that reads it starts (`crate::ssl::server_config`,
+        // `crate::sasl::SaslListener::new`).
         config
-            .ssl_settings
+            .security_settings
             .insert(key.to_string(), value.trim().to_string());
     } else if JVM_TUNING.contains(&key) {
         // Accepted so a Kafka server.properties works as it is, and said at startup.
@@ -936,18 +938,19 @@ mod tests {
             ),
         ])
         .expect("a KRaft environment");
+        // A SASL client listener is served; as the inter-broker listener it is refused.
         let mut c = Config::parse_from(["logbook"]);
         let e = c
             .apply_kafka_settings([(
                 "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP".to_string(),
                 "PLAINTEXT:SASL_SSL".to_string(),
             )])
-            .expect_err("SASL");
-        assert!(e.contains("SASL listeners are not served yet"), "{e}");
+            .expect_err("SASL_SSL inter-broker");
+        assert!(e.contains("listener PLAINTEXT is SASL_SSL"), "{e}");
     }
 
-    // An SSL client listener is served; an SSL inter-broker or controller listener is
-    // refused (brokers and the quorum still talk PLAINTEXT), and so is any SASL listener.
+    // SSL and SASL client listeners are served; a secured inter-broker or controller
+    // listener is refused (brokers and the quorum still talk PLAINTEXT).
     #[test]
     fn secured_listeners_where_they_are_served() {
         let config = |overrides: &[&str]| {
@@ -975,6 +978,19 @@ mod tests {
         ])
         .expect_err("SSL to the controllers");
         assert!(e.contains("listener CONTROLLER is SSL"), "{e}");
+        let c = config(&[
+            "listeners=PLAINTEXT://127.0.0.1:1,SASL_PLAINTEXT://127.0.0.1:2,SASL_SSL://127.0.0.1:3",
+        ])
+        .expect("SASL client listeners");
+        let protocols: Vec<_> = c
+            .listeners()
+            .expect("listeners")
+            .bound
+            .iter()
+            .map(|e| e.protocol)
+            .collect();
+        use crate::listeners::SecurityProtocol::{Plaintext, SaslPlaintext, SaslSsl};
+        assert_eq!(protocols, [Plaintext, SaslPlaintext, SaslSsl]);
     }
 
     // The cluster settings take Kafka's names through --override and KAFKA_*, and are

@@ -62,6 +62,8 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
@@ -125,6 +127,19 @@ impl RequestContext {
         }
     }
 
+    /// The context as seen by `principal` (the connection's authenticated principal).
+    #[must_use]
+    pub fn with_principal(mut self, principal: Arc<KafkaPrincipal>) -> Self {
+        self.authorizer = RequestAuthorizer::new(
+            Arc::clone(&self.broker.authorizer),
+            principal,
+            self.client_address,
+            self.listener_name.clone(),
+            self.api_key,
+        );
+        self
+    }
+
     /// The client host as Kafka reports it to group members (`/127.0.0.1`).
     #[must_use]
     pub fn client_host(&self) -> String {
@@ -186,8 +201,8 @@ impl RequestContext {
     }
 }
 
-/// The principal of every connection until authentication exists, shared.
-fn anonymous() -> Arc<KafkaPrincipal> {
+/// The principal of an unauthenticated connection, shared.
+pub(crate) fn anonymous() -> Arc<KafkaPrincipal> {
     static ANONYMOUS: std::sync::LazyLock<Arc<KafkaPrincipal>> =
         std::sync::LazyLock::new(|| Arc::new(KafkaPrincipal::anonymous()));
     Arc::clone(&ANONYMOUS)
@@ -305,6 +320,8 @@ pub static APIS: &[Api] = &[
     api!(IncrementalAlterConfigs, incremental_alter_configs, now),
     api!(DescribeProducers, describe_producers, now),
     api!(OffsetForLeaderEpoch, offset_for_leader_epoch, now),
+    api!(SaslHandshake, sasl_handshake, now),
+    api!(SaslAuthenticate, sasl_authenticate, now),
 ];
 
 /// A body that does not belong to the context's API: `decode_request` decodes the body by

@@ -410,6 +410,13 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                 ],
             ),
         ),
+        ApiKey::SaslHandshake => RequestKind::SaslHandshake(
+            kafka_protocol::messages::SaslHandshakeRequest::default()
+                .with_mechanism(StrBytes::from_static_str("PLAIN")),
+        ),
+        ApiKey::SaslAuthenticate => RequestKind::SaslAuthenticate(
+            kafka_protocol::messages::SaslAuthenticateRequest::default(),
+        ),
         ApiKey::ListPartitionReassignments => RequestKind::ListPartitionReassignments(
             kafka_protocol::messages::ListPartitionReassignmentsRequest::default(),
         ),

@@ -121,6 +121,7 @@ pub struct ConnectionMetrics {
     active: AtomicI64,
     accepted: Counter,
     rejected_per_ip: Counter,
+    failed_authentication: Counter,
 }
 
 impl ConnectionMetrics {
@@ -134,6 +135,8 @@ impl ConnectionMetrics {
                 "logbook_connections_rejected_total",
                 "reason" => "max_connections_per_ip"
             ),
+            // Kafka's `failed-authentication-total`.
+            failed_authentication: counter!("logbook_failed_authentication_total"),
         })
     }
 
@@ -151,6 +154,11 @@ impl ConnectionMetrics {
     /// A connection was closed at once: its address has `max.connections.per.ip` open.
     pub fn rejected_per_ip(&self) {
         self.rejected_per_ip.increment(1);
+    }
+
+    /// A client failed SASL authentication.
+    pub fn failed_authentication(&self) {
+        self.failed_authentication.increment(1);
     }
 
     /// Connections open now.

@@ -13,7 +13,7 @@ fn refused(pairs: &[(&str, &str)], expected: &str) {
 }
 
 #[test]
-fn ssl_settings_plain_and_per_listener() {
+fn security_settings_plain_and_per_listener() {
     assert!(is_ssl_setting("ssl.keystore.location"));
     assert!(is_ssl_setting("listener.name.internal.ssl.client.auth"));
     assert!(!is_ssl_setting("ssl.nonsense"));

@@ -39,6 +39,7 @@ mod produce_consume;
 mod python_client;
 mod replica_fetch;
 mod retention;
+mod sasl;
 mod streams;
 mod tls;
 mod topic_limits;

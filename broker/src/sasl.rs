@@ -1,0 +1,656 @@
+//! SASL on SASL_PLAINTEXT and SASL_SSL listeners (Kafka's `SaslServerAuthenticator`):
+//! the exchange every connection of such a listener goes through before any other request
+//! is served, and the principal it ends with.
+//!
+//! The exchange, as Kafka runs it:
+//! - ApiVersions may come first (clients learn the SASL versions from it); any other
+//!   request before authentication closes the connection ("unexpected request during SASL
+//!   handshake"), without an answer.
+//! - SaslHandshake names the mechanism; one not enabled on the listener is answered
+//!   UNSUPPORTED_SASL_MECHANISM with the enabled list, then the connection closes.
+//! - After SaslHandshake v1 the tokens come in SaslAuthenticate requests (KIP-152); after
+//!   v0 they come as bare length-prefixed frames and are answered the same way (the
+//!   pre-KIP-152 framing some older clients still use).
+//! - A failed authentication is answered SASL_AUTHENTICATION_FAILED with Kafka's message
+//!   after `connection.failed.authentication.delay.ms` (100 ms), then the connection
+//!   closes; the broker logs the client's address and the reason.
+//! - With `connections.max.reauth.ms` set, SaslAuthenticate v1+ tells the client its
+//!   session lifetime; the client re-authenticates on the same connection (KIP-368) with
+//!   the same mechanism and principal, and a connection whose session has expired is
+//!   closed at its next request.
+//! - Until authenticated, a frame may not exceed `sasl.server.max.receive.size` (512 KiB).
+//!
+//! Mechanisms: PLAIN (users from Kafka's JAAS syntax, [`jaas`]) and SCRAM-SHA-256/512
+//! ([`scram`], credentials from [`ScramCredentials`]). GSSAPI (Kerberos) is not served.
+
+pub mod jaas;
+pub mod scram;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    ApiKey, RequestKind, ResponseKind, SaslAuthenticateResponse, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use logbook_protocol::{decode_request, VersionTable};
+use subtle::ConstantTimeEq;
+use tokio::time::Instant;
+
+use crate::authorizer::KafkaPrincipal;
+use crate::listeners::ListenerName;
+use crate::ssl::ListenerSettings;
+use scram::{ScramCredential, ScramMechanism, ScramServer, ScramStep};
+
+/// The SASL settings Logbook reads, plain or under a listener's prefix;
+/// `sasl.jaas.config` also under a listener and mechanism prefix
+/// (`listener.name.sasl_ssl.plain.sasl.jaas.config`).
+pub const SETTINGS: &[&str] = &[
+    "connection.failed.authentication.delay.ms",
+    "connections.max.reauth.ms",
+    "principal.builder.class",
+    "sasl.enabled.mechanisms",
+    "sasl.jaas.config",
+    "sasl.mechanism.controller.protocol",
+    "sasl.mechanism.inter.broker.protocol",
+    "sasl.server.max.receive.size",
+];
+
+/// Mechanism names that may prefix `sasl.jaas.config` (lower case, as Kafka writes them).
+const MECHANISM_PREFIXES: &[&str] = &[
+    "plain.",
+    "scram-sha-256.",
+    "scram-sha-512.",
+    "oauthbearer.",
+    "gssapi.",
+];
+
+/// Kafka's `PlainLoginModule`, whose `user_<name>` options are PLAIN's users.
+const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
+
+/// Kafka's default `sasl.server.max.receive.size`.
+const DEFAULT_MAX_RECEIVE: usize = 524_288;
+
+/// Kafka's default `connection.failed.authentication.delay.ms`.
+const DEFAULT_FAILED_DELAY_MS: u64 = 100;
+
+/// Whether `key` is one of [`SETTINGS`], plain or prefixed.
+#[must_use]
+pub fn is_sasl_setting(key: &str) -> bool {
+    let unprefixed = key
+        .strip_prefix("listener.name.")
+        .and_then(|rest| rest.split_once('.'))
+        .map_or(key, |(_, setting)| setting);
+    let unprefixed = MECHANISM_PREFIXES
+        .iter()
+        .find_map(|m| unprefixed.strip_prefix(m))
+        .filter(|s| *s == "sasl.jaas.config")
+        .unwrap_or(unprefixed);
+    SETTINGS.contains(&unprefixed)
+}
+
+/// A SASL mechanism served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mechanism {
+    /// PLAIN (RFC 4616).
+    Plain,
+    /// SCRAM-SHA-256 or SCRAM-SHA-512.
+    Scram(ScramMechanism),
+}
+
+impl Mechanism {
+    /// The mechanism's SASL name.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Plain => "PLAIN",
+            Mechanism::Scram(m) => m.name(),
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        match name {
+            "PLAIN" => Some(Mechanism::Plain),
+            other => ScramMechanism::from_name(other).map(Mechanism::Scram),
+        }
+    }
+}
+
+/// Where SCRAM credentials are looked up (the metadata image's users).
+pub trait ScramCredentials: Send + Sync {
+    /// `user`'s credential for `mechanism`, if there is one.
+    fn credential(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential>;
+}
+
+/// No SCRAM users.
+pub struct NoScramCredentials;
+
+impl ScramCredentials for NoScramCredentials {
+    fn credential(&self, _user: &str, _mechanism: ScramMechanism) -> Option<ScramCredential> {
+        None
+    }
+}
+
+/// One SASL listener's settings.
+pub struct SaslListener {
+    listener: ListenerName,
+    mechanisms: Vec<Mechanism>,
+    /// PLAIN's users and passwords (`user_<name>="password"`).
+    plain_users: HashMap<String, String>,
+    scram: Arc<dyn ScramCredentials>,
+    /// `connections.max.reauth.ms`; 0 means sessions do not expire.
+    reauth_ms: u64,
+    failed_delay: Duration,
+    /// `sasl.server.max.receive.size`.
+    max_receive: usize,
+}
+
+impl SaslListener {
+    /// The SASL settings of `listener` from `settings` (the security settings as given);
+    /// `jaas_file` is the JAAS file named by `KAFKA_OPTS`, if any.
+    ///
+    /// # Errors
+    /// A message naming the setting that is missing or not supported; the broker must not
+    /// start.
+    pub fn new(
+        listener: &ListenerName,
+        settings: &BTreeMap<String, String>,
+        jaas_file: Option<&str>,
+        scram: Arc<dyn ScramCredentials>,
+    ) -> Result<Self, String> {
+        let s = ListenerSettings::new(listener, settings);
+        let mechanisms = enabled_mechanisms(s.get("sasl.enabled.mechanisms"))?;
+        let mut plain_users = HashMap::new();
+        if mechanisms.contains(&Mechanism::Plain) {
+            let modules = jaas_modules(listener, &s, "plain", jaas_file)?;
+            for module in modules.iter().filter(|m| m.class == PLAIN_LOGIN_MODULE) {
+                for (key, password) in &module.options {
+                    if let Some(user) = key.strip_prefix("user_") {
+                        plain_users.insert(user.to_string(), password.clone());
+                    }
+                }
+            }
+            if plain_users.is_empty() {
+                tracing::warn!(%listener, "SASL/PLAIN is enabled but its JAAS configuration names no user_<name>: every PLAIN login will fail");
+            }
+        }
+        if let Some(class) = s.get("principal.builder.class") {
+            if !class.ends_with("DefaultKafkaPrincipalBuilder") {
+                return Err(format!("principal.builder.class {class}: only Kafka's default principal builder is served"));
+            }
+        }
+        let number = |name: &str, default: u64| -> Result<u64, String> {
+            s.get(name).map_or(Ok(default), |v| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("{name} {v}: expected a non-negative number"))
+            })
+        };
+        let max_receive = number("sasl.server.max.receive.size", DEFAULT_MAX_RECEIVE as u64)?;
+        Ok(SaslListener {
+            listener: listener.clone(),
+            mechanisms,
+            plain_users,
+            scram,
+            reauth_ms: number("connections.max.reauth.ms", 0)?,
+            failed_delay: Duration::from_millis(number(
+                "connection.failed.authentication.delay.ms",
+                DEFAULT_FAILED_DELAY_MS,
+            )?),
+            max_receive: usize::try_from(max_receive.max(1)).unwrap_or(usize::MAX),
+        })
+    }
+
+    fn mechanism_names(&self) -> Vec<StrBytes> {
+        self.mechanisms
+            .iter()
+            .map(|m| StrBytes::from_static_str(m.name()))
+            .collect()
+    }
+}
+
+/// `sasl.enabled.mechanisms` (Kafka's default is GSSAPI, which is not served).
+fn enabled_mechanisms(value: Option<&str>) -> Result<Vec<Mechanism>, String> {
+    let value = value.unwrap_or("GSSAPI");
+    let mut mechanisms = Vec::new();
+    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match Mechanism::parse(&name.to_ascii_uppercase()) {
+            Some(m) if !mechanisms.contains(&m) => mechanisms.push(m),
+            Some(_) => {}
+            None if name.eq_ignore_ascii_case("GSSAPI") => {
+                tracing::warn!("sasl.enabled.mechanisms: GSSAPI (Kerberos) is not served; left out");
+            }
+            None => {
+                return Err(format!(
+                    "sasl.enabled.mechanisms: {name} is not served (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)"
+                ))
+            }
+        }
+    }
+    if mechanisms.is_empty() {
+        return Err(format!(
+            "sasl.enabled.mechanisms {value}: no served mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); Kafka's default GSSAPI is not served"
+        ));
+    }
+    Ok(mechanisms)
+}
+
+/// The login modules of `mechanism` on `listener`, where Kafka looks for them:
+/// `listener.name.<l>.<mechanism>.sasl.jaas.config`, then the JAAS file's
+/// `<l>.KafkaServer` section, then its `KafkaServer` section.
+fn jaas_modules(
+    listener: &ListenerName,
+    s: &ListenerSettings<'_>,
+    mechanism: &str,
+    jaas_file: Option<&str>,
+) -> Result<Vec<jaas::LoginModule>, String> {
+    if let Some(config) = s.get_prefixed(&format!("{mechanism}.sasl.jaas.config")) {
+        return jaas::parse_config(config).map_err(|e| {
+            format!(
+                "{}{mechanism}.sasl.jaas.config: {e}",
+                listener.config_prefix()
+            )
+        });
+    }
+    if let Some(path) = jaas_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("JAAS file {path} (java.security.auth.login.config): {e}"))?;
+        let sections = jaas::parse_file(&text).map_err(|e| format!("JAAS file {path}: {e}"))?;
+        let own = format!("{}.KafkaServer", listener.as_str().to_ascii_lowercase());
+        if let Some(modules) = sections.get(&own).or_else(|| sections.get("KafkaServer")) {
+            return Ok(modules.clone());
+        }
+    }
+    Err(format!(
+        "listener {listener} serves SASL/{}: set {}{mechanism}.sasl.jaas.config (or a KafkaServer section in the JAAS file of -Djava.security.auth.login.config in KAFKA_OPTS)",
+        mechanism.to_ascii_uppercase(),
+        listener.config_prefix()
+    ))
+}
+
+/// The JAAS file named by `-Djava.security.auth.login.config=FILE` in `KAFKA_OPTS`, as the
+/// Kafka scripts pass it to the JVM.
+#[must_use]
+pub fn jaas_file_from_env() -> Option<String> {
+    let opts = std::env::var("KAFKA_OPTS").ok()?;
+    opts.split_whitespace()
+        .find_map(|o| o.strip_prefix("-Djava.security.auth.login.config="))
+        .map(|p| p.trim_matches('"').to_string())
+}
+
+/// What the connection does with a frame, as decided by its [`Authenticator`].
+pub enum Step {
+    /// A request for the broker: serve it as this principal.
+    Serve(Arc<KafkaPrincipal>),
+    /// Send this answer, then read on, or close after it.
+    Answer {
+        /// The answer.
+        answer: Answer,
+        /// Close the connection once it is sent.
+        close: bool,
+    },
+    /// Close the connection now, without an answer.
+    Close,
+}
+
+/// An answer of the SASL exchange.
+pub enum Answer {
+    /// A Kafka response (SaslHandshake, SaslAuthenticate), sent after `delay`.
+    Response {
+        /// Its API.
+        api_key: ApiKey,
+        /// The request's version.
+        api_version: i16,
+        /// The request's correlation id.
+        correlation_id: i32,
+        /// The body.
+        body: ResponseKind,
+        /// How long to hold it (a failed authentication's delay).
+        delay: Duration,
+    },
+    /// A bare length-prefixed token (after SaslHandshake v0).
+    Token(Bytes),
+}
+
+/// Where a connection is in the exchange.
+enum State {
+    /// Waiting for SaslHandshake (ApiVersions allowed).
+    Handshake,
+    /// Mechanism chosen; waiting for tokens.
+    Authenticate {
+        mechanism: Mechanism,
+        /// Tokens come as bare frames (SaslHandshake v0).
+        bare: bool,
+        scram: Option<ScramServer>,
+    },
+    /// Authenticated; requests are served.
+    Authenticated,
+}
+
+/// One connection's SASL state.
+pub struct Authenticator {
+    listener: Arc<SaslListener>,
+    peer: SocketAddr,
+    state: State,
+    /// The authenticated principal and mechanism (kept across a re-authentication).
+    session: Option<(Arc<KafkaPrincipal>, Mechanism)>,
+    /// When the session expires (`connections.max.reauth.ms`).
+    expires: Option<Instant>,
+}
+
+impl Authenticator {
+    /// The state of a new connection from `peer` on `listener`.
+    #[must_use]
+    pub fn new(listener: Arc<SaslListener>, peer: SocketAddr) -> Self {
+        Authenticator {
+            listener,
+            peer,
+            state: State::Handshake,
+            session: None,
+            expires: None,
+        }
+    }
+
+    /// The frame bound until authenticated (`sasl.server.max.receive.size`).
+    #[must_use]
+    pub fn max_receive(&self) -> usize {
+        self.listener.max_receive
+    }
+
+    /// Whether requests are served (authenticated, not re-authenticating).
+    #[must_use]
+    pub fn is_authenticated(&self) -> bool {
+        matches!(self.state, State::Authenticated)
+    }
+
+    /// Decides what to do with `frame`.
+    pub fn on_frame(&mut self, frame: &Bytes, table: &impl VersionTable) -> Step {
+        let api_key = frame
+            .get(..2)
+            .map(|b| i16::from_be_bytes([b[0], b[1]]))
+            .and_then(|k| ApiKey::try_from(k).ok());
+        match &self.state {
+            State::Authenticated => {
+                if api_key == Some(ApiKey::SaslHandshake) && self.listener.reauth_ms > 0 {
+                    return self.handshake(frame, table);
+                }
+                if self.expires.is_some_and(|at| Instant::now() >= at) {
+                    tracing::info!(peer = %self.peer, listener = %self.listener.listener, "closing connection: SASL session expired (connections.max.reauth.ms) without re-authentication");
+                    return Step::Close;
+                }
+                let (principal, _) = self.session.as_ref().expect("authenticated has a session");
+                Step::Serve(Arc::clone(principal))
+            }
+            State::Handshake => match api_key {
+                Some(ApiKey::ApiVersions) if self.session.is_none() => {
+                    Step::Serve(crate::handlers::anonymous())
+                }
+                Some(ApiKey::SaslHandshake) => self.handshake(frame, table),
+                other => self.unexpected(other, "handshake"),
+            },
+            State::Authenticate { bare: true, .. } => self.token(frame.clone(), None),
+            State::Authenticate { bare: false, .. } => {
+                if api_key != Some(ApiKey::SaslAuthenticate) {
+                    return self.unexpected(api_key, "authentication");
+                }
+                match decode_request(frame.clone(), table) {
+                    Ok(request) => {
+                        let RequestKind::SaslAuthenticate(body) = request.body else {
+                            return Step::Close;
+                        };
+                        let header = (
+                            request.header.request_api_version,
+                            request.header.correlation_id,
+                        );
+                        self.token(body.auth_bytes, Some(header))
+                    }
+                    Err(e) => {
+                        tracing::info!(peer = %self.peer, error = %e, "closing connection: undecodable SaslAuthenticate");
+                        Step::Close
+                    }
+                }
+            }
+        }
+    }
+
+    fn unexpected(&self, api_key: Option<ApiKey>, during: &str) -> Step {
+        tracing::info!(peer = %self.peer, listener = %self.listener.listener, ?api_key, "closing connection: unexpected Kafka request during SASL {during}");
+        Step::Close
+    }
+
+    fn handshake(&mut self, frame: &Bytes, table: &impl VersionTable) -> Step {
+        let request = match decode_request(frame.clone(), table) {
+            Ok(request) => request,
+            Err(e) => {
+                tracing::info!(peer = %self.peer, error = %e, "closing connection: undecodable SaslHandshake");
+                return Step::Close;
+            }
+        };
+        let RequestKind::SaslHandshake(body) = request.body else {
+            return Step::Close;
+        };
+        let version = request.header.request_api_version;
+        let asked = body.mechanism.as_str();
+        let chosen = Mechanism::parse(asked).filter(|m| self.listener.mechanisms.contains(m));
+        let reauth_mismatch = match (&self.session, chosen) {
+            (Some((_, previous)), Some(chosen)) => *previous != chosen,
+            _ => false,
+        };
+        let mut response =
+            SaslHandshakeResponse::default().with_mechanisms(self.listener.mechanism_names());
+        let close = match chosen {
+            Some(mechanism) if !reauth_mismatch => {
+                self.state = State::Authenticate {
+                    mechanism,
+                    bare: version == 0,
+                    scram: match mechanism {
+                        Mechanism::Scram(m) => Some(ScramServer::new(m)),
+                        Mechanism::Plain => None,
+                    },
+                };
+                false
+            }
+            _ => {
+                tracing::info!(peer = %self.peer, listener = %self.listener.listener, mechanism = asked, reauthentication = self.session.is_some(), "closing connection: SASL mechanism not enabled");
+                response.error_code = ResponseError::UnsupportedSaslMechanism.code();
+                true
+            }
+        };
+        Step::Answer {
+            answer: Answer::Response {
+                api_key: ApiKey::SaslHandshake,
+                api_version: version,
+                correlation_id: request.header.correlation_id,
+                body: ResponseKind::SaslHandshake(response),
+                delay: Duration::ZERO,
+            },
+            close,
+        }
+    }
+
+    /// Evaluates one token; `header` is the SaslAuthenticate request's version and
+    /// correlation id, `None` for a bare token.
+    fn token(&mut self, token: Bytes, header: Option<(i16, i32)>) -> Step {
+        let State::Authenticate {
+            mechanism, scram, ..
+        } = &mut self.state
+        else {
+            return Step::Close;
+        };
+        let mechanism = *mechanism;
+        let outcome = match (mechanism, scram) {
+            (Mechanism::Plain, _) => {
+                plain(&self.listener.plain_users, &token).map(|user| (Some(user), Vec::new()))
+            }
+            (Mechanism::Scram(_), Some(server)) => {
+                let scram_store = Arc::clone(&self.listener.scram);
+                let lookup = move |user: &str, m| scram_store.credential(user, m);
+                match server.step(&token, &lookup, &server_nonce()) {
+                    Ok(ScramStep::Challenge(challenge)) => Ok((None, challenge)),
+                    Ok(ScramStep::Authenticated { user, server_final }) => {
+                        Ok((Some(user), server_final))
+                    }
+                    Err(e) => Err(Failure {
+                        client_message: format!("Authentication failed during authentication due to invalid credentials with SASL mechanism {}", mechanism.name()),
+                        reason: e.to_string(),
+                    }),
+                }
+            }
+            (Mechanism::Scram(_), None) => return Step::Close,
+        };
+        let outcome = outcome.and_then(|(user, bytes)| match user {
+            None => Ok((None, bytes)),
+            Some(user) => self
+                .authenticated(&user, mechanism)
+                .map(|()| (Some(user), bytes)),
+        });
+        match outcome {
+            Ok((done, bytes)) => {
+                if done.is_some() {
+                    self.state = State::Authenticated;
+                }
+                let lifetime = self.session_lifetime_ms();
+                self.answer(
+                    header,
+                    Ok((bytes, if done.is_some() { lifetime } else { 0 })),
+                )
+            }
+            Err(failure) => {
+                tracing::info!(peer = %self.peer, listener = %self.listener.listener, mechanism = mechanism.name(), reason = %failure.reason, "failed authentication");
+                crate::metrics::ConnectionMetrics::global().failed_authentication();
+                self.answer(header, Err(failure))
+            }
+        }
+    }
+
+    /// Records a successful authentication as `user`: the principal, and on a
+    /// re-authentication the check that it did not change.
+    fn authenticated(&mut self, user: &str, mechanism: Mechanism) -> Result<(), Failure> {
+        let principal = KafkaPrincipal::user(user);
+        if let Some((previous, _)) = &self.session {
+            if **previous != principal {
+                return Err(Failure {
+                    client_message: format!("Cannot change principals during re-authentication from {previous}: {principal}"),
+                    reason: format!("re-authentication as {principal} of a session of {previous}"),
+                });
+            }
+        }
+        tracing::debug!(peer = %self.peer, listener = %self.listener.listener, %principal, mechanism = mechanism.name(), "authenticated");
+        self.session = Some((Arc::new(principal), mechanism));
+        self.expires = (self.listener.reauth_ms > 0)
+            .then(|| Instant::now() + Duration::from_millis(self.listener.reauth_ms));
+        Ok(())
+    }
+
+    fn session_lifetime_ms(&self) -> i64 {
+        i64::try_from(self.listener.reauth_ms).unwrap_or(i64::MAX)
+    }
+
+    fn answer(&self, header: Option<(i16, i32)>, outcome: Result<(Vec<u8>, i64), Failure>) -> Step {
+        let Some((api_version, correlation_id)) = header else {
+            // Bare tokens: a failure closes without an answer, as in Kafka.
+            return match outcome {
+                Ok((bytes, _)) => Step::Answer {
+                    answer: Answer::Token(Bytes::from(bytes)),
+                    close: false,
+                },
+                Err(_) => Step::Close,
+            };
+        };
+        let (body, delay, close) = match outcome {
+            Ok((bytes, lifetime)) => (
+                SaslAuthenticateResponse::default()
+                    .with_auth_bytes(Bytes::from(bytes))
+                    .with_session_lifetime_ms(if api_version >= 1 { lifetime } else { 0 }),
+                Duration::ZERO,
+                false,
+            ),
+            Err(failure) => (
+                SaslAuthenticateResponse::default()
+                    .with_error_code(ResponseError::SaslAuthenticationFailed.code())
+                    .with_error_message(Some(StrBytes::from_string(failure.client_message))),
+                self.listener.failed_delay,
+                true,
+            ),
+        };
+        Step::Answer {
+            answer: Answer::Response {
+                api_key: ApiKey::SaslAuthenticate,
+                api_version,
+                correlation_id,
+                body: ResponseKind::SaslAuthenticate(body),
+                delay,
+            },
+            close,
+        }
+    }
+}
+
+/// A refused authentication: what the client is told, and what the log says.
+struct Failure {
+    client_message: String,
+    reason: String,
+}
+
+/// Checks a PLAIN token (`authzid NUL authcid NUL password`) against the JAAS users, with
+/// Kafka's `PlainSaslServer` messages.
+fn plain(users: &HashMap<String, String>, token: &[u8]) -> Result<String, Failure> {
+    let fail = |message: &str, reason: String| Failure {
+        client_message: message.to_string(),
+        reason,
+    };
+    let parts: Vec<&[u8]> = token.split(|b| *b == 0).collect();
+    if parts.len() != 3 {
+        return Err(fail(
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism PLAIN",
+            format!("invalid SASL/PLAIN response: expected 3 tokens, got {}", parts.len()),
+        ));
+    }
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let (authzid, user, password) = (text(parts[0]), text(parts[1]), parts[2]);
+    if user.is_empty() {
+        return Err(fail(
+            "Authentication failed: username not specified",
+            "no username".into(),
+        ));
+    }
+    if password.is_empty() {
+        return Err(fail(
+            "Authentication failed: password not specified",
+            format!("no password for {user}"),
+        ));
+    }
+    let known = users
+        .get(&user)
+        .is_some_and(|expected| bool::from(expected.as_bytes().ct_eq(password)));
+    if !known {
+        return Err(fail(
+            "Authentication failed: Invalid username or password",
+            format!("invalid username or password for {user}"),
+        ));
+    }
+    if !authzid.is_empty() && authzid != user {
+        return Err(fail(
+            "Authentication failed: Client requested an authorization id that is different from username",
+            format!("authorization id {authzid} differs from username {user}"),
+        ));
+    }
+    Ok(user)
+}
+
+/// A fresh SCRAM server nonce: 18 random bytes, base64 without padding.
+fn server_nonce() -> String {
+    use base64::Engine;
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 18];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .expect("the system's random source works");
+    base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests;
