@@ -287,6 +287,7 @@ fn partition_error(error: QuorumError) -> AlterPartitionError {
         | QuorumError::NoReassignmentInProgress
         | QuorumError::Rejected(_)
         | QuorumError::RequestTimedOut { .. }
+        | QuorumError::ScramCredential { .. }
         | QuorumError::Raft(_)) => AlterPartitionError::Other(e.to_string()),
     }
 }

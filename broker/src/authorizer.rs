@@ -411,6 +411,8 @@ pub static REQUIRED_CHECKS: &[(ApiKey, &[(ResourceType, AclOperation)])] = &[
         &[(TransactionalId, Describe), (Topic, Describe)],
     ),
     (ApiKey::ListTransactions, &[(TransactionalId, Describe)]),
+    (ApiKey::DescribeUserScramCredentials, &[(Cluster, Describe)]),
+    (ApiKey::AlterUserScramCredentials, &[(Cluster, Alter)]),
 ];
 
 /// The operations [`REQUIRED_CHECKS`] lists for `api_key` (empty if none).

@@ -171,6 +171,9 @@ pub fn quorum_error(e: &logbook_controller::quorum::QuorumError) -> ResponseErro
         QuorumError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         QuorumError::NoReassignmentInProgress => ResponseError::NoReassignmentInProgress,
         QuorumError::RequestTimedOut { .. } => ResponseError::RequestTimedOut,
+        QuorumError::ScramCredential { code, .. } => {
+            ResponseError::try_from_code(*code).unwrap_or(ResponseError::UnknownServerError)
+        }
         QuorumError::Rejected(error) => {
             tracing::error!(%error, "controller batch rejected repeatedly");
             ResponseError::UnknownServerError

@@ -21,7 +21,8 @@
 //! - Until authenticated, a frame may not exceed `sasl.server.max.receive.size` (512 KiB).
 //!
 //! Mechanisms: PLAIN (users from Kafka's JAAS syntax, [`jaas`]) and SCRAM-SHA-256/512
-//! ([`scram`], credentials from [`ScramCredentials`]). GSSAPI (Kerberos) is not served.
+//! ([`scram`], credentials from the metadata log through [`ScramCredentials`], written by
+//! AlterUserScramCredentials). GSSAPI (Kerberos) is not served.
 
 pub mod jaas;
 pub mod scram;
@@ -126,7 +127,23 @@ pub trait ScramCredentials: Send + Sync {
     fn credential(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential>;
 }
 
-/// No SCRAM users.
+/// The SCRAM users of the metadata log (AlterUserScramCredentials), as this broker's
+/// image has them.
+impl ScramCredentials for crate::cluster::MetadataCache {
+    fn credential(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential> {
+        let image = self.image();
+        let record = image.scram_credential(user, mechanism.code())?;
+        Some(ScramCredential {
+            mechanism,
+            salt: record.salt.clone(),
+            stored_key: record.stored_key.clone(),
+            server_key: record.server_key.clone(),
+            iterations: record.iterations,
+        })
+    }
+}
+
+/// No SCRAM users (for checking a listener's settings before the metadata is loaded).
 pub struct NoScramCredentials;
 
 impl ScramCredentials for NoScramCredentials {

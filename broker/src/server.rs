@@ -120,7 +120,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         &membership.role_hooks,
     )
     .await?;
-    let scram: Arc<dyn crate::sasl::ScramCredentials> = Arc::new(crate::sasl::NoScramCredentials);
+    let scram: Arc<dyn crate::sasl::ScramCredentials> = Arc::new(metadata.clone());
     let bound = bind_listeners(&listeners, &config, scram).await?;
     let broker = Arc::new(Broker {
         fetch_sessions: crate::fetch_session::FetchSessionCache::new(

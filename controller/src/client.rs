@@ -351,6 +351,23 @@ impl ControllerClient {
         }
     }
 
+    /// See [`QuorumController::alter_user_scram_credentials`].
+    ///
+    /// # Errors
+    /// As the QuorumController's, and `RequestTimedOut`.
+    pub async fn alter_user_scram_credentials(
+        &self,
+        changes: Vec<crate::quorum::ScramChange>,
+    ) -> Result<Vec<Result<(), QuorumError>>, QuorumError> {
+        match self
+            .call(ControllerRequest::AlterUserScramCredentials { changes })
+            .await?
+        {
+            ControllerReply::AlterUserScramCredentials(results) => Ok(results),
+            other => Err(mismatch(&other)),
+        }
+    }
+
     /// See [`QuorumController::fetch_metadata`]. A broker-only node's metadata follower
     /// calls this on a client of its own, so its long polls never hold back a heartbeat
     /// queued on the same connection.

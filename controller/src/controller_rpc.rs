@@ -29,7 +29,7 @@ use crate::quorum::{
     AlterConfigOp, AlterPartitionRequest, AlterPartitionResults, BrokerHeartbeatReply,
     BrokerHeartbeatRequest, BrokerRegistrationReply, BrokerRegistrationRequest, CreatableTopic,
     CreatedTopic, NewPartitions, ProducerIdsBlock, QuorumController, QuorumDescription,
-    QuorumError, ReassignmentResults, ReassignmentTargets,
+    QuorumError, ReassignmentResults, ReassignmentTargets, ScramChange,
 };
 
 /// One QuorumController operation with its arguments (the methods' names and arguments).
@@ -87,6 +87,11 @@ pub enum ControllerRequest {
     FetchMetadata(MetadataFetchRequest),
     /// `describe_quorum` (DescribeQuorum, 55).
     DescribeQuorum,
+    /// `alter_user_scram_credentials` (AlterUserScramCredentials, 51).
+    AlterUserScramCredentials {
+        /// The changes, in request order.
+        changes: Vec<ScramChange>,
+    },
 }
 
 /// A QuorumController operation's value, one variant per [`ControllerRequest`] variant.
@@ -116,6 +121,8 @@ pub enum ControllerReply {
     FetchMetadata(MetadataFetchReply),
     /// Of `DescribeQuorum`.
     DescribeQuorum(QuorumDescription),
+    /// Of `AlterUserScramCredentials`: each change's result, in request order.
+    AlterUserScramCredentials(Vec<Result<(), QuorumError>>),
 }
 
 /// The listener's answer: the operation's result, and the answering controller's applied
@@ -182,6 +189,11 @@ pub(crate) async fn dispatch(
         ),
         ControllerRequest::DescribeQuorum => {
             ControllerReply::DescribeQuorum(controller.describe_quorum().await?)
+        }
+        ControllerRequest::AlterUserScramCredentials { changes } => {
+            ControllerReply::AlterUserScramCredentials(
+                controller.alter_user_scram_credentials(changes).await?,
+            )
         }
         ControllerRequest::FetchMetadata(r) => {
             ControllerReply::FetchMetadata(controller.fetch_metadata(r).await?)

@@ -141,6 +141,8 @@ struct ImageState {
     topic_ids: BTreeMap<String, Uuid>,
     configs: BTreeMap<ConfigResource, Arc<BTreeMap<String, String>>>,
     producer_ids: Option<ProducerIdsImage>,
+    /// SCRAM credentials by (user, mechanism code).
+    scram: BTreeMap<(String, i8), Arc<crate::records::UserScramCredentialRecord>>,
 }
 
 /// The cluster metadata as of [`MetadataImage::offset`]. Immutable; `clone` is one atomic
@@ -167,7 +169,25 @@ impl MetadataImage {
             topic_ids: BTreeMap::new(),
             configs: BTreeMap::new(),
             producer_ids: None,
+            scram: BTreeMap::new(),
         }))
+    }
+
+    /// `user`'s SCRAM credential for mechanism code `mechanism`, if any.
+    #[must_use]
+    pub fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: i8,
+    ) -> Option<&Arc<crate::records::UserScramCredentialRecord>> {
+        self.0.scram.get(&(user.to_string(), mechanism))
+    }
+
+    /// Every SCRAM credential, by user then mechanism code.
+    pub fn scram_credentials(
+        &self,
+    ) -> impl Iterator<Item = &Arc<crate::records::UserScramCredentialRecord>> {
+        self.0.scram.values()
     }
 
     /// Offset (Raft index) of the last batch applied; -1 for the empty image.

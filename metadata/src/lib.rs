@@ -29,5 +29,6 @@ pub use records::{
     BrokerEndpoint, BrokerId, BrokerRegistrationChangeRecord, ClusterIdRecord, ConfigRecord,
     ConfigResourceType, FeatureLevelRecord, LeaderRecoveryState, MetadataBatch, MetadataRecord,
     PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
-    RemoveTopicRecord, TopicRecord, UnregisterBrokerRecord, BATCH_ENCODING_VERSION, NO_LEADER,
+    RemoveTopicRecord, RemoveUserScramCredentialRecord, TopicRecord, UnregisterBrokerRecord,
+    UserScramCredentialRecord, BATCH_ENCODING_VERSION, NO_LEADER,
 };

@@ -250,6 +250,35 @@ pub struct ProducerIdsRecord {
     pub next_producer_id: i64,
 }
 
+/// A user's SCRAM credential for one mechanism (KRaft's `UserScramCredentialRecord`):
+/// what SCRAM authentication needs, never the password. Written by
+/// AlterUserScramCredentials; replaces the user's earlier credential of the mechanism.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserScramCredentialRecord {
+    /// The user name.
+    pub name: String,
+    /// Kafka's mechanism code: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512.
+    pub mechanism: i8,
+    /// The salt.
+    pub salt: Vec<u8>,
+    /// `H(HMAC(SaltedPassword, "Client Key"))`.
+    pub stored_key: Vec<u8>,
+    /// `HMAC(SaltedPassword, "Server Key")`.
+    pub server_key: Vec<u8>,
+    /// The PBKDF2 iteration count.
+    pub iterations: i32,
+}
+
+/// A user's SCRAM credential for one mechanism removed (KRaft's
+/// `RemoveUserScramCredentialRecord`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveUserScramCredentialRecord {
+    /// The user name.
+    pub name: String,
+    /// Kafka's mechanism code.
+    pub mechanism: i8,
+}
+
 /// One metadata record. The JSON form is the record's fields plus `"type"`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -287,6 +316,12 @@ pub enum MetadataRecord {
     /// See [`ProducerIdsRecord`].
     #[serde(rename = "ProducerIdsRecord")]
     ProducerIds(ProducerIdsRecord),
+    /// See [`UserScramCredentialRecord`].
+    #[serde(rename = "UserScramCredentialRecord")]
+    UserScramCredential(UserScramCredentialRecord),
+    /// See [`RemoveUserScramCredentialRecord`].
+    #[serde(rename = "RemoveUserScramCredentialRecord")]
+    RemoveUserScramCredential(RemoveUserScramCredentialRecord),
 }
 
 /// One atomic controller operation: one Raft entry. Applying it changes the image by all

@@ -11,7 +11,7 @@ use crate::image::MetadataImage;
 use crate::records::check_encoding_version;
 use crate::records::{
     ClusterIdRecord, ConfigRecord, FeatureLevelRecord, MetadataRecord, ProducerIdsRecord,
-    RegisterBrokerRecord, TopicRecord, BATCH_ENCODING_VERSION,
+    RegisterBrokerRecord, TopicRecord, UserScramCredentialRecord, BATCH_ENCODING_VERSION,
 };
 use crate::Error;
 
@@ -71,6 +71,11 @@ impl MetadataImage {
                 broker_epoch: block.broker_epoch,
                 next_producer_id: block.next_producer_id,
             }));
+        }
+        for credential in self.scram_credentials() {
+            records.push(MetadataRecord::UserScramCredential(
+                UserScramCredentialRecord::clone(credential),
+            ));
         }
         records
     }

@@ -29,6 +29,7 @@ pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -43,6 +44,7 @@ pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
@@ -322,6 +324,12 @@ pub static APIS: &[Api] = &[
     api!(OffsetForLeaderEpoch, offset_for_leader_epoch, now),
     api!(SaslHandshake, sasl_handshake, now),
     api!(SaslAuthenticate, sasl_authenticate, now),
+    api!(
+        DescribeUserScramCredentials,
+        describe_user_scram_credentials,
+        now
+    ),
+    api!(AlterUserScramCredentials, alter_user_scram_credentials, now),
 ];
 
 /// A body that does not belong to the context's API: `decode_request` decodes the body by

@@ -410,6 +410,23 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                 ],
             ),
         ),
+        ApiKey::DescribeUserScramCredentials => RequestKind::DescribeUserScramCredentials(
+            kafka_protocol::messages::DescribeUserScramCredentialsRequest::default().with_users(
+                Some(vec![
+                    kafka_protocol::messages::describe_user_scram_credentials_request::UserName::default()
+                        .with_name(StrBytes::from_static_str("alice")),
+                ]),
+            ),
+        ),
+        ApiKey::AlterUserScramCredentials => RequestKind::AlterUserScramCredentials(
+            kafka_protocol::messages::AlterUserScramCredentialsRequest::default().with_deletions(
+                vec![
+                    kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                        .with_name(StrBytes::from_static_str("alice"))
+                        .with_mechanism(1),
+                ],
+            ),
+        ),
         ApiKey::SaslHandshake => RequestKind::SaslHandshake(
             kafka_protocol::messages::SaslHandshakeRequest::default()
                 .with_mechanism(StrBytes::from_static_str("PLAIN")),

@@ -127,6 +127,15 @@ pub enum QuorumError {
     /// NO_REASSIGNMENT_IN_PROGRESS: a cancellation of a partition not being reassigned.
     #[error("no reassignment in progress")]
     NoReassignmentInProgress,
+    /// A SCRAM credential change refused, with Kafka's code and message
+    /// (RESOURCE_NOT_FOUND for a deletion of a credential that does not exist).
+    #[error("{message}")]
+    ScramCredential {
+        /// Kafka's error code.
+        code: i16,
+        /// Kafka's message.
+        message: String,
+    },
     /// ELIGIBLE_LEADERS_NOT_AVAILABLE: no replica may lead.
     #[error("no eligible leader")]
     EligibleLeadersNotAvailable,

@@ -21,6 +21,7 @@ mod describe_quorum;
 mod error;
 mod producer_id_control;
 mod replication_control;
+mod scram_control;
 mod sessions;
 
 use std::sync::Arc;
@@ -52,6 +53,7 @@ pub use replication_control::{
     AlterConfigOp, AlterPartitionData, AlterPartitionRequest, AlterPartitionResults,
     CreatableTopic, CreatedTopic, NewPartitions, ReassignmentResults, ReassignmentTargets,
 };
+pub use scram_control::ScramChange;
 pub use sessions::{BrokerSession, BrokerSessions};
 
 /// How many times an operation whose batch was rejected is recomputed before it fails.

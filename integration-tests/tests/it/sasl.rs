@@ -184,3 +184,117 @@ fn wrong_password_is_refused_after_the_delay_and_others_are_served() {
     assert_eq!(metadata.brokers[0].port, i32::from(sasl));
     common::assert_round_trip(&broker.bootstrap(), "beside-sasl");
 }
+
+#[test]
+fn kafka_configs_scram_users_and_java_clients_over_sasl_ssl() {
+    // Proves (scripts/sasl-tools-test): Kafka's kafka-configs.sh adds SCRAM-SHA-256 and
+    // SCRAM-SHA-512 credentials (AlterUserScramCredentials, kept in the metadata log) and
+    // refuses two changes for one user in one request as Kafka does; Java kafka-clients
+    // 4.x over SASL_SSL produce 3 records as alice with SCRAM-SHA-512 and consume them
+    // back with SCRAM-SHA-256; a wrong password gets Kafka's SCRAM failure message; after
+    // --delete-config SCRAM-SHA-512 that login is refused.
+    common::run_script(
+        "sasl-tools-test",
+        &[],
+        "sasl-tools-test: 1 passed, 0 failed",
+    );
+}
+
+#[test]
+fn user_scram_credentials_on_the_wire() {
+    // Proves: AlterUserScramCredentials upserts a credential (any salted password; the
+    // broker derives the keys) and DescribeUserScramCredentials then lists its mechanism
+    // and iterations, never keys; a deletion of a credential that does not exist gets
+    // RESOURCE_NOT_FOUND from the controller; too few iterations get
+    // UNACCEPTABLE_CREDENTIAL; describing an unknown user gets RESOURCE_NOT_FOUND and a
+    // user named twice DUPLICATE_RESOURCE, each with Kafka's message.
+    use kafka_protocol::messages::alter_user_scram_credentials_request::{
+        ScramCredentialDeletion, ScramCredentialUpsertion,
+    };
+    use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+    use kafka_protocol::messages::{
+        AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
+    };
+    let broker = Broker::start();
+    let mut stream = wire::connect(broker.addr());
+    let name = |n: &'static str| StrBytes::from_static_str(n);
+    let upsert = |user: &'static str, iterations: i32| {
+        ScramCredentialUpsertion::default()
+            .with_name(name(user))
+            .with_mechanism(1)
+            .with_iterations(iterations)
+            .with_salt(bytes::Bytes::from_static(b"0123456789abcdef"))
+            .with_salted_password(bytes::Bytes::from_static(&[7; 32]))
+    };
+    let altered = wire::round_trip(
+        &mut stream,
+        0,
+        1,
+        &AlterUserScramCredentialsRequest::default()
+            .with_deletions(vec![ScramCredentialDeletion::default()
+                .with_name(name("nobody"))
+                .with_mechanism(2)])
+            .with_upsertions(vec![upsert("alice", 8192), upsert("bob", 100)]),
+    );
+    let outcome = |user: &str| {
+        let r = altered
+            .results
+            .iter()
+            .find(|r| r.user.as_str() == user)
+            .expect("a result per user");
+        (
+            r.error_code,
+            r.error_message.as_deref().unwrap_or("").to_owned(),
+        )
+    };
+    assert_eq!(outcome("alice"), (0, String::new()));
+    assert_eq!(
+        outcome("nobody"),
+        (
+            91,
+            "Attempt to delete a user credential that does not exist".to_owned()
+        )
+    );
+    assert_eq!(outcome("bob"), (93, "Too few iterations".to_owned()));
+
+    let described = wire::round_trip(
+        &mut stream,
+        0,
+        2,
+        &DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+            UserName::default().with_name(name("alice")),
+            UserName::default().with_name(name("carol")),
+            UserName::default().with_name(name("dave")),
+            UserName::default().with_name(name("dave")),
+        ])),
+    );
+    assert_eq!(described.error_code, 0);
+    let summary: Vec<(String, i16, Vec<(i8, i32)>)> = described
+        .results
+        .iter()
+        .map(|r| {
+            let infos = r
+                .credential_infos
+                .iter()
+                .map(|c| (c.mechanism, c.iterations))
+                .collect();
+            (r.user.to_string(), r.error_code, infos)
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("alice".to_owned(), 0, vec![(1, 8192)]),
+            ("carol".to_owned(), 91, vec![]),
+            ("dave".to_owned(), 92, vec![]),
+        ]
+    );
+    let all = wire::round_trip(
+        &mut stream,
+        0,
+        3,
+        &DescribeUserScramCredentialsRequest::default(),
+    );
+    assert_eq!(all.results.len(), 1);
+    assert_eq!(all.results[0].user.as_str(), "alice");
+}

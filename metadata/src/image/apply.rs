@@ -95,6 +95,19 @@ fn replay(
         MetadataRecord::PartitionChange(r) => partition_change(state, delta, r),
         MetadataRecord::Config(r) => config(state, delta, r),
         MetadataRecord::ProducerIds(r) => producer_ids(state, delta, r),
+        MetadataRecord::UserScramCredential(r) => {
+            state
+                .scram
+                .insert((r.name.clone(), r.mechanism), Arc::new(r.clone()));
+            delta.scram_changed = true;
+            Ok(())
+        }
+        MetadataRecord::RemoveUserScramCredential(r) => {
+            if state.scram.remove(&(r.name.clone(), r.mechanism)).is_some() {
+                delta.scram_changed = true;
+            }
+            Ok(())
+        }
     }
 }
 

@@ -52,6 +52,8 @@ pub struct MetadataDelta {
     pub configs_changed: BTreeSet<ConfigResource>,
     /// A producer id block was handed out.
     pub producer_ids_changed: bool,
+    /// A SCRAM credential was added, replaced or removed.
+    pub scram_changed: bool,
     /// Set if the batch was rejected; then nothing else is set.
     pub rejected: Option<RejectedBatch>,
 }
@@ -69,5 +71,6 @@ impl MetadataDelta {
             && self.partitions_changed.is_empty()
             && self.configs_changed.is_empty()
             && !self.producer_ids_changed
+            && !self.scram_changed
     }
 }

@@ -587,3 +587,44 @@ fn offline_replicas_and_replica_counts() {
         std::collections::BTreeMap::from([(1, 1), (2, 2), (3, 2), (4, 1)])
     );
 }
+
+// A SCRAM credential replaces the user's earlier one of the same mechanism, sits beside
+// the other mechanism's, survives a snapshot, and is gone once removed.
+#[test]
+fn scram_credentials() {
+    use crate::records::{RemoveUserScramCredentialRecord, UserScramCredentialRecord};
+    let credential = |mechanism: i8, iterations: i32| {
+        MetadataRecord::UserScramCredential(UserScramCredentialRecord {
+            name: "alice".to_string(),
+            mechanism,
+            salt: vec![1, 2],
+            stored_key: vec![3],
+            server_key: vec![4],
+            iterations,
+        })
+    };
+    let image = apply_ok(&MetadataImage::empty(), vec![credential(1, 4096)]);
+    let image = apply_ok(&image, vec![credential(1, 8192), credential(2, 4096)]);
+    assert_eq!(
+        image.scram_credential("alice", 1).map(|c| c.iterations),
+        Some(8192)
+    );
+    assert_eq!(image.scram_credentials().count(), 2);
+    let rebuilt =
+        MetadataImage::from_records(image.offset(), image.to_records()).expect("snapshot");
+    assert_eq!(
+        rebuilt.scram_credential("alice", 2).map(|c| c.iterations),
+        Some(4096)
+    );
+    let image = apply_ok(
+        &image,
+        vec![MetadataRecord::RemoveUserScramCredential(
+            RemoveUserScramCredentialRecord {
+                name: "alice".to_string(),
+                mechanism: 1,
+            },
+        )],
+    );
+    assert!(image.scram_credential("alice", 1).is_none());
+    assert!(image.scram_credential("bob", 2).is_none());
+}
