@@ -348,6 +348,13 @@ pub struct Config {
     /// `listeners`, `--listen` is the one PLAINTEXT listener (see [`Config::listeners`]).
     #[arg(skip)]
     pub listener_settings: crate::listeners::ListenerSettings,
+    /// A SCRAM user to create at start if it has no credential of that mechanism yet, in
+    /// the syntax of Kafka's `kafka-storage format --add-scram`:
+    /// `SCRAM-SHA-256=[name=admin,password=admin-secret]` (optionally `iterations=N`,
+    /// 4096 by default). Repeatable. How the first admin of a SASL-only broker logs in;
+    /// later changes go through AlterUserScramCredentials (`kafka-configs.sh`).
+    #[arg(long = "add-scram", value_name = "MECHANISM=[name=…,password=…]")]
+    pub add_scram: Vec<String>,
     /// The security settings as given (`ssl.*` of `crate::ssl`, `sasl.*` and the others of
     /// `crate::sasl`), plain or under a listener's prefix; read when the listeners start.
     #[arg(skip)]

@@ -120,6 +120,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         &membership.role_hooks,
     )
     .await?;
+    add_scram_users(&config, &cluster).await?;
     let scram: Arc<dyn crate::sasl::ScramCredentials> = Arc::new(metadata.clone());
     let bound = bind_listeners(&listeners, &config, scram).await?;
     let broker = Arc::new(Broker {
@@ -639,6 +640,68 @@ fn inter_broker_listener(config: &Config) -> ListenerName {
     config
         .listeners()
         .map_or_else(|_| ListenerName::new("PLAINTEXT"), |l| l.inter_broker)
+}
+
+/// Start-up phase "users": creates each `--add-scram` user that has no credential of its
+/// mechanism yet (so a changed password is never reset by a restart), through the
+/// controller as AlterUserScramCredentials does, and waits until this broker's image has
+/// them, so the first login finds them.
+///
+/// # Errors
+/// A `--add-scram` value that does not parse, or the controller refused or did not answer.
+async fn add_scram_users(
+    config: &Config,
+    cluster: &ClusterContext,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    use crate::sasl::scram::AddScram;
+    use logbook_controller::quorum::ScramChange;
+    let wanted = config
+        .add_scram
+        .iter()
+        .map(|text| AddScram::parse(text))
+        .collect::<Result<Vec<_>, _>>()?;
+    let image = cluster.metadata.image();
+    let changes: Vec<ScramChange> = wanted
+        .iter()
+        .filter(|add| {
+            image
+                .scram_credential(&add.name, add.mechanism.code())
+                .is_none()
+        })
+        .map(|add| {
+            let credential = add.credential();
+            ScramChange::Upsert(logbook_metadata::UserScramCredentialRecord {
+                name: add.name.clone(),
+                mechanism: add.mechanism.code(),
+                salt: credential.salt,
+                stored_key: credential.stored_key,
+                server_key: credential.server_key,
+                iterations: credential.iterations,
+            })
+        })
+        .collect();
+    if changes.is_empty() {
+        return Ok(());
+    }
+    let controller = cluster.controller()?;
+    for (change, result) in changes.iter().zip(
+        controller
+            .client()
+            .alter_user_scram_credentials(changes.clone())
+            .await?,
+    ) {
+        result.map_err(|e| format!("--add-scram {}: {e}", change.user()))?;
+        tracing::info!(user = change.user(), "created SCRAM user (--add-scram)");
+    }
+    let offset = controller.applied_offset();
+    if !cluster
+        .metadata
+        .wait_for_offset(offset, Duration::from_secs(30))
+        .await
+    {
+        return Err("--add-scram: the metadata did not catch up within 30 s".into());
+    }
+    Ok(())
 }
 
 /// A bound listener: its name, socket, and how it secures its connections.

@@ -127,6 +127,93 @@ impl ScramMechanism {
     }
 }
 
+/// One `--add-scram` user (Kafka's `kafka-storage format --add-scram` syntax).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddScram {
+    /// The hash.
+    pub mechanism: ScramMechanism,
+    /// The user.
+    pub name: String,
+    /// The password.
+    pub password: String,
+    /// The PBKDF2 iteration count (4096 unless given).
+    pub iterations: i32,
+}
+
+impl AddScram {
+    /// Parses `SCRAM-SHA-256=[name=alice,password=alice-secret]` (also `iterations=N`;
+    /// values may be double-quoted).
+    ///
+    /// # Errors
+    /// A message saying what is missing or not allowed.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad = |why: &str| format!("--add-scram {text}: {why}");
+        let (mechanism, rest) = text
+            .split_once('=')
+            .ok_or_else(|| bad("expected MECHANISM=[…]"))?;
+        let mechanism = ScramMechanism::from_name(mechanism.trim())
+            .ok_or_else(|| bad("the mechanism must be SCRAM-SHA-256 or SCRAM-SHA-512"))?;
+        let inner = rest
+            .trim()
+            .strip_prefix('[')
+            .and_then(|r| r.strip_suffix(']'))
+            .ok_or_else(|| bad("expected [name=…,password=…]"))?;
+        let (mut name, mut password, mut iterations) = (None, None, ScramMechanism::MIN_ITERATIONS);
+        for field in inner.split(',') {
+            let (key, value) = field
+                .split_once('=')
+                .ok_or_else(|| bad("expected key=value"))?;
+            let value = value.trim().trim_matches('"').to_string();
+            match key.trim() {
+                "name" => name = Some(value),
+                "password" => password = Some(value),
+                "iterations" => {
+                    iterations = value
+                        .parse()
+                        .ok()
+                        .filter(|i| {
+                            (ScramMechanism::MIN_ITERATIONS..=ScramMechanism::MAX_ITERATIONS)
+                                .contains(i)
+                        })
+                        .ok_or_else(|| bad("iterations must be 4096..16384"))?;
+                }
+                other => {
+                    return Err(bad(&format!(
+                        "unknown key {other} (name, password, iterations)"
+                    )))
+                }
+            }
+        }
+        let name = name
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| bad("name is missing"))?;
+        let password = password
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| bad("password is missing"))?;
+        Ok(AddScram {
+            mechanism,
+            name,
+            password,
+            iterations,
+        })
+    }
+
+    /// The credential, with a fresh random salt.
+    #[must_use]
+    pub fn credential(&self) -> ScramCredential {
+        use ring::rand::SecureRandom;
+        let mut salt = vec![0u8; 16];
+        ring::rand::SystemRandom::new()
+            .fill(&mut salt)
+            .expect("the system's random source works");
+        let iterations = u32::try_from(self.iterations).unwrap_or(4096);
+        let salted = self
+            .mechanism
+            .salted_password(self.password.as_bytes(), &salt, iterations);
+        self.mechanism.credential(salt, &salted, self.iterations)
+    }
+}
+
 /// What the broker keeps of one user's SCRAM password for one mechanism.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScramCredential {
@@ -445,6 +532,29 @@ mod tests {
             Err(ScramError::UnsupportedExtension("tokenauth".to_string()))
         );
         assert_eq!(sasl_name("a=2Cb=3Dc"), Ok("a,b=c".to_string()));
+        let add = AddScram::parse("SCRAM-SHA-512=[name=admin,password=\"s3cret\",iterations=8192]")
+            .expect("parses");
+        assert_eq!(
+            (
+                add.mechanism,
+                add.name.as_str(),
+                add.password.as_str(),
+                add.iterations
+            ),
+            (ScramMechanism::Sha512, "admin", "s3cret", 8192)
+        );
+        assert_eq!(
+            AddScram::parse("SCRAM-SHA-256=[name=a,password=b]").map(|a| a.iterations),
+            Ok(4096)
+        );
+        for bad in [
+            "PLAIN=[name=a,password=b]",
+            "SCRAM-SHA-256=[name=a]",
+            "SCRAM-SHA-256=name=a,password=b",
+            "SCRAM-SHA-256=[name=a,password=b,iterations=10]",
+        ] {
+            assert!(AddScram::parse(bad).is_err(), "{bad}");
+        }
         assert!(sasl_name("a=2").is_err());
     }
 }
