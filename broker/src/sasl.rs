@@ -20,11 +20,13 @@
 //!   closed at its next request.
 //! - Until authenticated, a frame may not exceed `sasl.server.max.receive.size` (512 KiB).
 //!
-//! Mechanisms: PLAIN (users from Kafka's JAAS syntax, [`jaas`]) and SCRAM-SHA-256/512
+//! Mechanisms: PLAIN (users from Kafka's JAAS syntax, [`jaas`]), OAUTHBEARER with unsecured
+//! JWTs ([`oauthbearer`]) and SCRAM-SHA-256/512
 //! ([`scram`], credentials from the metadata log through [`ScramCredentials`], written by
 //! AlterUserScramCredentials). GSSAPI (Kerberos) is not served.
 
 pub mod jaas;
+pub mod oauthbearer;
 pub mod scram;
 
 use std::collections::{BTreeMap, HashMap};
@@ -70,6 +72,11 @@ const MECHANISM_PREFIXES: &[&str] = &[
     "gssapi.",
 ];
 
+/// Kafka's `OAuthBearerLoginModule`, whose `unsecuredValidator…` options configure the
+/// token validator.
+const OAUTHBEARER_LOGIN_MODULE: &str =
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+
 /// Kafka's `PlainLoginModule`, whose `user_<name>` options are PLAIN's users.
 const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
 
@@ -101,6 +108,8 @@ pub enum Mechanism {
     Plain,
     /// SCRAM-SHA-256 or SCRAM-SHA-512.
     Scram(ScramMechanism),
+    /// OAUTHBEARER (RFC 7628) with unsecured JWTs.
+    OAuthBearer,
 }
 
 impl Mechanism {
@@ -110,12 +119,14 @@ impl Mechanism {
         match self {
             Mechanism::Plain => "PLAIN",
             Mechanism::Scram(m) => m.name(),
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
     fn parse(name: &str) -> Option<Self> {
         match name {
             "PLAIN" => Some(Mechanism::Plain),
+            "OAUTHBEARER" => Some(Mechanism::OAuthBearer),
             other => ScramMechanism::from_name(other).map(Mechanism::Scram),
         }
     }
@@ -159,6 +170,8 @@ pub struct SaslListener {
     /// PLAIN's users and passwords (`user_<name>="password"`).
     plain_users: HashMap<String, String>,
     scram: Arc<dyn ScramCredentials>,
+    /// OAUTHBEARER's token validator, when OAUTHBEARER is enabled.
+    oauth: Option<oauthbearer::UnsecuredValidator>,
     /// `connections.max.reauth.ms`; 0 means sessions do not expire.
     reauth_ms: u64,
     failed_delay: Duration,
@@ -195,6 +208,18 @@ impl SaslListener {
                 tracing::warn!(%listener, "SASL/PLAIN is enabled but its JAAS configuration names no user_<name>: every PLAIN login will fail");
             }
         }
+        let oauth = if mechanisms.contains(&Mechanism::OAuthBearer) {
+            // The JAAS entry is optional here: without one, Kafka's validator defaults.
+            let modules = jaas_modules(listener, &s, "oauthbearer", jaas_file).unwrap_or_default();
+            let options = modules
+                .iter()
+                .find(|m| m.class == OAUTHBEARER_LOGIN_MODULE)
+                .map(|m| m.options.clone())
+                .unwrap_or_default();
+            Some(oauthbearer::UnsecuredValidator::new(&options)?)
+        } else {
+            None
+        };
         if let Some(class) = s.get("principal.builder.class") {
             if !class.ends_with("DefaultKafkaPrincipalBuilder") {
                 return Err(format!("principal.builder.class {class}: only Kafka's default principal builder is served"));
@@ -212,6 +237,7 @@ impl SaslListener {
             mechanisms,
             plain_users,
             scram,
+            oauth,
             reauth_ms: number("connections.max.reauth.ms", 0)?,
             failed_delay: Duration::from_millis(number(
                 "connection.failed.authentication.delay.ms",
@@ -242,14 +268,14 @@ fn enabled_mechanisms(value: Option<&str>) -> Result<Vec<Mechanism>, String> {
             }
             None => {
                 return Err(format!(
-                    "sasl.enabled.mechanisms: {name} is not served (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)"
+                    "sasl.enabled.mechanisms: {name} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are)"
                 ))
             }
         }
     }
     if mechanisms.is_empty() {
         return Err(format!(
-            "sasl.enabled.mechanisms {value}: no served mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); Kafka's default GSSAPI is not served"
+            "sasl.enabled.mechanisms {value}: no served mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER); Kafka's default GSSAPI is not served"
         ));
     }
     Ok(mechanisms)
@@ -341,10 +367,42 @@ enum State {
         mechanism: Mechanism,
         /// Tokens come as bare frames (SaslHandshake v0).
         bare: bool,
-        scram: Option<ScramServer>,
+        exchange: Exchange,
     },
     /// Authenticated; requests are served.
     Authenticated,
+}
+
+/// A mechanism's state within one exchange.
+enum Exchange {
+    /// PLAIN: one token.
+    Plain,
+    /// SCRAM: two rounds.
+    Scram(ScramServer),
+    /// OAUTHBEARER: the error JSON once a token was refused (the client must answer it
+    /// with `%x01` before the failure).
+    OAuthBearer { error: Option<String> },
+}
+
+impl Exchange {
+    fn new(mechanism: Mechanism) -> Self {
+        match mechanism {
+            Mechanism::Plain => Exchange::Plain,
+            Mechanism::Scram(m) => Exchange::Scram(ScramServer::new(m)),
+            Mechanism::OAuthBearer => Exchange::OAuthBearer { error: None },
+        }
+    }
+}
+
+/// What a token led to: a challenge (not done), or the user and, for a token that
+/// expires, when (ms since the epoch).
+enum Outcome {
+    Challenge(Vec<u8>),
+    Authenticated {
+        user: String,
+        bytes: Vec<u8>,
+        expires_ms: Option<i64>,
+    },
 }
 
 /// One connection's SASL state.
@@ -354,7 +412,10 @@ pub struct Authenticator {
     state: State,
     /// The authenticated principal and mechanism (kept across a re-authentication).
     session: Option<(Arc<KafkaPrincipal>, Mechanism)>,
-    /// When the session expires (`connections.max.reauth.ms`).
+    /// How long the session lasts, told to the client (`connections.max.reauth.ms`, or
+    /// less if its token expires sooner).
+    lifetime: Option<Duration>,
+    /// When the session expires.
     expires: Option<Instant>,
 }
 
@@ -367,6 +428,7 @@ impl Authenticator {
             peer,
             state: State::Handshake,
             session: None,
+            lifetime: None,
             expires: None,
         }
     }
@@ -463,10 +525,7 @@ impl Authenticator {
                 self.state = State::Authenticate {
                     mechanism,
                     bare: version == 0,
-                    scram: match mechanism {
-                        Mechanism::Scram(m) => Some(ScramServer::new(m)),
-                        Mechanism::Plain => None,
-                    },
+                    exchange: Exchange::new(mechanism),
                 };
                 false
             }
@@ -492,48 +551,32 @@ impl Authenticator {
     /// correlation id, `None` for a bare token.
     fn token(&mut self, token: Bytes, header: Option<(i16, i32)>) -> Step {
         let State::Authenticate {
-            mechanism, scram, ..
+            mechanism,
+            exchange,
+            ..
         } = &mut self.state
         else {
             return Step::Close;
         };
         let mechanism = *mechanism;
-        let outcome = match (mechanism, scram) {
-            (Mechanism::Plain, _) => {
-                plain(&self.listener.plain_users, &token).map(|user| (Some(user), Vec::new()))
-            }
-            (Mechanism::Scram(_), Some(server)) => {
-                let scram_store = Arc::clone(&self.listener.scram);
-                let lookup = move |user: &str, m| scram_store.credential(user, m);
-                match server.step(&token, &lookup, &server_nonce()) {
-                    Ok(ScramStep::Challenge(challenge)) => Ok((None, challenge)),
-                    Ok(ScramStep::Authenticated { user, server_final }) => {
-                        Ok((Some(user), server_final))
-                    }
-                    Err(e) => Err(Failure {
-                        client_message: format!("Authentication failed during authentication due to invalid credentials with SASL mechanism {}", mechanism.name()),
-                        reason: e.to_string(),
-                    }),
-                }
-            }
-            (Mechanism::Scram(_), None) => return Step::Close,
-        };
-        let outcome = outcome.and_then(|(user, bytes)| match user {
-            None => Ok((None, bytes)),
-            Some(user) => self
-                .authenticated(&user, mechanism)
-                .map(|()| (Some(user), bytes)),
+        let outcome = evaluate(&self.listener, exchange, mechanism, &token);
+        let outcome = outcome.and_then(|outcome| match outcome {
+            Outcome::Authenticated {
+                user,
+                bytes,
+                expires_ms,
+            } => self
+                .authenticated(&user, mechanism, expires_ms)
+                .map(|()| (true, bytes)),
+            Outcome::Challenge(bytes) => Ok((false, bytes)),
         });
         match outcome {
             Ok((done, bytes)) => {
-                if done.is_some() {
+                if done {
                     self.state = State::Authenticated;
                 }
-                let lifetime = self.session_lifetime_ms();
-                self.answer(
-                    header,
-                    Ok((bytes, if done.is_some() { lifetime } else { 0 })),
-                )
+                let lifetime = if done { self.session_lifetime_ms() } else { 0 };
+                self.answer(header, Ok((bytes, lifetime)))
             }
             Err(failure) => {
                 tracing::info!(peer = %self.peer, listener = %self.listener.listener, mechanism = mechanism.name(), reason = %failure.reason, "failed authentication");
@@ -545,7 +588,12 @@ impl Authenticator {
 
     /// Records a successful authentication as `user`: the principal, and on a
     /// re-authentication the check that it did not change.
-    fn authenticated(&mut self, user: &str, mechanism: Mechanism) -> Result<(), Failure> {
+    fn authenticated(
+        &mut self,
+        user: &str,
+        mechanism: Mechanism,
+        expires_ms: Option<i64>,
+    ) -> Result<(), Failure> {
         let principal = KafkaPrincipal::user(user);
         if let Some((previous, _)) = &self.session {
             if **previous != principal {
@@ -557,13 +605,23 @@ impl Authenticator {
         }
         tracing::debug!(peer = %self.peer, listener = %self.listener.listener, %principal, mechanism = mechanism.name(), "authenticated");
         self.session = Some((Arc::new(principal), mechanism));
-        self.expires = (self.listener.reauth_ms > 0)
-            .then(|| Instant::now() + Duration::from_millis(self.listener.reauth_ms));
+        // With re-authentication on, the session ends at connections.max.reauth.ms or
+        // when the token expires, whichever is first (KIP-368).
+        self.lifetime = (self.listener.reauth_ms > 0).then(|| {
+            let mut lifetime = Duration::from_millis(self.listener.reauth_ms);
+            if let Some(expires_ms) = expires_ms {
+                let left = expires_ms.saturating_sub(logbook_common::now_ms()).max(0);
+                lifetime = lifetime.min(Duration::from_millis(left.unsigned_abs()));
+            }
+            lifetime
+        });
+        self.expires = self.lifetime.map(|lifetime| Instant::now() + lifetime);
         Ok(())
     }
 
     fn session_lifetime_ms(&self) -> i64 {
-        i64::try_from(self.listener.reauth_ms).unwrap_or(i64::MAX)
+        self.lifetime
+            .map_or(0, |l| i64::try_from(l.as_millis()).unwrap_or(i64::MAX))
     }
 
     fn answer(&self, header: Option<(i16, i32)>, outcome: Result<(Vec<u8>, i64), Failure>) -> Step {
@@ -602,6 +660,81 @@ impl Authenticator {
                 delay,
             },
             close,
+        }
+    }
+}
+
+/// Runs one token through the mechanism's exchange.
+fn evaluate(
+    listener: &SaslListener,
+    exchange: &mut Exchange,
+    mechanism: Mechanism,
+    token: &[u8],
+) -> Result<Outcome, Failure> {
+    let invalid = |reason: String| {
+        Failure {
+        client_message: format!(
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism {}",
+            mechanism.name()
+        ),
+        reason,
+    }
+    };
+    match exchange {
+        Exchange::Plain => plain(&listener.plain_users, token).map(|user| Outcome::Authenticated {
+            user,
+            bytes: Vec::new(),
+            expires_ms: None,
+        }),
+        Exchange::Scram(server) => {
+            let store = Arc::clone(&listener.scram);
+            let lookup = move |user: &str, m| store.credential(user, m);
+            match server.step(token, &lookup, &server_nonce()) {
+                Ok(ScramStep::Challenge(challenge)) => Ok(Outcome::Challenge(challenge)),
+                Ok(ScramStep::Authenticated { user, server_final }) => Ok(Outcome::Authenticated {
+                    user,
+                    bytes: server_final,
+                    expires_ms: None,
+                }),
+                Err(e) => Err(invalid(e.to_string())),
+            }
+        }
+        Exchange::OAuthBearer { error } => {
+            if token == [1u8] {
+                if let Some(json) = error.take() {
+                    return Err(Failure {
+                        client_message: json,
+                        reason: "invalid token".to_string(),
+                    });
+                }
+            }
+            let (jwt, authzid) = oauthbearer::client_first(token).map_err(invalid)?;
+            let Some(validator) = &listener.oauth else {
+                return Err(invalid("OAUTHBEARER has no validator".to_string()));
+            };
+            match validator.validate(&jwt, logbook_common::now_ms()) {
+                Ok((user, expires_ms)) => {
+                    if !authzid.is_empty() && authzid != user {
+                        return Err(Failure {
+                            client_message: format!("Authentication failed: Client requested an authorization id ({authzid}) that is different from the token's principal name ({user})"),
+                            reason: format!("authorization id {authzid} differs from the token's principal {user}"),
+                        });
+                    }
+                    Ok(Outcome::Authenticated {
+                        user,
+                        bytes: Vec::new(),
+                        expires_ms: Some(expires_ms),
+                    })
+                }
+                Err(reason) => {
+                    // RFC 7628: the error goes out as a challenge; the failure follows the
+                    // client's %x01.
+                    tracing::info!(%reason, "OAUTHBEARER token refused");
+                    let json = r#"{"status":"invalid_token"}"#.to_string();
+                    *error = Some(json.clone());
+                    Ok(Outcome::Challenge(json.into_bytes()))
+                }
+            }
         }
     }
 }

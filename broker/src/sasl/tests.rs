@@ -271,7 +271,11 @@ fn settings_and_mechanisms() {
     ));
     assert!(!is_sasl_setting("sasl.nonsense"));
     assert!(enabled_mechanisms(None).is_err());
-    assert!(enabled_mechanisms(Some("OAUTHBEARER")).is_err());
+    assert!(enabled_mechanisms(Some("NONSENSE")).is_err());
+    assert_eq!(
+        enabled_mechanisms(Some("oauthbearer,PLAIN")),
+        Ok(vec![Mechanism::OAuthBearer, Mechanism::Plain])
+    );
     // PLAIN without a JAAS configuration cannot start.
     let settings: BTreeMap<String, String> =
         [("sasl.enabled.mechanisms".to_string(), "PLAIN".to_string())].into();

@@ -298,3 +298,74 @@ fn user_scram_credentials_on_the_wire() {
     assert_eq!(all.results.len(), 1);
     assert_eq!(all.results[0].user.as_str(), "alice");
 }
+
+#[test]
+fn oauthbearer_unsecured_jwts_on_the_wire() {
+    // Proves: an unsecured JWT (alg none, sub=alice, exp ahead) in an RFC 7628
+    // client-first message authenticates (empty answer) and Metadata is then served; an
+    // expired token and a signed one (not served yet) get the error challenge
+    // {"status":"invalid_token"}, and after the client's %x01 SASL_AUTHENTICATION_FAILED
+    // with that message, then a close. (Java kafka-clients' OAUTHBEARER login is in
+    // scripts/sasl-tools-test; this librdkafka build has no OpenSSL for its unsecured JWT.)
+    use base64::Engine;
+    let (plain, sasl) = (free_port(), free_port());
+    let overrides = [
+        format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"),
+        "sasl.enabled.mechanisms=OAUTHBEARER".to_owned(),
+        "connection.failed.authentication.delay.ms=0".to_owned(),
+    ];
+    let args: Vec<String> = overrides
+        .into_iter()
+        .flat_map(|o| ["--override".to_owned(), o])
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _broker = Broker::start_on(plain, &args, &[]);
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{sasl}").parse().expect("addr");
+    let login = |header: &str, claims: &str| {
+        let jwt = format!("{}.{}.", b64.encode(header), b64.encode(claims));
+        let mut stream = wire::connect(addr);
+        let shaken = wire::round_trip(
+            &mut stream,
+            1,
+            1,
+            &SaslHandshakeRequest::default()
+                .with_mechanism(StrBytes::from_static_str("OAUTHBEARER")),
+        );
+        assert_eq!(shaken.error_code, 0);
+        let first = format!("n,,\u{1}auth=Bearer {jwt}\u{1}\u{1}");
+        let answer = wire::round_trip(
+            &mut stream,
+            2,
+            2,
+            &SaslAuthenticateRequest::default()
+                .with_auth_bytes(bytes::Bytes::from(first.into_bytes())),
+        );
+        (stream, answer)
+    };
+    let (mut stream, answer) = login(r#"{"alg":"none"}"#, r#"{"sub":"alice","exp":99999999999}"#);
+    assert_eq!((answer.error_code, answer.auth_bytes.len()), (0, 0));
+    let metadata = wire::round_trip(&mut stream, 12, 3, &MetadataRequest::default());
+    assert_eq!(metadata.brokers[0].port, i32::from(sasl));
+
+    for (header, claims) in [
+        (r#"{"alg":"none"}"#, r#"{"sub":"alice","exp":1000}"#),
+        (r#"{"alg":"RS256"}"#, r#"{"sub":"alice","exp":99999999999}"#),
+    ] {
+        let (mut stream, challenge) = login(header, claims);
+        assert_eq!(challenge.error_code, 0);
+        assert_eq!(&challenge.auth_bytes[..], br#"{"status":"invalid_token"}"#);
+        let refused = wire::round_trip(
+            &mut stream,
+            2,
+            3,
+            &SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::from_static(b"\x01")),
+        );
+        assert_eq!(refused.error_code, SASL_AUTHENTICATION_FAILED);
+        assert_eq!(
+            refused.error_message.as_deref(),
+            Some(r#"{"status":"invalid_token"}"#)
+        );
+        wire::expect_closed(&mut stream, "after a refused token");
+    }
+}
