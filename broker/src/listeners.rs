@@ -115,23 +115,41 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// The address to bind: the host as an IP, every interface when empty.
+    /// The address to bind: the host's IP (a name is resolved), every interface when empty.
     ///
     /// # Errors
-    /// The host is not an IP address (Logbook binds numeric addresses only).
+    /// The host name cannot be resolved.
     pub fn bind_address(&self) -> Result<SocketAddr, String> {
         let host = if self.host.is_empty() {
             "0.0.0.0"
         } else {
             self.host.trim_matches(['[', ']'])
         };
-        let ip: std::net::IpAddr = host.parse().map_err(|_| {
-            format!(
-                "listener {} binds {host}: expected a numeric IP address (or an empty host for every interface)",
-                self.name
-            )
-        })?;
-        Ok(SocketAddr::new(ip, self.port))
+        if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+            return Ok(SocketAddr::new(ip, self.port));
+        }
+        // A host name binds the address it resolves to, as Kafka's `InetSocketAddress`
+        // does (IPv4 first, as the JVM prefers it).
+        let resolved: Vec<SocketAddr> =
+            std::net::ToSocketAddrs::to_socket_addrs(&(host, self.port))
+                .map_err(|e| {
+                    format!(
+                        "listener {} binds {host}: cannot resolve it: {e}",
+                        self.name
+                    )
+                })?
+                .collect();
+        resolved
+            .iter()
+            .find(|a| a.is_ipv4())
+            .or_else(|| resolved.first())
+            .copied()
+            .ok_or_else(|| {
+                format!(
+                    "listener {} binds {host}: it resolves to no address",
+                    self.name
+                )
+            })
     }
 }
 
