@@ -206,6 +206,11 @@ impl RequestAuthorizer {
         }
     }
 
+    /// Replaces the principal (the connection's, once authenticated).
+    pub fn set_principal(&mut self, principal: Arc<KafkaPrincipal>) {
+        self.principal = principal;
+    }
+
     /// The request's principal.
     #[must_use]
     pub fn principal(&self) -> &KafkaPrincipal {

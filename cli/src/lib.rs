@@ -1,4 +1,4 @@
-//! The admin tools of `logbook`: `topic`, `group`, `produce`, `consume`, `cluster` and
+//! The admin tools of `logbook`: `topic`, `group`, `produce`, `consume`, `cluster`, `user` and
 //! `healthcheck`, which talk to a running broker over the Kafka protocol, any
 //! Kafka-compatible one (as Redpanda's `rpk` does). The `logbook` binary offers them as
 //! subcommands beside `serve`; this crate knows nothing of the broker, only of the protocol,
@@ -27,6 +27,7 @@ mod healthcheck;
 mod output;
 mod produce;
 mod topic;
+mod user;
 
 use std::time::Duration;
 
@@ -52,6 +53,8 @@ pub enum Tool {
     Consume(consume::ConsumeArgs),
     /// The cluster: its id, controller and brokers.
     Cluster(cluster::ClusterArgs),
+    /// SCRAM users: list, add, delete (as kafka-configs.sh --entity-type users).
+    User(user::UserArgs),
 }
 
 /// How the tools reach the cluster and print; every tool subcommand takes these.
@@ -118,6 +121,7 @@ pub fn run_tool(tool: Tool) -> u8 {
             Tool::Produce(args) => produce::run(args).await,
             Tool::Consume(args) => consume::run(args).await,
             Tool::Cluster(args) => cluster::run(args).await,
+            Tool::User(args) => user::run(args).await,
             // Answered above, on its own runtime.
             Tool::Healthcheck(_) => Ok(()),
         }

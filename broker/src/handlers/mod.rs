@@ -132,13 +132,7 @@ impl RequestContext {
     /// The context as seen by `principal` (the connection's authenticated principal).
     #[must_use]
     pub fn with_principal(mut self, principal: Arc<KafkaPrincipal>) -> Self {
-        self.authorizer = RequestAuthorizer::new(
-            Arc::clone(&self.broker.authorizer),
-            principal,
-            self.client_address,
-            self.listener_name.clone(),
-            self.api_key,
-        );
+        self.authorizer.set_principal(principal);
         self
     }
 

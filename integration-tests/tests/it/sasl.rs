@@ -105,7 +105,8 @@ fn wrong_password_is_refused_after_the_delay_and_others_are_served() {
     // SASL_AUTHENTICATION_FAILED with Kafka's message no sooner than
     // connection.failed.authentication.delay.ms (300 ms), then the connection closes;
     // an unknown mechanism gets UNSUPPORTED_SASL_MECHANISM and a close; Metadata before
-    // authentication closes the connection unanswered; ApiVersions before it is answered
+    // authentication closes the connection unanswered, and so does a 600 kB frame;
+    // ApiVersions before it is answered
     // and lists SaslHandshake and SaslAuthenticate; a good login on a new connection and
     // the PLAINTEXT listener are served throughout.
     let (broker, sasl) = start_with_sasl();
@@ -168,6 +169,12 @@ fn wrong_password_is_refused_after_the_delay_and_others_are_served() {
     )
     .expect("send");
     wire::expect_closed(&mut stream, "Metadata before authentication");
+
+    // A frame larger than sasl.server.max.receive.size (512 KiB) before authentication
+    // closes the connection as soon as its length is read.
+    let mut stream = wire::connect(addr);
+    std::io::Write::write_all(&mut stream, &600_000u32.to_be_bytes()).expect("send a length");
+    wire::expect_closed(&mut stream, "an oversized frame before authentication");
 
     let mut stream = wire::connect(addr);
     wire::round_trip(&mut stream, 1, 1, &handshake("PLAIN"));
@@ -368,4 +375,104 @@ fn oauthbearer_unsecured_jwts_on_the_wire() {
         );
         wire::expect_closed(&mut stream, "after a refused token");
     }
+}
+
+#[test]
+fn logbook_user_tool_manages_scram_users() {
+    // Proves: `logbook user add` (salt and PBKDF2 on the client, AlterUserScramCredentials)
+    // makes a SCRAM-SHA-256 user that kafka-python logs in as over SASL_PLAINTEXT and
+    // produces with (offset 0), while a wrong password is refused; `user list --json`
+    // shows the mechanism and iterations; after `user delete` the list is empty, the login
+    // is refused, and a second delete exits 1 with RESOURCE_NOT_FOUND.
+    use std::process::Command;
+    let (plain, sasl) = (free_port(), free_port());
+    let overrides = [
+        format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"),
+        "sasl.enabled.mechanisms=SCRAM-SHA-256".to_owned(),
+        "connection.failed.authentication.delay.ms=0".to_owned(),
+    ];
+    let args: Vec<String> = overrides
+        .into_iter()
+        .flat_map(|o| ["--override".to_owned(), o])
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let broker = Broker::start_on(plain, &args, &[]);
+    let tool = |args: &[&str]| {
+        Command::new(integration_tests::broker_binary())
+            .args(args)
+            .args(["-b", &broker.bootstrap()])
+            .output()
+            .expect("run logbook")
+    };
+    let out = tool(&[
+        "user",
+        "add",
+        "alice",
+        "--mechanism",
+        "SCRAM-SHA-256",
+        "--password",
+        "alice-secret",
+        "--iterations",
+        "8192",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = tool(&["user", "list", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert_eq!(
+        listed,
+        serde_json::json!([{"user": "alice", "mechanism": "SCRAM-SHA-256", "iterations": 8192}])
+    );
+
+    let login = |password: &str| {
+        let script = r"
+import sys
+from kafka import KafkaProducer
+try:
+    p = KafkaProducer(bootstrap_servers=sys.argv[1], security_protocol='SASL_PLAINTEXT',
+                      sasl_mechanism='SCRAM-SHA-256', sasl_plain_username='alice',
+                      sasl_plain_password=sys.argv[2], acks='all', max_block_ms=10000,
+                      api_version_auto_timeout_ms=10000)
+    m = p.send('scram-users', b'v').get(timeout=20)
+    print('ok offset=%d' % m.offset)
+except Exception as e:
+    print('refused: %s' % type(e).__name__)
+";
+        let mut command = Command::new("python3");
+        command
+            .args(["-c", script, &format!("127.0.0.1:{sasl}"), password])
+            .env("PYTHONPATH", crate::python_client::ensure_kafka_python());
+        let out = crate::python_client::run_with_timeout(command, Duration::from_secs(60));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(login("alice-secret"), "ok offset=0");
+    assert!(login("wrong").starts_with("refused: "), "a wrong password");
+
+    let out = tool(&["user", "delete", "alice", "--mechanism", "SCRAM-SHA-256"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = tool(&["user", "list", "--json"]);
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&listed.stdout).expect("JSON"),
+        serde_json::json!([])
+    );
+    assert!(
+        login("alice-secret").starts_with("refused: "),
+        "a deleted user"
+    );
+    let again = tool(&["user", "delete", "alice"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("RESOURCE_NOT_FOUND"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
 }
