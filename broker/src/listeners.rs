@@ -95,6 +95,15 @@ impl ListenerName {
     }
 }
 
+/// A setting's name without Kafka's per-listener prefix `listener.name.<name>.` (the key
+/// itself when it has none).
+#[must_use]
+pub fn without_listener_prefix(key: &str) -> &str {
+    key.strip_prefix("listener.name.")
+        .and_then(|rest| rest.split_once('.'))
+        .map_or(key, |(_, setting)| setting)
+}
+
 impl fmt::Display for ListenerName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -89,10 +89,7 @@ const DEFAULT_FAILED_DELAY_MS: u64 = 100;
 /// Whether `key` is one of [`SETTINGS`], plain or prefixed.
 #[must_use]
 pub fn is_sasl_setting(key: &str) -> bool {
-    let unprefixed = key
-        .strip_prefix("listener.name.")
-        .and_then(|rest| rest.split_once('.'))
-        .map_or(key, |(_, setting)| setting);
+    let unprefixed = crate::listeners::without_listener_prefix(key);
     let unprefixed = MECHANISM_PREFIXES
         .iter()
         .find_map(|m| unprefixed.strip_prefix(m))
@@ -142,15 +139,7 @@ pub trait ScramCredentials: Send + Sync {
 /// image has them.
 impl ScramCredentials for crate::cluster::MetadataCache {
     fn credential(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential> {
-        let image = self.image();
-        let record = image.scram_credential(user, mechanism.code())?;
-        Some(ScramCredential {
-            mechanism,
-            salt: record.salt.clone(),
-            stored_key: record.stored_key.clone(),
-            server_key: record.server_key.clone(),
-            iterations: record.iterations,
-        })
+        ScramCredential::from_record(self.image().scram_credential(user, mechanism.code())?)
     }
 }
 
@@ -460,8 +449,10 @@ impl Authenticator {
                     tracing::info!(peer = %self.peer, listener = %self.listener.listener, "closing connection: SASL session expired (connections.max.reauth.ms) without re-authentication");
                     return Step::Close;
                 }
-                let (principal, _) = self.session.as_ref().expect("authenticated has a session");
-                Step::Serve(Arc::clone(principal))
+                match &self.session {
+                    Some((principal, _)) => Step::Serve(Arc::clone(principal)),
+                    None => Step::Close,
+                }
             }
             State::Handshake => match api_key {
                 Some(ApiKey::ApiVersions) if self.session.is_none() => {
@@ -689,7 +680,9 @@ fn evaluate(
         Exchange::Scram(server) => {
             let store = Arc::clone(&listener.scram);
             let lookup = move |user: &str, m| store.credential(user, m);
-            match server.step(token, &lookup, &server_nonce()) {
+            let nonce = server_nonce()
+                .ok_or_else(|| invalid("the system's random source failed".to_string()))?;
+            match server.step(token, &lookup, &nonce) {
                 Ok(ScramStep::Challenge(challenge)) => Ok(Outcome::Challenge(challenge)),
                 Ok(ScramStep::Authenticated { user, server_final }) => Ok(Outcome::Authenticated {
                     user,
@@ -791,15 +784,14 @@ fn plain(users: &HashMap<String, String>, token: &[u8]) -> Result<String, Failur
     Ok(user)
 }
 
-/// A fresh SCRAM server nonce: 18 random bytes, base64 without padding.
-fn server_nonce() -> String {
+/// A fresh SCRAM server nonce: 18 random bytes, base64 without padding; `None` if the
+/// system's random source fails (that login fails, the broker goes on).
+fn server_nonce() -> Option<String> {
     use base64::Engine;
     use ring::rand::SecureRandom;
     let mut bytes = [0u8; 18];
-    ring::rand::SystemRandom::new()
-        .fill(&mut bytes)
-        .expect("the system's random source works");
-    base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
+    ring::rand::SystemRandom::new().fill(&mut bytes).ok()?;
+    Some(base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes))
 }
 
 #[cfg(test)]

@@ -669,17 +669,14 @@ async fn add_scram_users(
                 .is_none()
         })
         .map(|add| {
-            let credential = add.credential();
-            ScramChange::Upsert(logbook_metadata::UserScramCredentialRecord {
-                name: add.name.clone(),
-                mechanism: add.mechanism.code(),
-                salt: credential.salt,
-                stored_key: credential.stored_key,
-                server_key: credential.server_key,
-                iterations: credential.iterations,
-            })
+            let credential = add
+                .credential()
+                .ok_or("--add-scram: the system's random source failed")?;
+            Ok(ScramChange::Upsert(
+                credential.into_record(add.name.clone()),
+            ))
         })
-        .collect();
+        .collect::<Result<_, &str>>()?;
     if changes.is_empty() {
         return Ok(());
     }

@@ -58,11 +58,7 @@ pub const SETTINGS: &[&str] = &[
 /// Whether `key` is one of [`SETTINGS`], plain or under a listener's prefix.
 #[must_use]
 pub fn is_ssl_setting(key: &str) -> bool {
-    let unprefixed = key
-        .strip_prefix("listener.name.")
-        .and_then(|rest| rest.split_once('.'))
-        .map_or(key, |(_, setting)| setting);
-    SETTINGS.contains(&unprefixed)
+    SETTINGS.contains(&crate::listeners::without_listener_prefix(key))
 }
 
 /// One listener's view of the security settings: its prefixed value first, then the

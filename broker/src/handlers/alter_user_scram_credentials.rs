@@ -17,7 +17,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 use logbook_controller::quorum::ScramChange;
-use logbook_metadata::UserScramCredentialRecord;
 
 use super::RequestContext;
 use crate::authorizer::AclOperation;
@@ -131,14 +130,9 @@ fn checked_changes(
                 }
                 let credential =
                     mechanism.credential(u.salt.to_vec(), &u.salted_password, u.iterations);
-                Ok(ScramChange::Upsert(UserScramCredentialRecord {
-                    name: name.to_string(),
-                    mechanism: mechanism.code(),
-                    salt: credential.salt,
-                    stored_key: credential.stored_key,
-                    server_key: credential.server_key,
-                    iterations: credential.iterations,
-                }))
+                Ok(ScramChange::Upsert(
+                    credential.into_record(name.to_string()),
+                ))
             }
         });
         match change {

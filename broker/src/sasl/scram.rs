@@ -198,19 +198,18 @@ impl AddScram {
         })
     }
 
-    /// The credential, with a fresh random salt.
+    /// The credential, with a fresh random salt; `None` if the system's random source
+    /// fails.
     #[must_use]
-    pub fn credential(&self) -> ScramCredential {
+    pub fn credential(&self) -> Option<ScramCredential> {
         use ring::rand::SecureRandom;
         let mut salt = vec![0u8; 16];
-        ring::rand::SystemRandom::new()
-            .fill(&mut salt)
-            .expect("the system's random source works");
+        ring::rand::SystemRandom::new().fill(&mut salt).ok()?;
         let iterations = u32::try_from(self.iterations).unwrap_or(4096);
         let salted = self
             .mechanism
             .salted_password(self.password.as_bytes(), &salt, iterations);
-        self.mechanism.credential(salt, &salted, self.iterations)
+        Some(self.mechanism.credential(salt, &salted, self.iterations))
     }
 }
 
@@ -227,6 +226,33 @@ pub struct ScramCredential {
     pub server_key: Vec<u8>,
     /// The PBKDF2 iteration count.
     pub iterations: i32,
+}
+
+impl ScramCredential {
+    /// The metadata record that keeps this credential for user `name`.
+    #[must_use]
+    pub fn into_record(self, name: String) -> logbook_metadata::UserScramCredentialRecord {
+        logbook_metadata::UserScramCredentialRecord {
+            name,
+            mechanism: self.mechanism.code(),
+            salt: self.salt,
+            stored_key: self.stored_key,
+            server_key: self.server_key,
+            iterations: self.iterations,
+        }
+    }
+
+    /// The credential a metadata record keeps; `None` for an unknown mechanism code.
+    #[must_use]
+    pub fn from_record(record: &logbook_metadata::UserScramCredentialRecord) -> Option<Self> {
+        Some(ScramCredential {
+            mechanism: ScramMechanism::from_code(record.mechanism)?,
+            salt: record.salt.clone(),
+            stored_key: record.stored_key.clone(),
+            server_key: record.server_key.clone(),
+            iterations: record.iterations,
+        })
+    }
 }
 
 /// Why an exchange was refused (for the log; the client sees Kafka's generic message).

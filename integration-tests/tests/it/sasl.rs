@@ -19,23 +19,27 @@ const SASL_AUTHENTICATION_FAILED: i16 = 58;
 /// Kafka's UNSUPPORTED_SASL_MECHANISM.
 const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 
-/// A broker with a PLAINTEXT listener and a SASL_PLAINTEXT one serving PLAIN for alice
-/// and bob (a password with a quote and a semicolon, as JAAS escapes them); returns it
-/// with the SASL port.
-fn start_with_sasl() -> (Broker, u16) {
+/// A broker with a PLAINTEXT listener and a SASL_PLAINTEXT one, with `settings` (Kafka
+/// names) besides; returns it with the SASL port.
+fn start_sasl_plaintext(settings: &[&str]) -> (Broker, u16) {
     let (plain, sasl) = (free_port(), free_port());
-    let overrides = [
-        format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"),
-        "sasl.enabled.mechanisms=PLAIN".to_owned(),
-        r#"listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_alice="alice-secret" user_bob="b\"ob;secret";"#.to_owned(),
-        "connection.failed.authentication.delay.ms=300".to_owned(),
-    ];
-    let args: Vec<String> = overrides
-        .into_iter()
-        .flat_map(|o| ["--override".to_owned(), o])
-        .collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let listeners =
+        format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}");
+    let mut args = vec!["--override", listeners.as_str()];
+    for setting in settings {
+        args.extend(["--override", setting]);
+    }
     (Broker::start_on(plain, &args, &[]), sasl)
+}
+
+/// [`start_sasl_plaintext`] serving PLAIN for alice and bob (a password with a quote and
+/// a semicolon, as JAAS escapes them), refusing after 300 ms.
+fn start_with_sasl() -> (Broker, u16) {
+    start_sasl_plaintext(&[
+        "sasl.enabled.mechanisms=PLAIN",
+        r#"listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_alice="alice-secret" user_bob="b\"ob;secret";"#,
+        "connection.failed.authentication.delay.ms=300",
+    ])
 }
 
 fn sasl_client(user: &str, password: &str) -> Vec<(String, String)> {
@@ -315,18 +319,10 @@ fn oauthbearer_unsecured_jwts_on_the_wire() {
     // with that message, then a close. (Java kafka-clients' OAUTHBEARER login is in
     // scripts/sasl-tools-test; this librdkafka build has no OpenSSL for its unsecured JWT.)
     use base64::Engine;
-    let (plain, sasl) = (free_port(), free_port());
-    let overrides = [
-        format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"),
-        "sasl.enabled.mechanisms=OAUTHBEARER".to_owned(),
-        "connection.failed.authentication.delay.ms=0".to_owned(),
-    ];
-    let args: Vec<String> = overrides
-        .into_iter()
-        .flat_map(|o| ["--override".to_owned(), o])
-        .collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let _broker = Broker::start_on(plain, &args, &[]);
+    let (_broker, sasl) = start_sasl_plaintext(&[
+        "sasl.enabled.mechanisms=OAUTHBEARER",
+        "connection.failed.authentication.delay.ms=0",
+    ]);
     let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
     let addr: std::net::SocketAddr = format!("127.0.0.1:{sasl}").parse().expect("addr");
     let login = |header: &str, claims: &str| {
@@ -385,18 +381,10 @@ fn logbook_user_tool_manages_scram_users() {
     // shows the mechanism and iterations; after `user delete` the list is empty, the login
     // is refused, and a second delete exits 1 with RESOURCE_NOT_FOUND.
     use std::process::Command;
-    let (plain, sasl) = (free_port(), free_port());
-    let overrides = [
-        format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"),
-        "sasl.enabled.mechanisms=SCRAM-SHA-256".to_owned(),
-        "connection.failed.authentication.delay.ms=0".to_owned(),
-    ];
-    let args: Vec<String> = overrides
-        .into_iter()
-        .flat_map(|o| ["--override".to_owned(), o])
-        .collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let broker = Broker::start_on(plain, &args, &[]);
+    let (broker, sasl) = start_sasl_plaintext(&[
+        "sasl.enabled.mechanisms=SCRAM-SHA-256",
+        "connection.failed.authentication.delay.ms=0",
+    ]);
     let tool = |args: &[&str]| {
         Command::new(integration_tests::broker_binary())
             .args(args)
