@@ -368,6 +368,38 @@ impl ControllerClient {
         }
     }
 
+    /// See [`QuorumController::create_acls`].
+    ///
+    /// # Errors
+    /// As the QuorumController's, and `RequestTimedOut`.
+    pub async fn create_acls(
+        &self,
+        bindings: Vec<logbook_metadata::acls::AclBinding>,
+    ) -> Result<Vec<Result<(), QuorumError>>, QuorumError> {
+        match self
+            .call(ControllerRequest::CreateAcls { bindings })
+            .await?
+        {
+            ControllerReply::CreateAcls(results) => Ok(results),
+            other => Err(mismatch(&other)),
+        }
+    }
+
+    /// See [`QuorumController::delete_acls`].
+    ///
+    /// # Errors
+    /// As the QuorumController's, and `RequestTimedOut`.
+    pub async fn delete_acls(
+        &self,
+        filters: Vec<logbook_metadata::acls::AclBindingFilter>,
+    ) -> Result<Vec<Result<Vec<logbook_metadata::acls::AclBinding>, QuorumError>>, QuorumError>
+    {
+        match self.call(ControllerRequest::DeleteAcls { filters }).await? {
+            ControllerReply::DeleteAcls(results) => Ok(results),
+            other => Err(mismatch(&other)),
+        }
+    }
+
     /// See [`QuorumController::fetch_metadata`]. A broker-only node's metadata follower
     /// calls this on a client of its own, so its long polls never hold back a heartbeat
     /// queued on the same connection.

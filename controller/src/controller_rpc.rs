@@ -92,6 +92,16 @@ pub enum ControllerRequest {
         /// The changes, in request order.
         changes: Vec<ScramChange>,
     },
+    /// `create_acls` (CreateAcls, 30).
+    CreateAcls {
+        /// The bindings, in request order.
+        bindings: Vec<logbook_metadata::acls::AclBinding>,
+    },
+    /// `delete_acls` (DeleteAcls, 31).
+    DeleteAcls {
+        /// The filters, in request order.
+        filters: Vec<logbook_metadata::acls::AclBindingFilter>,
+    },
 }
 
 /// A QuorumController operation's value, one variant per [`ControllerRequest`] variant.
@@ -123,6 +133,10 @@ pub enum ControllerReply {
     DescribeQuorum(QuorumDescription),
     /// Of `AlterUserScramCredentials`: each change's result, in request order.
     AlterUserScramCredentials(Vec<Result<(), QuorumError>>),
+    /// Of `CreateAcls`: each binding's result, in request order.
+    CreateAcls(Vec<Result<(), QuorumError>>),
+    /// Of `DeleteAcls`: each filter's removed bindings, in request order.
+    DeleteAcls(Vec<Result<Vec<logbook_metadata::acls::AclBinding>, QuorumError>>),
 }
 
 /// The listener's answer: the operation's result, and the answering controller's applied
@@ -194,6 +208,12 @@ pub(crate) async fn dispatch(
             ControllerReply::AlterUserScramCredentials(
                 controller.alter_user_scram_credentials(changes).await?,
             )
+        }
+        ControllerRequest::CreateAcls { bindings } => {
+            ControllerReply::CreateAcls(controller.create_acls(bindings).await?)
+        }
+        ControllerRequest::DeleteAcls { filters } => {
+            ControllerReply::DeleteAcls(controller.delete_acls(filters).await?)
         }
         ControllerRequest::FetchMetadata(r) => {
             ControllerReply::FetchMetadata(controller.fetch_metadata(r).await?)

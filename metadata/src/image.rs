@@ -143,6 +143,8 @@ struct ImageState {
     producer_ids: Option<ProducerIdsImage>,
     /// SCRAM credentials by (user, mechanism code).
     scram: BTreeMap<(String, i8), Arc<crate::records::UserScramCredentialRecord>>,
+    /// The ACLs, shared between images until a batch changes one.
+    acls: Arc<crate::acls::AclCache>,
 }
 
 /// The cluster metadata as of [`MetadataImage::offset`]. Immutable; `clone` is one atomic
@@ -170,7 +172,14 @@ impl MetadataImage {
             configs: BTreeMap::new(),
             producer_ids: None,
             scram: BTreeMap::new(),
+            acls: Arc::default(),
         }))
+    }
+
+    /// The ACLs (what the StandardAuthorizer decides from).
+    #[must_use]
+    pub fn acls(&self) -> &crate::acls::AclCache {
+        &self.0.acls
     }
 
     /// `user`'s SCRAM credential for mechanism code `mechanism`, if any.

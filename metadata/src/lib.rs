@@ -7,6 +7,7 @@
 //! (placement, elections, ISR changes) testable without a cluster. The Raft log, the
 //! network and the files live in `logbook-controller` and the broker.
 
+pub mod acls;
 mod error;
 mod image;
 pub mod migration;
@@ -26,9 +27,10 @@ pub use image::{
 };
 pub use partition_change::{Election, PartitionChangeBuilder};
 pub use records::{
-    BrokerEndpoint, BrokerId, BrokerRegistrationChangeRecord, ClusterIdRecord, ConfigRecord,
-    ConfigResourceType, FeatureLevelRecord, LeaderRecoveryState, MetadataBatch, MetadataRecord,
-    PartitionChangeRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
-    RemoveTopicRecord, RemoveUserScramCredentialRecord, TopicRecord, UnregisterBrokerRecord,
+    AccessControlEntryRecord, BrokerEndpoint, BrokerId, BrokerRegistrationChangeRecord,
+    ClusterIdRecord, ConfigRecord, ConfigResourceType, FeatureLevelRecord, LeaderRecoveryState,
+    MetadataBatch, MetadataRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
+    RegisterBrokerRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord,
+    RemoveUserScramCredentialRecord, TopicRecord, UnregisterBrokerRecord,
     UserScramCredentialRecord, BATCH_ENCODING_VERSION, NO_LEADER,
 };

@@ -279,6 +279,25 @@ pub struct RemoveUserScramCredentialRecord {
     pub mechanism: i8,
 }
 
+/// One ACL (KRaft's `AccessControlEntryRecord`): a binding of a resource pattern to a
+/// principal, host, operation and permission, under an id the controller picked. Written
+/// by CreateAcls; an identical binding is never stored twice.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessControlEntryRecord {
+    /// The ACL's id (what `RemoveAccessControlEntryRecord` names).
+    pub id: Uuid,
+    /// What the ACL is on, its pattern and who it is for.
+    #[serde(flatten)]
+    pub binding: crate::acls::AclBinding,
+}
+
+/// An ACL removed (KRaft's `RemoveAccessControlEntryRecord`), by id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveAccessControlEntryRecord {
+    /// The id of the ACL removed.
+    pub id: Uuid,
+}
+
 /// One metadata record. The JSON form is the record's fields plus `"type"`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -322,6 +341,12 @@ pub enum MetadataRecord {
     /// See [`RemoveUserScramCredentialRecord`].
     #[serde(rename = "RemoveUserScramCredentialRecord")]
     RemoveUserScramCredential(RemoveUserScramCredentialRecord),
+    /// See [`AccessControlEntryRecord`].
+    #[serde(rename = "AccessControlEntryRecord")]
+    AccessControlEntry(AccessControlEntryRecord),
+    /// See [`RemoveAccessControlEntryRecord`].
+    #[serde(rename = "RemoveAccessControlEntryRecord")]
+    RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
 }
 
 /// One atomic controller operation: one Raft entry. Applying it changes the image by all

@@ -77,6 +77,11 @@ impl MetadataImage {
                 UserScramCredentialRecord::clone(credential),
             ));
         }
+        for acl in self.acls().iter() {
+            records.push(MetadataRecord::AccessControlEntry(
+                crate::records::AccessControlEntryRecord::clone(acl),
+            ));
+        }
         records
     }
 }

@@ -15,6 +15,7 @@
 //! committed, gives every registered broker a fresh session deadline (plan §3.1), and
 //! writes the bootstrap records if the image has no cluster id.
 
+mod acl_control;
 mod clock;
 mod cluster_control;
 mod describe_quorum;

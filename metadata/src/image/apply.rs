@@ -102,6 +102,17 @@ fn replay(
             delta.scram_changed = true;
             Ok(())
         }
+        MetadataRecord::AccessControlEntry(r) => {
+            Arc::make_mut(&mut state.acls).insert(r.clone());
+            delta.acls_changed = true;
+            Ok(())
+        }
+        MetadataRecord::RemoveAccessControlEntry(r) => {
+            if Arc::make_mut(&mut state.acls).remove(&r.id) {
+                delta.acls_changed = true;
+            }
+            Ok(())
+        }
         MetadataRecord::RemoveUserScramCredential(r) => {
             if state.scram.remove(&(r.name.clone(), r.mechanism)).is_some() {
                 delta.scram_changed = true;

@@ -54,6 +54,8 @@ pub struct MetadataDelta {
     pub producer_ids_changed: bool,
     /// A SCRAM credential was added, replaced or removed.
     pub scram_changed: bool,
+    /// An ACL was added or removed.
+    pub acls_changed: bool,
     /// Set if the batch was rejected; then nothing else is set.
     pub rejected: Option<RejectedBatch>,
 }
@@ -72,5 +74,6 @@ impl MetadataDelta {
             && self.configs_changed.is_empty()
             && !self.producer_ids_changed
             && !self.scram_changed
+            && !self.acls_changed
     }
 }
