@@ -7,17 +7,19 @@
 //! CLUSTER_AUTHORIZATION_FAILED). [`REQUIRED_CHECKS`] lists those operations per API, and a
 //! test holds each handler to its line.
 //!
-//! The policy behind the seam is one [`Authorizer`] per broker. Until ACLs exist it is
-//! [`AllowEveryone`], which Kafka also behaves as when no `authorizer.class.name` is set;
-//! its [`Authorizer::allows_everything`] lets the checks cost one call on the hot paths.
-//! An ACL-based authorizer (Kafka's `StandardAuthorizer`) and an authenticated principal
-//! from TLS or SASL plug in here and in the connection, without touching a handler.
+//! The policy behind the seam is one [`Authorizer`] per broker: [`AllowEveryone`] without
+//! `authorizer.class.name`, as in Kafka, whose [`Authorizer::allows_everything`] lets the
+//! checks cost one call on the hot paths; or [`standard::StandardAuthorizer`], Kafka's
+//! ACLs from the metadata log, when `authorizer.class.name` names Kafka's
+//! `StandardAuthorizer`. The principal comes from the connection (TLS or SASL).
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use kafka_protocol::messages::ApiKey;
+
+pub mod standard;
 
 /// Who sent a request (Kafka's `KafkaPrincipal`): a type (`User` for every built-in
 /// authentication) and a name. Displayed as Kafka writes it in ACLs: `User:alice`.
@@ -111,6 +113,9 @@ pub struct Action<'a> {
     pub resource_type: ResourceType,
     /// The resource's name ([`CLUSTER_NAME`] for the cluster).
     pub name: &'a str,
+    /// Log a denial at INFO (the request asked for this resource); otherwise at TRACE
+    /// (the answer only decides what a response includes). Kafka's `logIfDenied`.
+    pub log_if_denied: bool,
 }
 
 /// What an authorizer knows of the request besides the actions (Kafka's
@@ -217,8 +222,8 @@ impl RequestAuthorizer {
         &self.principal
     }
 
-    /// Whether the request's principal may do `operation` on `resource_type`/`name`. A
-    /// denial is logged with the client's address, as Kafka's authorizer logs it.
+    /// Whether the request's principal may do `operation` on `resource_type`/`name`. The
+    /// authorizer logs a denial at INFO, as Kafka's authorizer logger does.
     #[must_use]
     pub fn authorize(
         &self,
@@ -289,20 +294,9 @@ impl RequestAuthorizer {
             operation,
             resource_type,
             name,
+            log_if_denied,
         };
-        let allowed = self.authorizer.authorize(&identity, &action);
-        if !allowed && log_if_denied {
-            tracing::info!(
-                principal = %self.principal,
-                client = %self.client_address,
-                api_key = ?self.api_key,
-                ?operation,
-                ?resource_type,
-                name,
-                "authorization denied"
-            );
-        }
-        allowed
+        self.authorizer.authorize(&identity, &action)
     }
 }
 
@@ -418,6 +412,9 @@ pub static REQUIRED_CHECKS: &[(ApiKey, &[(ResourceType, AclOperation)])] = &[
     (ApiKey::ListTransactions, &[(TransactionalId, Describe)]),
     (ApiKey::DescribeUserScramCredentials, &[(Cluster, Describe)]),
     (ApiKey::AlterUserScramCredentials, &[(Cluster, Alter)]),
+    (ApiKey::DescribeAcls, &[(Cluster, Describe)]),
+    (ApiKey::CreateAcls, &[(Cluster, Alter)]),
+    (ApiKey::DeleteAcls, &[(Cluster, Alter)]),
 ];
 
 /// The operations [`REQUIRED_CHECKS`] lists for `api_key` (empty if none).

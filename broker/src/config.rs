@@ -359,6 +359,9 @@ pub struct Config {
     /// `crate::sasl`), plain or under a listener's prefix; read when the listeners start.
     #[arg(skip)]
     pub security_settings: BTreeMap<String, String>,
+    /// `authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`.
+    #[arg(skip)]
+    pub authorizer: crate::authorizer::standard::AuthorizerSettings,
 }
 
 /// How log lines are written.

@@ -123,6 +123,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     add_scram_users(&config, &cluster).await?;
     let scram: Arc<dyn crate::sasl::ScramCredentials> = Arc::new(metadata.clone());
     let bound = bind_listeners(&listeners, &config, scram).await?;
+    let authorizer = authorizer(&config, &metadata);
     let broker = Arc::new(Broker {
         fetch_sessions: crate::fetch_session::FetchSessionCache::new(
             config.limits.fetch_session_cache_slots,
@@ -134,7 +135,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         groups,
         transactions,
         listeners,
-        authorizer: std::sync::Arc::new(crate::authorizer::AllowEveryone),
+        authorizer,
     });
     tracing::info!(
         listeners = %endpoint_list(&broker.listeners.bound),
@@ -153,6 +154,19 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     stop_metrics(metrics).await;
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// The broker's authorizer: Kafka's StandardAuthorizer over the metadata image's ACLs
+/// when `authorizer.class.name` names it, otherwise everyone may do everything.
+fn authorizer(config: &Config, metadata: &MetadataCache) -> Arc<dyn crate::authorizer::Authorizer> {
+    if config.authorizer.standard {
+        Arc::new(crate::authorizer::standard::StandardAuthorizer::new(
+            metadata.clone(),
+            &config.authorizer,
+        ))
+    } else {
+        Arc::new(crate::authorizer::AllowEveryone)
+    }
 }
 
 /// Arms the hidden test-only failpoints the config names (`replication::failpoint`).

@@ -114,6 +114,26 @@ pub static SETTINGS: &[Setting] = &[
         read: |c| listeners_read(c, |l| &l.advertised),
     },
     Setting {
+        name: "allow.everyone.if.no.acl.found",
+        allowed: "true or false",
+        config_type: 1,
+        apply: |c, v| {
+            c.authorizer.allow_everyone_if_no_acl_found = boolean(v)?;
+            Ok(())
+        },
+        read: |c| c.authorizer.allow_everyone_if_no_acl_found.to_string(),
+    },
+    Setting {
+        name: "authorizer.class.name",
+        allowed: "empty (no ACLs) or org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        config_type: 2,
+        apply: |c, v| {
+            c.authorizer.standard = crate::authorizer::standard::parse_class_name(v)?;
+            Ok(())
+        },
+        read: |c| crate::authorizer::standard::class_name(c.authorizer.standard).to_string(),
+    },
+    Setting {
         name: "auto.create.topics.enable",
         allowed: "true or false",
         config_type: 1,
@@ -289,6 +309,16 @@ pub static SETTINGS: &[Setting] = &[
             Ok(())
         },
         read: |c| listeners_read(c, |l| &l.bound),
+    },
+    Setting {
+        name: "super.users",
+        allowed: "principals separated by ';', e.g. User:admin;User:broker",
+        config_type: 2,
+        apply: |c, v| {
+            c.authorizer.super_users = crate::authorizer::standard::parse_super_users(v)?;
+            Ok(())
+        },
+        read: |c| c.authorizer.super_users.join(";"),
     },
     Setting {
         name: "security.inter.broker.protocol",

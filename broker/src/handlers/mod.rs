@@ -25,17 +25,21 @@ use crate::authorizer::{AclOperation, KafkaPrincipal, RequestAuthorizer, Resourc
 use crate::broker::Broker;
 use crate::listeners::ListenerName;
 
+pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod create_acls;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_acls;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
+pub mod describe_acls;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -324,6 +328,9 @@ pub static APIS: &[Api] = &[
         now
     ),
     api!(AlterUserScramCredentials, alter_user_scram_credentials, now),
+    api!(DescribeAcls, describe_acls, now),
+    api!(CreateAcls, create_acls, now),
+    api!(DeleteAcls, delete_acls, now),
 ];
 
 /// A body that does not belong to the context's API: `decode_request` decodes the body by

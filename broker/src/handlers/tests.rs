@@ -427,6 +427,34 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                 ],
             ),
         ),
+        ApiKey::DescribeAcls => RequestKind::DescribeAcls(
+            kafka_protocol::messages::DescribeAclsRequest::default()
+                .with_resource_type_filter(1)
+                .with_pattern_type_filter(1)
+                .with_operation(1)
+                .with_permission_type(1),
+        ),
+        ApiKey::CreateAcls => RequestKind::CreateAcls(
+            kafka_protocol::messages::CreateAclsRequest::default().with_creations(vec![
+                kafka_protocol::messages::create_acls_request::AclCreation::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("t"))
+                    .with_resource_pattern_type(3)
+                    .with_principal(StrBytes::from_static_str("User:alice"))
+                    .with_host(StrBytes::from_static_str("*"))
+                    .with_operation(3)
+                    .with_permission_type(3),
+            ]),
+        ),
+        ApiKey::DeleteAcls => RequestKind::DeleteAcls(
+            kafka_protocol::messages::DeleteAclsRequest::default().with_filters(vec![
+                kafka_protocol::messages::delete_acls_request::DeleteAclsFilter::default()
+                    .with_resource_type_filter(2)
+                    .with_pattern_type_filter(3)
+                    .with_operation(1)
+                    .with_permission_type(1),
+            ]),
+        ),
         ApiKey::SaslHandshake => RequestKind::SaslHandshake(
             kafka_protocol::messages::SaslHandshakeRequest::default()
                 .with_mechanism(StrBytes::from_static_str("PLAIN")),
