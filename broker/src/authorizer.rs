@@ -100,6 +100,37 @@ pub enum AclOperation {
     DescribeTokens = 14,
 }
 
+/// The operations a topic supports, as its authorized-operations field lists them (Kafka's
+/// `AclEntry.supportedOperations(TOPIC)`).
+pub const TOPIC_OPERATIONS: &[AclOperation] = &[
+    AclOperation::Read,
+    AclOperation::Write,
+    AclOperation::Create,
+    AclOperation::Delete,
+    AclOperation::Alter,
+    AclOperation::Describe,
+    AclOperation::DescribeConfigs,
+    AclOperation::AlterConfigs,
+];
+
+/// The operations the cluster supports, as its authorized-operations field lists them.
+pub const CLUSTER_OPERATIONS: &[AclOperation] = &[
+    AclOperation::Create,
+    AclOperation::Alter,
+    AclOperation::Describe,
+    AclOperation::ClusterAction,
+    AclOperation::DescribeConfigs,
+    AclOperation::AlterConfigs,
+    AclOperation::IdempotentWrite,
+];
+
+/// The operations a group supports, as DescribeGroups' authorized-operations lists them.
+pub const GROUP_OPERATIONS: &[AclOperation] = &[
+    AclOperation::Read,
+    AclOperation::Delete,
+    AclOperation::Describe,
+];
+
 /// The name of the cluster resource, as in every Kafka ACL on the cluster.
 pub const CLUSTER_NAME: &str = "kafka-cluster";
 
@@ -116,6 +147,9 @@ pub struct Action<'a> {
     /// Log a denial at INFO (the request asked for this resource); otherwise at TRACE
     /// (the answer only decides what a response includes). Kafka's `logIfDenied`.
     pub log_if_denied: bool,
+    /// Log an allowance at DEBUG (access is granted by it); otherwise at TRACE (the answer
+    /// only reports what could be done). Kafka's `logIfAllowed`.
+    pub log_if_allowed: bool,
 }
 
 /// What an authorizer knows of the request besides the actions (Kafka's
@@ -231,7 +265,7 @@ impl RequestAuthorizer {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        self.check(operation, resource_type, name, true)
+        self.check(operation, resource_type, name, true, true)
     }
 
     /// [`Self::authorize`] on the cluster resource.
@@ -244,7 +278,7 @@ impl RequestAuthorizer {
     /// that spares per-resource checks when present (Kafka's `logIfDenied = false`).
     #[must_use]
     pub fn authorize_cluster_quietly(&self, operation: AclOperation) -> bool {
-        self.check(operation, ResourceType::Cluster, CLUSTER_NAME, false)
+        self.check(operation, ResourceType::Cluster, CLUSTER_NAME, false, true)
     }
 
     /// [`Self::authorize`] without logging a denial: for a permission that only decides
@@ -256,7 +290,27 @@ impl RequestAuthorizer {
         resource_type: ResourceType,
         name: &str,
     ) -> bool {
-        self.check(operation, resource_type, name, false)
+        self.check(operation, resource_type, name, false, true)
+    }
+
+    /// The operations of `supported` (a bit per `AclOperation` code) the principal may do
+    /// on the resource, as the authorized-operations fields of Metadata, DescribeCluster
+    /// and DescribeGroups report them (Kafka's `AuthHelper.authorizedOperations`); all of
+    /// them without an authorizer. Neither answer is logged above TRACE.
+    #[must_use]
+    pub fn authorized_operations(
+        &self,
+        resource_type: ResourceType,
+        name: &str,
+        supported: &[AclOperation],
+    ) -> i32 {
+        supported
+            .iter()
+            .filter(|op| {
+                self.authorizer.allows_everything()
+                    || self.check(**op, resource_type, name, false, false)
+            })
+            .fold(0, |bits, op| bits | (1 << (*op as i32)))
     }
 
     /// Whether the principal may do `operation` on some resource of `resource_type`.
@@ -285,6 +339,7 @@ impl RequestAuthorizer {
         resource_type: ResourceType,
         name: &str,
         log_if_denied: bool,
+        log_if_allowed: bool,
     ) -> bool {
         if self.authorizer.allows_everything() {
             return true;
@@ -295,6 +350,7 @@ impl RequestAuthorizer {
             resource_type,
             name,
             log_if_denied,
+            log_if_allowed,
         };
         self.authorizer.authorize(&identity, &action)
     }

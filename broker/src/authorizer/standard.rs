@@ -106,12 +106,7 @@ impl StandardAuthorizer {
         }
     }
 
-    fn decide(
-        &self,
-        request: &RequestIdentity<'_>,
-        action: &Action<'_>,
-        log_if_allowed: bool,
-    ) -> bool {
+    fn decide(&self, request: &RequestIdentity<'_>, action: &Action<'_>) -> bool {
         let principal = request.principal.to_string();
         let host = request.client_address.ip().to_string();
         let (allowed, rule) = if self.super_users.contains(&principal) {
@@ -134,7 +129,6 @@ impl StandardAuthorizer {
             &host,
             allowed,
             rule.as_ref(),
-            log_if_allowed,
             self.allow_if_no_acl,
         );
         allowed
@@ -143,7 +137,7 @@ impl StandardAuthorizer {
 
 impl Authorizer for StandardAuthorizer {
     fn authorize(&self, request: &RequestIdentity<'_>, action: &Action<'_>) -> bool {
-        self.decide(request, action, true)
+        self.decide(request, action)
     }
 
     /// Kafka's `Authorizer.authorizeByResourceType`: first a resource named `hardcode`
@@ -160,8 +154,9 @@ impl Authorizer for StandardAuthorizer {
             resource_type,
             name: "hardcode",
             log_if_denied: false,
+            log_if_allowed: true,
         };
-        if self.decide(request, &hardcode, true) {
+        if self.decide(request, &hardcode) {
             return true;
         }
         let principal = request.principal.to_string();
@@ -182,9 +177,9 @@ fn audit(
     host: &str,
     allowed: bool,
     rule: Option<&MatchingRule>,
-    log_if_allowed: bool,
     allow_if_no_acl: bool,
 ) {
+    let log_if_allowed = action.log_if_allowed;
     let enabled = if allowed && log_if_allowed {
         tracing::enabled!(target: AUDIT_TARGET, tracing::Level::DEBUG)
     } else if !allowed && action.log_if_denied {

@@ -7,7 +7,7 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 
-use super::metadata::{CLUSTER_OPERATIONS_ALL, OPERATIONS_NOT_REQUESTED};
+use super::metadata::OPERATIONS_NOT_REQUESTED;
 use super::RequestContext;
 
 /// Versions served (Kafka 4.x serves 0-2).
@@ -47,7 +47,11 @@ pub fn handle(ctx: &RequestContext, request: DescribeClusterRequest) -> Describe
         })
         .collect();
     let operations = if request.include_cluster_authorized_operations {
-        CLUSTER_OPERATIONS_ALL
+        ctx.authorizer.authorized_operations(
+            crate::authorizer::ResourceType::Cluster,
+            crate::authorizer::CLUSTER_NAME,
+            crate::authorizer::CLUSTER_OPERATIONS,
+        )
     } else {
         OPERATIONS_NOT_REQUESTED
     };

@@ -17,8 +17,6 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 /// versions describe it as Dead with no error.
 const NOT_FOUND_VERSION: i16 = 6;
 
-/// Kafka's operations on a group: READ (3), DELETE (6), DESCRIBE (8), as a bit field.
-const GROUP_AUTHORIZED_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
 /// Answers DescribeGroups.
 #[must_use]
@@ -33,7 +31,11 @@ pub fn handle(
         .map(|group_id| {
             let mut described = DescribedGroup::default().with_group_id(group_id.clone());
             if version >= 3 && request.include_authorized_operations {
-                described.authorized_operations = GROUP_AUTHORIZED_OPERATIONS;
+                described.authorized_operations = ctx.authorizer.authorized_operations(
+                    ResourceType::Group,
+                    group_id.as_str(),
+                    crate::authorizer::GROUP_OPERATIONS,
+                );
             }
             if !ctx.authorize(AclOperation::Describe, ResourceType::Group, group_id) {
                 return described

@@ -151,7 +151,12 @@ pub fn handle(
         } else {
             0
         };
-        let (page, next, count) = topic_page(broker, name, &topic, from, remaining);
+        let (mut page, next, count) = topic_page(broker, name, &topic, from, remaining);
+        page.topic_authorized_operations = ctx.authorizer.authorized_operations(
+            ResourceType::Topic,
+            name,
+            crate::authorizer::TOPIC_OPERATIONS,
+        );
         response.topics.push(page);
         if next < topic.partition_count {
             response.next_cursor = Some(

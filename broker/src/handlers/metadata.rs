@@ -22,11 +22,6 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
 /// `topic_authorized_operations` when the client did not ask for them.
 pub(crate) const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
-/// Operations on the cluster a client may perform, as Kafka reports them without an
-/// authorizer: bits of `AclOperation` CREATE(5), CLUSTER_ACTION(7), DESCRIBE_CONFIGS(8),
-/// ALTER_CONFIGS(9), IDEMPOTENT_WRITE(10), CREATE_TOKENS(11), DESCRIBE_TOKENS(12).
-pub(crate) const CLUSTER_OPERATIONS_ALL: i32 = 8096;
-
 /// Operations on a topic without an authorizer, as Kafka 4.0 reports them: READ(3),
 /// WRITE(4), CREATE(5), DELETE(6), ALTER(7), DESCRIBE(8), DESCRIBE_CONFIGS(10),
 /// ALTER_CONFIGS(11).
@@ -239,7 +234,11 @@ pub fn handle(ctx: &super::RequestContext, request: MetadataRequest) -> Metadata
     };
     let cluster_operations =
         if (8..=10).contains(&version) && request.include_cluster_authorized_operations {
-            CLUSTER_OPERATIONS_ALL
+            ctx.authorizer.authorized_operations(
+                ResourceType::Cluster,
+                crate::authorizer::CLUSTER_NAME,
+                crate::authorizer::CLUSTER_OPERATIONS,
+            )
         } else {
             OPERATIONS_NOT_REQUESTED
         };
@@ -268,6 +267,16 @@ pub fn handle(ctx: &super::RequestContext, request: MetadataRequest) -> Metadata
     let (brokers, controller_id) = brokers_and_controller(broker, &ctx.listener_name);
     let mut topics = topics;
     for topic in &mut topics {
+        let described = topic.error_code != ResponseError::TopicAuthorizationFailed.code();
+        if topic_operations != OPERATIONS_NOT_REQUESTED && described {
+            if let Some(name) = &topic.name {
+                topic.topic_authorized_operations = ctx.authorizer.authorized_operations(
+                    ResourceType::Topic,
+                    name.as_str(),
+                    crate::authorizer::TOPIC_OPERATIONS,
+                );
+            }
+        }
         for partition in &mut topic.partitions {
             fit_to_listener(partition, &brokers, ctx.api_version);
         }
