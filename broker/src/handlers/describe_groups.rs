@@ -17,7 +17,6 @@ pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 /// versions describe it as Dead with no error.
 const NOT_FOUND_VERSION: i16 = 6;
 
-
 /// Answers DescribeGroups.
 #[must_use]
 pub fn handle(

@@ -5,6 +5,7 @@
 mod common;
 mod wire;
 
+mod acls;
 mod admin_apis;
 mod admin_topics;
 mod bad_input;
