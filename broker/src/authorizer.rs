@@ -293,6 +293,18 @@ impl RequestAuthorizer {
         self.check(operation, resource_type, name, false, true)
     }
 
+    /// The cluster's authorized operations as Metadata (v8-10) and DescribeCluster report
+    /// them: none unless the principal may DESCRIBE the cluster (asked as Kafka asks it,
+    /// logging a denial), else [`Self::authorized_operations`] of the cluster.
+    #[must_use]
+    pub fn cluster_authorized_operations(&self) -> i32 {
+        if self.authorize_cluster(AclOperation::Describe) {
+            self.authorized_operations(ResourceType::Cluster, CLUSTER_NAME, CLUSTER_OPERATIONS)
+        } else {
+            0
+        }
+    }
+
     /// The operations of `supported` (a bit per `AclOperation` code) the principal may do
     /// on the resource, as the authorized-operations fields of Metadata, DescribeCluster
     /// and DescribeGroups report them (Kafka's `AuthHelper.authorizedOperations`); all of
@@ -367,15 +379,20 @@ use ResourceType::{Cluster, Group, Topic, TransactionalId};
 /// produce also needs WRITE on its transactional id; a follower's Fetch needs
 /// CLUSTER_ACTION instead of READ on topics; CREATE on the cluster spares CREATE on each
 /// topic). An API absent from this table checks nothing (ApiVersions, SaslHandshake and
-/// SaslAuthenticate; DescribeCluster, which asks DESCRIBE on the cluster only to fill in
-/// its authorized operations).
+/// SaslAuthenticate). DescribeCluster, and Metadata v8-10, ask DESCRIBE on the cluster
+/// only to fill in the cluster's authorized operations (0 when denied).
 pub static REQUIRED_CHECKS: &[(ApiKey, &[(ResourceType, AclOperation)])] = &[
     (ApiKey::Produce, &[(TransactionalId, Write), (Topic, Write)]),
     (ApiKey::Fetch, &[(Cluster, ClusterAction), (Topic, Read)]),
     (ApiKey::ListOffsets, &[(Topic, Describe)]),
     (
         ApiKey::Metadata,
-        &[(Topic, Describe), (Cluster, Create), (Topic, Create)],
+        &[
+            (Topic, Describe),
+            (Cluster, Create),
+            (Topic, Create),
+            (Cluster, Describe),
+        ],
     ),
     (ApiKey::OffsetCommit, &[(Group, Read), (Topic, Read)]),
     (ApiKey::OffsetFetch, &[(Group, Describe), (Topic, Describe)]),
@@ -459,6 +476,7 @@ pub static REQUIRED_CHECKS: &[(ApiKey, &[(ResourceType, AclOperation)])] = &[
     (ApiKey::AlterPartitionReassignments, &[(Cluster, Alter)]),
     (ApiKey::ListPartitionReassignments, &[(Cluster, Describe)]),
     (ApiKey::DescribeQuorum, &[(Cluster, Describe)]),
+    (ApiKey::DescribeCluster, &[(Cluster, Describe)]),
     (ApiKey::DescribeTopicPartitions, &[(Topic, Describe)]),
     (ApiKey::DescribeProducers, &[(Topic, Read)]),
     (

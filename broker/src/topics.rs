@@ -797,7 +797,7 @@ impl Topics {
         total: i32,
         validate_only: bool,
     ) -> Result<(), TopicError> {
-        self.add_partitions_assigned(name, total, &[], validate_only)
+        self.add_partitions_assigned(name, total, None, validate_only)
     }
 
     /// [`Topics::add_partitions`] with a manual assignment of the new partitions (one
@@ -811,7 +811,7 @@ impl Topics {
         &self,
         name: &str,
         total: i32,
-        assignment: &[Vec<i32>],
+        assignment: Option<&[Vec<i32>]>,
         validate_only: bool,
     ) -> Result<(), TopicError> {
         let _admin = self.admin.lock();
@@ -827,12 +827,17 @@ impl Topics {
         }
         self.check_partition_budget(u64::try_from(total - current).unwrap_or(0))?;
         let adding = usize::try_from(total - current).unwrap_or(0);
-        if !assignment.is_empty() && assignment.len() != adding {
-            return Err(TopicError::InvalidReplicaAssignment(format!(
-                "adding {adding} partition(s), but the assignment names {}",
-                assignment.len()
-            )));
+        // A list, even an empty one, must place every new partition (Kafka's
+        // ReplicationControlManager); only a null list leaves them to the placer.
+        if let Some(assignment) = assignment {
+            if assignment.len() != adding {
+                return Err(TopicError::InvalidReplicaAssignment(format!(
+                    "Attempted to add {adding} additional partition(s), but only {} assignment(s) were specified.",
+                    assignment.len()
+                )));
+            }
         }
+        let assignment = assignment.unwrap_or_default();
         if validate_only {
             return Ok(());
         }

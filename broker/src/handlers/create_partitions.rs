@@ -69,17 +69,16 @@ pub fn handle(
                         "The topic authorization is failed.",
                     )));
             }
-            let assignment: Vec<Vec<i32>> = t
-                .assignments
-                .iter()
-                .flatten()
-                .map(|p| p.broker_ids.iter().map(|b| b.0).collect())
-                .collect();
+            let assignment: Option<Vec<Vec<i32>>> = t.assignments.as_ref().map(|list| {
+                list.iter()
+                    .map(|p| p.broker_ids.iter().map(|b| b.0).collect())
+                    .collect()
+            });
             let outcome = tokio::task::block_in_place(|| {
                 broker.topics.add_partitions_assigned(
                     t.name.as_str(),
                     t.count,
-                    &assignment,
+                    assignment.as_deref(),
                     request.validate_only,
                 )
             });

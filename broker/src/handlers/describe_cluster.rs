@@ -47,11 +47,7 @@ pub fn handle(ctx: &RequestContext, request: DescribeClusterRequest) -> Describe
         })
         .collect();
     let operations = if request.include_cluster_authorized_operations {
-        ctx.authorizer.authorized_operations(
-            crate::authorizer::ResourceType::Cluster,
-            crate::authorizer::CLUSTER_NAME,
-            crate::authorizer::CLUSTER_OPERATIONS,
-        )
+        ctx.authorizer.cluster_authorized_operations()
     } else {
         OPERATIONS_NOT_REQUESTED
     };

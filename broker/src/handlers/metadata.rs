@@ -234,11 +234,7 @@ pub fn handle(ctx: &super::RequestContext, request: MetadataRequest) -> Metadata
     };
     let cluster_operations =
         if (8..=10).contains(&version) && request.include_cluster_authorized_operations {
-            ctx.authorizer.authorized_operations(
-                ResourceType::Cluster,
-                crate::authorizer::CLUSTER_NAME,
-                crate::authorizer::CLUSTER_OPERATIONS,
-            )
+            ctx.authorizer.cluster_authorized_operations()
         } else {
             OPERATIONS_NOT_REQUESTED
         };

@@ -50,6 +50,7 @@ const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const NOT_COORDINATOR: i16 = 16;
 const SECURITY_DISABLED: i16 = 54;
 
 const TOPIC: &str = "acl-t";
@@ -221,13 +222,15 @@ impl Client {
         r.topics[0].partitions[0].error_code
     }
 
-    fn find_coordinator(&mut self) -> i16 {
+    /// The coordinator of the group (`key_type` 0) or of the transactional id (1).
+    fn find_coordinator(&mut self, key_type: i8) -> i16 {
+        let key = if key_type == 0 { GROUP } else { TXN };
         for _ in 0..50 {
             let r = self.call(
                 4,
                 &FindCoordinatorRequest::default()
-                    .with_key_type(0)
-                    .with_coordinator_keys(vec![s(GROUP)]),
+                    .with_key_type(key_type)
+                    .with_coordinator_keys(vec![s(key)]),
             );
             let code = r.coordinators[0].error_code;
             if code != COORDINATOR_NOT_AVAILABLE {
@@ -238,19 +241,34 @@ impl Client {
         COORDINATOR_NOT_AVAILABLE
     }
 
+    /// Retried while the group coordinator loads or moves, as clients do.
     fn offset_commit(&mut self) -> i16 {
-        let r = self.call(
-            8,
-            &OffsetCommitRequest::default()
-                .with_group_id(GroupId(s(GROUP)))
-                .with_generation_id_or_member_epoch(-1)
-                .with_topics(vec![OffsetCommitRequestTopic::default()
-                    .with_name(topic(TOPIC))
-                    .with_partitions(vec![OffsetCommitRequestPartition::default()
-                        .with_partition_index(0)
-                        .with_committed_offset(1)])]),
-        );
-        r.topics[0].partitions[0].error_code
+        let mut code = COORDINATOR_NOT_AVAILABLE;
+        for _ in 0..100 {
+            let r = self.call(
+                8,
+                &OffsetCommitRequest::default()
+                    .with_group_id(GroupId(s(GROUP)))
+                    .with_generation_id_or_member_epoch(-1)
+                    .with_topics(vec![OffsetCommitRequestTopic::default()
+                        .with_name(topic(TOPIC))
+                        .with_partitions(vec![OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(1)])]),
+            );
+            code = r.topics[0].partitions[0].error_code;
+            if ![
+                COORDINATOR_LOAD_IN_PROGRESS,
+                COORDINATOR_NOT_AVAILABLE,
+                NOT_COORDINATOR,
+            ]
+            .contains(&code)
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        code
     }
 
     fn offset_fetch(&mut self) -> i16 {
@@ -327,7 +345,7 @@ impl Client {
     }
 
     /// Retried while the coordinator loads (COORDINATOR_LOAD_IN_PROGRESS, or
-    /// COORDINATOR_NOT_AVAILABLE while Kafka creates `__transaction_state`), as clients do.
+    /// COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR while Kafka creates `__transaction_state`), as clients do.
     fn init_producer_id(&mut self, transactional_id: Option<&str>) -> i16 {
         let mut code = COORDINATOR_NOT_AVAILABLE;
         for _ in 0..100 {
@@ -340,7 +358,13 @@ impl Client {
                     .with_producer_epoch(-1),
             );
             code = r.error_code;
-            if code != COORDINATOR_LOAD_IN_PROGRESS && code != COORDINATOR_NOT_AVAILABLE {
+            if ![
+                COORDINATOR_LOAD_IN_PROGRESS,
+                COORDINATOR_NOT_AVAILABLE,
+                NOT_COORDINATOR,
+            ]
+            .contains(&code)
+            {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
@@ -355,7 +379,8 @@ impl Client {
                 .with_timeout_ms(10_000)
                 .with_topics(vec![CreatePartitionsTopic::default()
                     .with_name(topic(TOPIC))
-                    .with_count(2)]),
+                    .with_count(2)
+                    .with_assignments(None)]),
         );
         r.results[0].error_code
     }
@@ -459,6 +484,13 @@ fn grants() -> Vec<AclCreation> {
         OP_IDEMPOTENT_WRITE,
         PERM_ALLOW,
     ));
+    grants.push(acl(
+        RT_CLUSTER,
+        "kafka-cluster",
+        PT_LITERAL,
+        OP_DESCRIBE,
+        PERM_ALLOW,
+    ));
     grants.push(acl(RT_TXN, TXN, PT_LITERAL, OP_WRITE, PERM_ALLOW));
     grants
 }
@@ -488,9 +520,14 @@ fn run_matrix(plain: SocketAddr, sasl: SocketAddr) {
         "ListOffsets"
     );
     assert_eq!(
-        alice.find_coordinator(),
+        alice.find_coordinator(0),
         GROUP_AUTHORIZATION_FAILED,
         "FindCoordinator"
+    );
+    assert_eq!(
+        alice.find_coordinator(1),
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        "FindCoordinator for a transactional id"
     );
     assert_eq!(
         alice.offset_commit(),
@@ -578,7 +615,8 @@ fn run_matrix(plain: SocketAddr, sasl: SocketAddr) {
     assert_eq!(admin.describe_acls(Some("User:alice")), (0, count));
 
     // Now each API is served. READ, WRITE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS and
-    // ALTER_CONFIGS on the topic; CREATE and IDEMPOTENT_WRITE on the cluster.
+    // ALTER_CONFIGS on the topic; CREATE, DESCRIBE and IDEMPOTENT_WRITE on the cluster (without
+    // DESCRIBE on the cluster, DescribeCluster reports no operations at all, as Kafka).
     let topic_operations = [3, 4, 6, 7, 8, 10, 11]
         .iter()
         .fold(0, |b, op| b | (1 << op));
@@ -586,7 +624,12 @@ fn run_matrix(plain: SocketAddr, sasl: SocketAddr) {
     assert_eq!(alice.produce(), 0, "Produce");
     assert_eq!(alice.fetch(), 0, "Fetch");
     assert_eq!(alice.list_offsets(), 0, "ListOffsets");
-    assert_eq!(alice.find_coordinator(), 0, "FindCoordinator");
+    assert_eq!(alice.find_coordinator(0), 0, "FindCoordinator");
+    assert_eq!(
+        alice.find_coordinator(1),
+        0,
+        "FindCoordinator for a transactional id"
+    );
     assert_eq!(alice.offset_commit(), 0, "OffsetCommit");
     assert_eq!(alice.offset_fetch(), 0, "OffsetFetch");
     // READ on the group implies DESCRIBE: READ(3) and DESCRIBE(8) are reported.
@@ -612,7 +655,7 @@ fn run_matrix(plain: SocketAddr, sasl: SocketAddr) {
     assert_eq!(alice.delete_records(), 0, "DeleteRecords");
     assert_eq!(
         alice.cluster_operations(),
-        (0, (1 << 5) | (1 << 12)),
+        (0, (1 << 5) | (1 << 8) | (1 << 12)),
         "DescribeCluster"
     );
     // No ACL names the new topic: creating it did not make alice its owner.
