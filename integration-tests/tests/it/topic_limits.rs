@@ -62,7 +62,10 @@ fn grow(broker: &Broker, name: &str, count: i32) -> (i16, String) {
         .with_timeout_ms(5000)
         .with_topics(vec![CreatePartitionsTopic::default()
             .with_name(topic_name(name))
-            .with_count(count)]);
+            .with_count(count)
+            // Null, as Kafka's admin client sends it without an assignment: an empty
+            // list would have to place every new partition (INVALID_REPLICA_ASSIGNMENT).
+            .with_assignments(None)]);
     let mut stream = wire::connect(broker.addr());
     let response = wire::round_trip(&mut stream, 3, 2, &request);
     let result = &response.results[0];
