@@ -748,3 +748,14 @@ fn acl_apis_without_an_authorizer_and_allow_everyone() {
     );
     assert_eq!(alice.list_offsets(), TOPIC_AUTHORIZATION_FAILED);
 }
+
+#[test]
+fn kafka_acls_tool_and_java_clients() {
+    // Proves (scripts/acl-tools-test, which gives the same answers against Apache Kafka
+    // with ACL_TOOLS_KAFKA=1): Kafka's kafka-acls.sh adds --producer and --consumer ACLs
+    // and a DENY, lists exactly those lines, and removes the consumer's; Java
+    // kafka-clients 4.x as alice produce 3 records to the allowed topic and read them
+    // back in the allowed group, and get TopicAuthorizationException,
+    // GroupAuthorizationException and ClusterAuthorizationException where Kafka gives them.
+    crate::common::run_script("acl-tools-test", &[], "acl-tools-test: 10 passed, 0 failed");
+}
