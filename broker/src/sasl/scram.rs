@@ -432,7 +432,8 @@ fn client_first(
     if client_nonce.is_empty() {
         return Err(ScramError::Malformed("empty client nonce"));
     }
-    for extension in fields {
+    // Kafka's ScramExtensions are only for delegation tokens, which are not served.
+    if let Some(extension) = fields.next() {
         let name = extension.split_once('=').map_or(extension, |(n, _)| n);
         return Err(ScramError::UnsupportedExtension(name.to_string()));
     }

@@ -162,8 +162,7 @@ fn new_acl_checks() {
     b.principal = "alice".to_string();
     assert!(b
         .validate()
-        .unwrap_err()
-        .starts_with("Could not parse principal"));
+        .is_err_and(|e| e.starts_with("Could not parse principal")));
     b.principal = "User:a".to_string();
     b.resource_name = String::new();
     assert_eq!(
