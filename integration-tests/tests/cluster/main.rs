@@ -11,6 +11,7 @@ mod common;
 #[allow(dead_code)]
 mod wire;
 
+mod acls;
 mod chaos;
 mod leadership;
 mod listeners;
