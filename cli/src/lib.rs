@@ -19,6 +19,7 @@ macro_rules! outln {
     };
 }
 
+mod acl;
 pub mod client;
 mod cluster;
 mod consume;
@@ -55,6 +56,8 @@ pub enum Tool {
     Cluster(cluster::ClusterArgs),
     /// SCRAM users: list, add, delete (as kafka-configs.sh --entity-type users).
     User(user::UserArgs),
+    /// ACLs: list, add, remove (as kafka-acls.sh).
+    Acl(acl::AclArgs),
 }
 
 /// How the tools reach the cluster and print; every tool subcommand takes these.
@@ -122,6 +125,7 @@ pub fn run_tool(tool: Tool) -> u8 {
             Tool::Consume(args) => consume::run(args).await,
             Tool::Cluster(args) => cluster::run(args).await,
             Tool::User(args) => user::run(args).await,
+            Tool::Acl(args) => acl::run(args).await,
             // Answered above, on its own runtime.
             Tool::Healthcheck(_) => Ok(()),
         }

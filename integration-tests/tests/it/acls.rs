@@ -759,3 +759,117 @@ fn kafka_acls_tool_and_java_clients() {
     // GroupAuthorizationException and ClusterAuthorizationException where Kafka gives them.
     crate::common::run_script("acl-tools-test", &[], "acl-tools-test: 10 passed, 0 failed");
 }
+
+#[test]
+fn logbook_acl_tool_manages_acls() {
+    // Proves: `logbook acl add` grants alice WRITE on the topic (she then produces, code
+    // 0, where she was refused with 29), `acl list --json` shows exactly the ACLs added,
+    // an unknown operation exits 2 without a request, `acl remove` by principal and
+    // operation takes one back (alice refused again) and `acl remove` alone the rest;
+    // alice herself may not list ACLs (CLUSTER_AUTHORIZATION_FAILED).
+    use std::process::Command;
+    let (broker, plain, sasl) = start_with_acls(&[]);
+    let bootstrap = plain.to_string();
+    let tool = |args: &[&str]| {
+        Command::new(integration_tests::broker_binary())
+            .args(args)
+            .args(["-b", &bootstrap])
+            .output()
+            .expect("run logbook")
+    };
+    let mut admin = Client::new(wire::connect(plain));
+    assert_eq!(admin.create_topic(TOPIC), 0);
+    let mut alice = Client::new(login(sasl, "alice", "alice-secret"));
+    assert_eq!(alice.produce(), TOPIC_AUTHORIZATION_FAILED);
+
+    let out = tool(&[
+        "acl",
+        "add",
+        "--topic",
+        TOPIC,
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Write",
+        "--operation",
+        "describe",
+    ]);
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        ),
+        (Some(0), "added 2 ACL(s)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = tool(&[
+        "acl",
+        "add",
+        "--group",
+        "g",
+        "--resource-pattern-type",
+        "prefixed",
+        "--deny-principal",
+        "User:bob",
+        "--operation",
+        "Read",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(alice.produce(), 0, "alice may write now");
+
+    let out = tool(&["acl", "list", "--json"]);
+    let listed: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("acl list --json prints JSON");
+    assert_eq!(
+        listed,
+        serde_json::json!([
+            {"resource_type": "Group", "name": "g", "pattern_type": "Prefixed", "principal": "User:bob", "host": "*", "operation": "Read", "permission": "Deny"},
+            {"resource_type": "Topic", "name": TOPIC, "pattern_type": "Literal", "principal": "User:alice", "host": "*", "operation": "Describe", "permission": "Allow"},
+            {"resource_type": "Topic", "name": TOPIC, "pattern_type": "Literal", "principal": "User:alice", "host": "*", "operation": "Write", "permission": "Allow"},
+        ])
+    );
+
+    let out = tool(&[
+        "acl",
+        "add",
+        "--topic",
+        TOPIC,
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Frob",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown operation Frob"));
+
+    let out = tool(&[
+        "acl",
+        "remove",
+        "--topic",
+        TOPIC,
+        "--allow-principal",
+        "User:alice",
+        "--operation",
+        "Write",
+    ]);
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        ),
+        (Some(0), "removed 1 ACL(s)")
+    );
+    assert_eq!(
+        alice.produce(),
+        TOPIC_AUTHORIZATION_FAILED,
+        "WRITE taken back"
+    );
+    assert_eq!(alice.describe_acls(None).0, CLUSTER_AUTHORIZATION_FAILED);
+    let out = tool(&["acl", "remove"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "removed 2 ACL(s)"
+    );
+    drop(broker);
+}
