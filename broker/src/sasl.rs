@@ -25,7 +25,7 @@
 //! ([`scram`], credentials from the metadata log through [`ScramCredentials`], written by
 //! AlterUserScramCredentials). GSSAPI (Kerberos) is not served.
 
-pub mod jaas;
+pub use logbook_common::jaas;
 pub mod oauthbearer;
 pub mod scram;
 

@@ -134,7 +134,11 @@ impl KafkaClient {
     ///
     /// # Errors
     /// An address is not `host:port`.
-    pub fn new(bootstrap: &str, timeout: Duration) -> Result<KafkaClient, CliError> {
+    pub fn new(
+        bootstrap: &str,
+        timeout: Duration,
+        security: logbook_client::security::ConnectionSecurity,
+    ) -> Result<KafkaClient, CliError> {
         let mut endpoints = Vec::new();
         for (i, address) in bootstrap
             .split(',')
@@ -162,6 +166,7 @@ impl KafkaClient {
             inner: InterBrokerClient::new(InterBrokerConfig {
                 client_id: "logbook-cli".to_string(),
                 request_timeout: timeout,
+                security,
                 ..InterBrokerConfig::default()
             }),
             bootstrap: endpoints,

@@ -22,6 +22,7 @@ macro_rules! outln {
 mod acl;
 pub mod client;
 mod cluster;
+mod command_config;
 mod consume;
 mod group;
 mod healthcheck;
@@ -78,17 +79,27 @@ pub struct Connection {
     /// Longest wait for any one answer from a broker, in milliseconds.
     #[arg(long, default_value_t = 10_000, global = true)]
     pub request_timeout_ms: u64,
+    /// Client security settings in Kafka's client properties format (`security.protocol`,
+    /// `sasl.mechanism`, `sasl.jaas.config`, `ssl.truststore.location`, …), as Kafka's
+    /// tools take them.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub command_config: Option<String>,
 }
 
 impl Connection {
     /// A client for these brokers.
     ///
     /// # Errors
-    /// A bootstrap address is malformed.
+    /// A bootstrap address is malformed, or the command config cannot be used.
     pub fn client(&self) -> Result<KafkaClient, CliError> {
+        let security = match &self.command_config {
+            Some(path) => command_config::security(&command_config::read_properties(path)?)?,
+            None => logbook_client::security::ConnectionSecurity::default(),
+        };
         KafkaClient::new(
             &self.bootstrap_server,
             Duration::from_millis(self.request_timeout_ms),
+            security,
         )
     }
 }

@@ -12,6 +12,7 @@ use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
 };
 use kafka_protocol::protocol::StrBytes;
+use logbook_client::security::{salted_password, SaslMechanism};
 use serde_json::json;
 
 use super::client::{check, CliError, KafkaClient, Node};
@@ -85,15 +86,11 @@ impl Mechanism {
 
     /// `Hi(password, salt, iterations)` of RFC 5802.
     fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
-        let (algorithm, len) = match self {
-            Mechanism::Sha256 => (ring::pbkdf2::PBKDF2_HMAC_SHA256, 32),
-            Mechanism::Sha512 => (ring::pbkdf2::PBKDF2_HMAC_SHA512, 64),
+        let mechanism = match self {
+            Mechanism::Sha256 => SaslMechanism::ScramSha256,
+            Mechanism::Sha512 => SaslMechanism::ScramSha512,
         };
-        let mut out = vec![0; len];
-        let rounds =
-            std::num::NonZeroU32::new(iterations.max(1)).unwrap_or(std::num::NonZeroU32::MIN);
-        ring::pbkdf2::derive(algorithm, rounds, salt, password, &mut out);
-        out
+        salted_password(mechanism, password, salt, iterations)
     }
 }
 

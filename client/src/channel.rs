@@ -7,8 +7,7 @@
 use std::collections::VecDeque;
 
 use futures::StreamExt;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
@@ -70,20 +69,52 @@ pub(super) async fn run(
                 continue;
             }
         };
-        backoff = config.reconnect_backoff_min;
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(broker = broker.id, error = %e, "TCP_NODELAY not set");
         }
-        let end = serve(
-            &broker,
-            &config,
-            stream,
-            first,
-            &mut queue,
-            &shutdown,
-            &mut correlation_id,
-        )
-        .await;
+        let secured = tokio::time::timeout_at(first.deadline, secure(&broker, &config, stream))
+            .await
+            .unwrap_or_else(|_| Err("TLS or SASL did not finish in time".to_string()));
+        let end = match secured {
+            Ok(Secured::Plain(stream)) => {
+                let (read, write) = stream.into_split();
+                let connection = (read, write);
+                serve(
+                    &broker,
+                    &config,
+                    connection,
+                    first,
+                    &mut queue,
+                    &shutdown,
+                    &mut correlation_id,
+                )
+                .await
+            }
+            Ok(Secured::Tls(stream)) => {
+                let connection = tokio::io::split(*stream);
+                serve(
+                    &broker,
+                    &config,
+                    connection,
+                    first,
+                    &mut queue,
+                    &shutdown,
+                    &mut correlation_id,
+                )
+                .await
+            }
+            Err(reason) => {
+                tracing::info!(broker = broker.id, %address, %reason, "cannot open a secured connection");
+                let _ = first.answer.send(Err(InterBrokerError::Disconnected {
+                    broker_id: broker.id,
+                    reason,
+                }));
+                next_connect = tokio::time::Instant::now() + backoff;
+                backoff = (backoff * 2).min(config.reconnect_backoff_max);
+                continue;
+            }
+        };
+        backoff = config.reconnect_backoff_min;
         match end {
             End::Closed => return,
             End::Broken => {
@@ -91,6 +122,43 @@ pub(super) async fn run(
             }
         }
     }
+}
+
+/// A connection after TLS and SASL.
+enum Secured {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+/// Wraps `stream` in TLS and logs in with SASL as `config.security` says.
+async fn secure(
+    broker: &BrokerEndpoint,
+    config: &InterBrokerConfig,
+    stream: TcpStream,
+) -> Result<Secured, String> {
+    let security = &config.security;
+    let mut secured = match &security.tls {
+        None => Secured::Plain(stream),
+        Some(tls) => {
+            let name = rustls_pki_types::ServerName::try_from(broker.host.clone())
+                .map_err(|e| format!("{} is not a TLS server name: {e}", broker.host))?;
+            let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::clone(tls));
+            let stream = connector
+                .connect(name, stream)
+                .await
+                .map_err(|e| format!("TLS handshake: {e}"))?;
+            Secured::Tls(Box::new(stream))
+        }
+    };
+    if let Some(login) = &security.sasl {
+        match &mut secured {
+            Secured::Plain(s) => crate::security::authenticate(s, login, &config.client_id).await?,
+            Secured::Tls(s) => {
+                crate::security::authenticate(s.as_mut(), login, &config.client_id).await?;
+            }
+        }
+    }
+    Ok(secured)
 }
 
 enum End {
@@ -101,16 +169,19 @@ enum End {
 }
 
 /// Serves calls on one connection until it breaks.
-async fn serve(
+async fn serve<R, W>(
     broker: &BrokerEndpoint,
     config: &InterBrokerConfig,
-    stream: TcpStream,
+    (read, mut write): (R, W),
     first: Call,
     queue: &mut mpsc::Receiver<Call>,
     shutdown: &CancellationToken,
     correlation_id: &mut i32,
-) -> End {
-    let (read, mut write) = stream.into_split();
+) -> End
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut answers = FramedRead::new(read, logbook_protocol::frame_codec(config.frame_bytes_max));
     let mut in_flight: VecDeque<InFlight> = VecDeque::new();
     let inflight_max = config.inflight_max.max(1);
@@ -220,8 +291,8 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 }
 
 /// Writes `call` with the next correlation id and records it as in flight.
-async fn write_call(
-    write: &mut OwnedWriteHalf,
+async fn write_call<W: AsyncWrite + Unpin>(
+    write: &mut W,
     mut call: Call,
     correlation_id: &mut i32,
     in_flight: &mut VecDeque<InFlight>,

@@ -30,6 +30,7 @@
 
 mod channel;
 mod errors;
+pub mod security;
 #[cfg(test)]
 mod tests;
 
@@ -75,6 +76,8 @@ pub struct InterBrokerConfig {
     pub inflight_max: usize,
     /// Largest answer frame accepted, in bytes after the size prefix.
     pub frame_bytes_max: usize,
+    /// TLS and SASL of every connection (PLAINTEXT by default).
+    pub security: security::ConnectionSecurity,
 }
 
 impl Default for InterBrokerConfig {
@@ -87,6 +90,7 @@ impl Default for InterBrokerConfig {
             reconnect_backoff_max: Duration::from_secs(1),
             inflight_max: 5,
             frame_bytes_max: 100 * 1024 * 1024,
+            security: security::ConnectionSecurity::default(),
         }
     }
 }

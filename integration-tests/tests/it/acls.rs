@@ -873,3 +873,108 @@ fn logbook_acl_tool_manages_acls() {
     );
     drop(broker);
 }
+
+#[test]
+fn tools_log_in_with_command_config() {
+    // Proves: `--command-config` takes Kafka's client properties: as admin with SASL/PLAIN
+    // (a super user) `topic list` shows the topic; as alice with SCRAM-SHA-256 (a user
+    // `logbook user add` made) it shows nothing, since she may not DESCRIBE it, until
+    // `acl add` (as admin, through the same file) lets her; a wrong password exits 3 with
+    // Kafka's SASL_AUTHENTICATION_FAILED message.
+    use std::process::Command;
+    let (_broker, plain, sasl) = start_with_acls(&["sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = |name: &str, mechanism: &str, module: &str, user: &str, password: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "# Kafka's client properties\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism={mechanism}\n\
+                 sasl.jaas.config=org.apache.kafka.common.security.{module} required \\\n    username=\"{user}\" password=\"{password}\";\n"
+            ),
+        )
+        .expect("write the config");
+        path.to_string_lossy().to_string()
+    };
+    let admin = config(
+        "admin.properties",
+        "PLAIN",
+        "plain.PlainLoginModule",
+        "admin",
+        "admin-secret",
+    );
+    let alice = config(
+        "alice.properties",
+        "SCRAM-SHA-256",
+        "scram.ScramLoginModule",
+        "alice",
+        "alice-scram",
+    );
+    let wrong = config(
+        "wrong.properties",
+        "SCRAM-SHA-256",
+        "scram.ScramLoginModule",
+        "alice",
+        "nope",
+    );
+    let tool = |bootstrap: &str, args: &[&str]| {
+        let out = Command::new(integration_tests::broker_binary())
+            .args(args)
+            .args(["-b", bootstrap])
+            .output()
+            .expect("run logbook");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (plain, sasl) = (plain.to_string(), sasl.to_string());
+    let out = tool(
+        &plain,
+        &["user", "add", "alice", "--password", "alice-scram"],
+    );
+    assert_eq!(out.0, Some(0), "{out:?}");
+    let out = tool(
+        &sasl,
+        &["topic", "create", TOPIC, "--command-config", &admin],
+    );
+    assert_eq!(out.0, Some(0), "{out:?}");
+    let out = tool(
+        &sasl,
+        &["topic", "list", "--json", "--command-config", &admin],
+    );
+    assert!(out.1.contains(TOPIC), "admin sees the topic: {out:?}");
+    let out = tool(
+        &sasl,
+        &["topic", "list", "--json", "--command-config", &alice],
+    );
+    assert_eq!((out.0, out.1.trim()), (Some(0), "[]"), "{out:?}");
+    let out = tool(
+        &sasl,
+        &[
+            "acl",
+            "add",
+            "--topic",
+            TOPIC,
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Describe",
+            "--command-config",
+            &admin,
+        ],
+    );
+    assert_eq!(out.0, Some(0), "{out:?}");
+    let out = tool(
+        &sasl,
+        &["topic", "list", "--json", "--command-config", &alice],
+    );
+    assert!(out.1.contains(TOPIC), "alice sees the topic now: {out:?}");
+    let out = tool(&sasl, &["topic", "list", "--command-config", &wrong]);
+    assert_eq!(out.0, Some(3), "{out:?}");
+    assert!(
+        out.2.contains("Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"),
+        "{out:?}"
+    );
+}
