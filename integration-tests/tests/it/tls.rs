@@ -381,3 +381,84 @@ fn pkcs12_keystore_and_trust_store() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("wrong ssl.keystore.password?"), "{stderr}");
 }
+
+#[test]
+fn logbook_tools_over_tls_and_a_stalled_handshake() {
+    // Proves: `logbook topic create/list --command-config` with security.protocol=SSL and
+    // the CA as a PEM trust store works over the SSL listener (rustls on both ends); a
+    // trust store without that CA is refused (exit 3, the certificate named unknown); a
+    // client that opens a TCP connection to the SSL port and never starts the handshake is
+    // closed after connections.max.idle.ms (500 ms here), while others are served.
+    let dir = tempfile::tempdir().expect("tempdir");
+    make_certificates(dir.path());
+    let (broker, ssl) = start_with_ssl(dir.path(), &["connections.max.idle.ms=500".to_owned()]);
+    let config = |name: &str, ca: &Path| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\n",
+                ca.display()
+            ),
+        )
+        .expect("write the config");
+        path
+    };
+    let good = config("ssl.properties", &dir.path().join("ca.pem"));
+    let bootstrap = format!("127.0.0.1:{ssl}");
+    let tool = |args: &[&str], config: &Path| {
+        let out = std::process::Command::new(integration_tests::broker_binary())
+            .args(args)
+            .args(["-b", &bootstrap, "--command-config"])
+            .arg(config)
+            .output()
+            .expect("run logbook");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let out = tool(&["topic", "create", "over-tls", "--partitions", "2"], &good);
+    assert_eq!(out.0, Some(0), "{out:?}");
+    let out = tool(&["topic", "list", "--json"], &good);
+    assert!(out.1.contains("over-tls"), "{out:?}");
+
+    // A CA of its own, which never signed the broker's certificate.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    openssl(
+        &other,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=other-ca",
+        ],
+    );
+    let stranger = config("stranger.properties", &other.join("ca.pem"));
+    let out = tool(&["topic", "list"], &stranger);
+    assert_eq!(out.0, Some(3), "{out:?}");
+    assert!(out.2.contains("UnknownIssuer"), "{out:?}");
+
+    let started = std::time::Instant::now();
+    let mut stalled = std::net::TcpStream::connect(("127.0.0.1", ssl)).expect("connect");
+    crate::wire::expect_closed(&mut stalled, "a handshake that never starts");
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(400)
+            && waited < std::time::Duration::from_secs(5),
+        "closed after {waited:?}"
+    );
+    assert!(broker.log().contains("TLS handshake not finished in time"));
+    crate::common::assert_round_trip(&broker.bootstrap(), "beside-a-stalled-handshake");
+}
