@@ -637,21 +637,6 @@ impl Config {
             ..given.clone()
         };
         let mut listeners = crate::listeners::Listeners::resolve(&settings)?;
-        use crate::listeners::SecurityProtocol;
-        // Brokers reach each other (replica fetch, transaction markers) and the quorum with
-        // a plain client so far: a secured inter-broker or controller listener would fail.
-        let inter_broker = listeners.advertised(&listeners.inter_broker);
-        let secured = inter_broker
-            .into_iter()
-            .chain(&listeners.controller_entries)
-            .find(|e| e.protocol != SecurityProtocol::Plaintext);
-        if let Some(secured) = secured {
-            return Err(format!(
-                "listener {} is {}: brokers talk to each other and to the controllers over PLAINTEXT only so far",
-                secured.name,
-                secured.protocol.name()
-            ));
-        }
         if settings.advertised_listeners.is_none() {
             for endpoint in &mut listeners.advertised {
                 if matches!(endpoint.host.as_str(), "" | "0.0.0.0" | "::") {

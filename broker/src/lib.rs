@@ -8,6 +8,7 @@ pub mod alter_partition_manager;
 pub mod authorizer;
 pub mod broker;
 pub mod broker_config;
+pub mod channel_builders;
 pub mod cli;
 pub mod cluster;
 pub mod config;

@@ -206,6 +206,10 @@ pub struct Listeners {
     pub controller: Vec<ListenerName>,
     /// The `listeners` entries of the controller listeners, with their protocols.
     pub controller_entries: Vec<Endpoint>,
+    /// The security protocol of the first controller listener: what this node speaks to
+    /// the quorum with (Kafka's `controller.listener.names` head), and what its own
+    /// controller listener serves.
+    pub controller_protocol: SecurityProtocol,
 }
 
 impl Listeners {
@@ -230,6 +234,7 @@ impl Listeners {
             inter_broker: name,
             controller: vec![ListenerName::new("CONTROLLER")],
             controller_entries: Vec::new(),
+            controller_protocol: SecurityProtocol::Plaintext,
         }
     }
 
@@ -301,12 +306,19 @@ impl Listeners {
             None => bound.clone(),
         };
         let inter_broker = inter_broker(settings)?;
+        // A node that binds no controller listener may leave it out of an explicit map:
+        // it then speaks PLAINTEXT to the quorum.
+        let controller_protocol = controller
+            .first()
+            .and_then(|name| protocol_of(name).ok())
+            .unwrap_or(SecurityProtocol::Plaintext);
         let listeners = Listeners {
             bound,
             advertised,
             inter_broker,
             controller,
             controller_entries,
+            controller_protocol,
         };
         listeners.check_inter_broker()?;
         Ok(listeners)

@@ -303,6 +303,53 @@ fn jaas_modules(
     ))
 }
 
+/// The login a broker presents to `listener` on another node: the mechanism named by
+/// `mechanism_setting` (`sasl.mechanism.inter.broker.protocol` or
+/// `sasl.mechanism.controller.protocol`; Kafka's default GSSAPI is not served), with the
+/// `username` and `password` options of that listener's login module for it, found where
+/// the listener's own users are (`listener.name.<l>.<mechanism>.sasl.jaas.config`, then
+/// the JAAS file), as Kafka's inter-broker client reads them.
+///
+/// # Errors
+/// The mechanism is not one a broker logs in with, or the login module names no
+/// `username` and `password`.
+pub fn client_login(
+    listener: &ListenerName,
+    settings: &BTreeMap<String, String>,
+    mechanism_setting: &str,
+    jaas_file: Option<&str>,
+) -> Result<logbook_client::security::SaslLogin, String> {
+    use logbook_client::security::{SaslLogin, SaslMechanism};
+    let name = settings
+        .get(mechanism_setting)
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .unwrap_or("GSSAPI");
+    let mechanism = SaslMechanism::parse(name).map_err(|_| {
+        format!("{mechanism_setting} {name}: a broker logs in to listener {listener} with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI is not served)")
+    })?;
+    let s = ListenerSettings::new(listener, settings);
+    let modules = jaas_modules(listener, &s, &name.to_ascii_lowercase(), jaas_file)?;
+    modules
+        .iter()
+        .find_map(|m| {
+            let username = m.options.get("username")?;
+            let password = m.options.get("password")?;
+            Some(SaslLogin {
+                mechanism,
+                username: username.clone(),
+                password: password.clone(),
+            })
+        })
+        .ok_or_else(|| {
+            format!(
+                "{}{}.sasl.jaas.config: the login module names no username and password for this broker to log in to listener {listener} with",
+                listener.config_prefix(),
+                name.to_ascii_lowercase()
+            )
+        })
+}
+
 /// The JAAS file named by `-Djava.security.auth.login.config=FILE` in `KAFKA_OPTS`, as the
 /// Kafka scripts pass it to the JVM.
 #[must_use]

@@ -357,7 +357,7 @@ async fn join_quorum(
     );
     let (catch_up, catch_up_queue) = mpsc::channel(1);
     let publisher_task = tokio::spawn(publisher.run(publication_queue, catch_up_queue));
-    let client_config = ControllerClientConfig::new(u64::try_from(node_id)?);
+    let client_config = controller_client_config(config)?;
     let metadata_stop = CancellationToken::new();
     let quorum = start_metadata_source(
         config,
@@ -468,16 +468,12 @@ async fn start_metadata_source(
 ) -> Result<Option<Arc<QuorumController>>, Box<dyn std::error::Error + Send + Sync>> {
     let voters = controller_voters(cluster_config, config.node_id)?;
     if !cluster_config.roles.controller {
-        let client_config = ControllerClientConfig::new(u64::try_from(config.node_id)?);
+        let client_config = controller_client_config(config)?;
         let fetch_client = Arc::new(ControllerClient::new(None, voters, client_config));
         tokio::spawn(MetadataFollower::new(fetch_client, publications).run(metadata_stop.clone()));
         return Ok(None);
     }
-    let raft_config = ControllerConfig::new(
-        u64::try_from(config.node_id)?,
-        voters,
-        config.data_dir.clone(),
-    );
+    let raft_config = controller_config(config, voters)?;
     let quorum = QuorumController::start(
         raft_config,
         None,
@@ -560,10 +556,13 @@ fn open_storage(
             .with_broker_id(config.node_id)
             .with_replica_lag_time_max_ms(config.replica_lag_time_max_ms)
             .with_controller_leadership()
-            .with_broker_endpoints(Arc::new(InterBrokerEndpoints::new(
-                metadata.clone(),
-                inter_broker_listener(config),
-            ))),
+            .with_broker_endpoints(
+                Arc::new(InterBrokerEndpoints::new(
+                    metadata.clone(),
+                    inter_broker_listener(config),
+                )),
+                inter_broker_security(config),
+            ),
     );
     replicas.set_isr_eligibility(Arc::new(metadata.clone()));
     replicas.start_log_cleaner(log_cleaner_config(config));
@@ -629,6 +628,7 @@ async fn load_coordinators(
         )),
         logbook_client::InterBrokerClient::new(logbook_client::InterBrokerConfig {
             client_id: format!("broker-{node_id}"),
+            security: inter_broker_security(config),
             ..logbook_client::InterBrokerConfig::default()
         }),
     );
@@ -646,7 +646,82 @@ fn checked_listeners(config: &Config) -> Result<Listeners, String> {
     for endpoint in &listeners.bound {
         listener_security(endpoint, config, Arc::new(crate::sasl::NoScramCredentials))?;
     }
+    crate::channel_builders::inter_broker_security(&listeners, &config.security_settings)?;
+    controller_network_security(config)?;
     Ok(listeners)
+}
+
+/// How replica fetchers and transaction markers connect to other brokers (checked at
+/// start by [`checked_listeners`]).
+fn inter_broker_security(config: &Config) -> logbook_client::security::ConnectionSecurity {
+    config
+        .listeners()
+        .and_then(|l| crate::channel_builders::inter_broker_security(&l, &config.security_settings))
+        .unwrap_or_default()
+}
+
+/// TLS and SASL of the controller listener: how this node connects to the voters, and
+/// how its own controller listener (on a voter) secures what it accepts. SCRAM is not
+/// served there, as in Kafka: its credentials live in the metadata the quorum serves.
+///
+/// # Errors
+/// The controller listener's settings cannot be served (the message names the setting).
+fn controller_network_security(
+    config: &Config,
+) -> Result<logbook_controller::net::security::NetworkSecurity, String> {
+    let listeners = config.listeners()?;
+    let client =
+        crate::channel_builders::controller_security(&listeners, &config.security_settings)?;
+    if client
+        .sasl
+        .as_ref()
+        .is_some_and(|l| l.mechanism != logbook_client::security::SaslMechanism::Plain)
+    {
+        return Err("sasl.mechanism.controller.protocol: SCRAM cannot be used on the controller listener (its credentials live in the metadata the controllers serve); use PLAIN, as Kafka requires".to_string());
+    }
+    let name = listeners
+        .controller
+        .first()
+        .cloned()
+        .unwrap_or_else(|| ListenerName::new("CONTROLLER"));
+    let endpoint = crate::listeners::Endpoint {
+        name,
+        host: String::new(),
+        port: 0,
+        protocol: listeners.controller_protocol,
+    };
+    let acceptor = if endpoint.protocol == SecurityProtocol::Plaintext {
+        None
+    } else {
+        let security =
+            listener_security(&endpoint, config, Arc::new(crate::sasl::NoScramCredentials))?;
+        crate::channel_builders::ControllerListenerAcceptor::new(security)
+    };
+    Ok(logbook_controller::net::security::NetworkSecurity { client, acceptor })
+}
+
+/// A controller configuration for this node, secured as the controller listener says.
+fn controller_config(
+    config: &Config,
+    voters: std::collections::BTreeMap<u64, logbook_controller::ControllerNode>,
+) -> Result<ControllerConfig, Box<dyn std::error::Error + Send + Sync>> {
+    let mut raft_config = ControllerConfig::new(
+        u64::try_from(config.node_id)?,
+        voters,
+        config.data_dir.clone(),
+    );
+    raft_config.security = controller_network_security(config)?;
+    Ok(raft_config)
+}
+
+/// A controller client configuration for this node, secured as the controller listener
+/// says.
+fn controller_client_config(
+    config: &Config,
+) -> Result<ControllerClientConfig, Box<dyn std::error::Error + Send + Sync>> {
+    let mut client_config = ControllerClientConfig::new(u64::try_from(config.node_id)?);
+    client_config.security = controller_network_security(config)?.client;
+    Ok(client_config)
 }
 
 /// `inter.broker.listener.name` (checked at start: the configuration was validated).
@@ -932,7 +1007,7 @@ async fn run_controller_only(
     }
     let node_id = u64::try_from(config.node_id)?;
     let voters = controller_voters(cluster, config.node_id)?;
-    let raft_config = ControllerConfig::new(node_id, voters, config.data_dir.clone());
+    let raft_config = controller_config(config, voters)?;
     let quorum = QuorumController::start(
         raft_config,
         None,

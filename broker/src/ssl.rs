@@ -144,6 +144,118 @@ pub fn server_config(
     Ok(Arc::new(config))
 }
 
+/// The TLS client configuration a broker connects with to listener `listener` of another
+/// node (replica fetch and transaction markers on the inter-broker listener, Raft and
+/// heartbeats on the controller listener), from that listener's own settings, as Kafka's
+/// inter-broker `SslFactory` in client mode: its trust store checks the other node's
+/// certificate, its keystore (when there is one) is presented for `ssl.client.auth`, and
+/// `ssl.endpoint.identification.algorithm` set empty skips the host name check (Kafka's
+/// default `https` keeps it).
+///
+/// # Errors
+/// A message naming the setting that is missing, unreadable or not supported.
+pub fn client_config(
+    listener: &ListenerName,
+    settings: &BTreeMap<String, String>,
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    let s = ListenerSettings {
+        settings,
+        prefix: listener.config_prefix(),
+    };
+    let provider = Arc::new(provider(&s)?);
+    let roots = Arc::new(truststore(&s).map_err(|e| {
+        format!("{e} (a broker checks the certificate of the node it connects to against it)")
+    })?);
+    let versions = protocol_versions(&s)?;
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("ssl.enabled.protocols: {e}"))?;
+    let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
+        .build()
+        .map_err(|e| format!("ssl.truststore: {e}"))?;
+    // Kafka reads an empty value as "no host name check"; `s.get` drops empty values.
+    let identification = settings
+        .get(&format!(
+            "{}ssl.endpoint.identification.algorithm",
+            s.prefix
+        ))
+        .or_else(|| settings.get("ssl.endpoint.identification.algorithm"))
+        .map(|v| v.trim().to_ascii_lowercase());
+    let builder = match identification.as_deref() {
+        None | Some("https") => builder.with_webpki_verifier(webpki),
+        Some("") => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyHostName(webpki))),
+        Some(other) => {
+            return Err(format!(
+                "ssl.endpoint.identification.algorithm {other}: expected https or empty"
+            ))
+        }
+    };
+    let has_keystore = ["ssl.keystore.location", "ssl.keystore.certificate.chain"]
+        .iter()
+        .any(|k| s.get(k).is_some());
+    let config = if has_keystore {
+        let (chain, key) = keystore(&s)?;
+        builder
+            .with_client_auth_cert(chain, key)
+            .map_err(|e| format!("the keystore's key and certificate: {e}"))?
+    } else {
+        builder.with_no_client_auth()
+    };
+    Ok(Arc::new(config))
+}
+
+/// The trust store's check of a server certificate, without its host name check
+/// (`ssl.endpoint.identification.algorithm=`): the chain, validity and signatures are
+/// still checked.
+#[derive(Debug)]
+struct AnyHostName(Arc<rustls::client::WebPkiServerVerifier>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyHostName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &rustls_pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
 /// How often a keystore file is looked at for a change, at most.
 const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 

@@ -13,6 +13,8 @@ use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 
+use crate::security::SecuredStream;
+
 use super::{
     correlation_id_of, set_correlation_id, with_size_prefix, BrokerEndpoint, Call,
     InterBrokerConfig, InterBrokerError,
@@ -72,11 +74,16 @@ pub(super) async fn run(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(broker = broker.id, error = %e, "TCP_NODELAY not set");
         }
-        let secured = tokio::time::timeout_at(first.deadline, secure(&broker, &config, stream))
-            .await
-            .unwrap_or_else(|_| Err("TLS or SASL did not finish in time".to_string()));
+        let secured = tokio::time::timeout_at(
+            first.deadline,
+            config
+                .security
+                .secure(stream, &broker.host, &config.client_id),
+        )
+        .await
+        .unwrap_or_else(|_| Err("TLS or SASL did not finish in time".to_string()));
         let end = match secured {
-            Ok(Secured::Plain(stream)) => {
+            Ok(SecuredStream::Plain(stream)) => {
                 let (read, write) = stream.into_split();
                 let connection = (read, write);
                 serve(
@@ -90,7 +97,7 @@ pub(super) async fn run(
                 )
                 .await
             }
-            Ok(Secured::Tls(stream)) => {
+            Ok(SecuredStream::Tls(stream)) => {
                 let connection = tokio::io::split(*stream);
                 serve(
                     &broker,
@@ -122,43 +129,6 @@ pub(super) async fn run(
             }
         }
     }
-}
-
-/// A connection after TLS and SASL.
-enum Secured {
-    Plain(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-/// Wraps `stream` in TLS and logs in with SASL as `config.security` says.
-async fn secure(
-    broker: &BrokerEndpoint,
-    config: &InterBrokerConfig,
-    stream: TcpStream,
-) -> Result<Secured, String> {
-    let security = &config.security;
-    let mut secured = match &security.tls {
-        None => Secured::Plain(stream),
-        Some(tls) => {
-            let name = rustls_pki_types::ServerName::try_from(broker.host.clone())
-                .map_err(|e| format!("{} is not a TLS server name: {e}", broker.host))?;
-            let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::clone(tls));
-            let stream = connector
-                .connect(name, stream)
-                .await
-                .map_err(|e| format!("TLS handshake: {e}"))?;
-            Secured::Tls(Box::new(stream))
-        }
-    };
-    if let Some(login) = &security.sasl {
-        match &mut secured {
-            Secured::Plain(s) => crate::security::authenticate(s, login, &config.client_id).await?,
-            Secured::Tls(s) => {
-                crate::security::authenticate(s.as_mut(), login, &config.client_id).await?;
-            }
-        }
-    }
-    Ok(secured)
 }
 
 enum End {

@@ -4,7 +4,10 @@
 //! the first request. Built by the tools from `--command-config` (Kafka's client
 //! properties) and by the broker for its inter-broker listener.
 
+use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -14,7 +17,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 use ring::{digest, hmac, pbkdf2};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
 
 /// TLS and SASL settings of a connection; neither means PLAINTEXT.
 #[derive(Clone, Default)]
@@ -34,6 +38,112 @@ impl std::fmt::Debug for ConnectionSecurity {
                 &self.sasl.as_ref().map(|s| (s.mechanism, &s.username)),
             )
             .finish()
+    }
+}
+
+impl ConnectionSecurity {
+    /// Secures `stream`, a TCP connection to `host`: the TLS handshake (the server's
+    /// certificate checked against `host`), then the SASL login as `client_id`.
+    ///
+    /// # Errors
+    /// `host` is not a TLS server name, the handshake failed, or the login was refused
+    /// (the broker's message).
+    pub async fn secure(
+        &self,
+        stream: TcpStream,
+        host: &str,
+        client_id: &str,
+    ) -> Result<SecuredStream, String> {
+        let mut secured = match &self.tls {
+            None => SecuredStream::Plain(stream),
+            Some(tls) => {
+                let name = rustls_pki_types::ServerName::try_from(host.to_string())
+                    .map_err(|e| format!("{host} is not a TLS server name: {e}"))?;
+                let connector = tokio_rustls::TlsConnector::from(Arc::clone(tls));
+                let stream = connector
+                    .connect(name, stream)
+                    .await
+                    .map_err(|e| format!("TLS handshake with {host}: {e}"))?;
+                SecuredStream::Tls(Box::new(stream))
+            }
+        };
+        if let Some(login) = &self.sasl {
+            authenticate(&mut secured, login, client_id).await?;
+        }
+        Ok(secured)
+    }
+
+    /// Whether this is PLAINTEXT (no TLS, no SASL).
+    #[must_use]
+    pub fn is_plaintext(&self) -> bool {
+        self.tls.is_none() && self.sasl.is_none()
+    }
+}
+
+/// A connection as [`ConnectionSecurity::secure`] left it: the TCP stream itself, or TLS
+/// around it.
+pub enum SecuredStream {
+    /// PLAINTEXT or SASL_PLAINTEXT.
+    Plain(TcpStream),
+    /// SSL or SASL_SSL.
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for SecuredStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            SecuredStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            SecuredStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for SecuredStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            SecuredStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            SecuredStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            SecuredStream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            SecuredStream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            SecuredStream::Plain(s) => s.is_write_vectored(),
+            SecuredStream::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            SecuredStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            SecuredStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            SecuredStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            SecuredStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
     }
 }
 

@@ -62,6 +62,8 @@ pub struct ControllerClientConfig {
     pub attempt_timeout_ms: u64,
     /// Frame limit, queue bound, connect timeout and reconnect backoff of the connections.
     pub limits: NetworkLimits,
+    /// TLS and SASL of the connections to the controller listener.
+    pub security: logbook_client::security::ConnectionSecurity,
 }
 
 impl ControllerClientConfig {
@@ -74,6 +76,7 @@ impl ControllerClientConfig {
             retry_backoff_ms: 100,
             attempt_timeout_ms: 3_000,
             limits: NetworkLimits::default(),
+            security: logbook_client::security::ConnectionSecurity::default(),
         }
     }
 }
@@ -122,6 +125,7 @@ impl ControllerClient {
         let pool = PeerPool::new(
             format!("broker-{}", config.node_id),
             config.limits.clone(),
+            config.security.clone(),
             shutdown.clone(),
             tasks.clone(),
         );

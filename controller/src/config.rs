@@ -107,6 +107,8 @@ pub struct ControllerConfig {
     pub segment_bytes: u64,
     /// Largest serialized entry. Default 1 MiB.
     pub entry_bytes_max: u32,
+    /// TLS and SASL of the controller listener, both ways. PLAINTEXT by default.
+    pub security: crate::net::security::NetworkSecurity,
 }
 
 impl ControllerConfig {
@@ -121,6 +123,7 @@ impl ControllerConfig {
             limits: NetworkLimits::default(),
             segment_bytes: 64 << 20,
             entry_bytes_max: 1 << 20,
+            security: crate::net::security::NetworkSecurity::default(),
         }
     }
 

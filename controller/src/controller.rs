@@ -101,6 +101,7 @@ impl RaftController {
         let pool = Arc::new(PeerPool::new(
             format!("controller-{}", config.node_id),
             config.limits.clone(),
+            config.security.client.clone(),
             shutdown.clone(),
             tasks.clone(),
         ));
@@ -124,6 +125,7 @@ impl RaftController {
                     raft.clone(),
                     Arc::clone(&controller_slot),
                     config.limits.clone(),
+                    config.security.acceptor.clone(),
                     shutdown.clone(),
                     tasks.clone(),
                 ));

@@ -182,16 +182,22 @@ impl ReplicaManager {
     }
 
     /// Followers fetch from the leaders' addresses `endpoints` gives (the cluster
-    /// metadata), over Kafka's Fetch protocol. Set after [`ReplicaManager::with_broker_id`]
+    /// metadata), over Kafka's Fetch protocol, secured as `security` says (the
+    /// inter-broker listener's TLS and SASL). Set after [`ReplicaManager::with_broker_id`]
     /// (fetches carry the id) and before any partition is followed.
     #[must_use]
-    pub fn with_broker_endpoints(self, endpoints: Arc<dyn BrokerEndpoints>) -> Self {
+    pub fn with_broker_endpoints(
+        self,
+        endpoints: Arc<dyn BrokerEndpoints>,
+        security: logbook_client::security::ConnectionSecurity,
+    ) -> Self {
         let factory = RemoteLeaderEndPoints {
             endpoints,
             replica_id: self.local_broker_id,
             broker_epoch: Arc::clone(&self.broker_epoch),
             request_timeout: REPLICA_SOCKET_TIMEOUT,
             frame_bytes_max: REPLICA_FRAME_BYTES_MAX,
+            security,
         };
         self.fetchers.set_factory(Arc::new(factory));
         self

@@ -11,4 +11,5 @@
 
 pub mod frame; // request/response headers and the private api keys
 pub mod peer; // PeerPool: one connection per peer, reconnect with backoff; RaftNetwork
+pub mod security; // TLS and SASL of the controller listener: client side, ControllerAcceptor
 pub mod server; // the controller listener: decode, dispatch to Raft, answer

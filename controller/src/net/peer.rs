@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
+use logbook_client::security::{ConnectionSecurity, SecuredStream};
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
@@ -62,6 +63,7 @@ struct Call {
 pub(crate) struct PeerPool {
     client_id: String,
     limits: NetworkLimits,
+    security: ConnectionSecurity,
     peers: Mutex<HashMap<NodeId, (ControllerNode, mpsc::Sender<Call>)>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -72,12 +74,14 @@ impl PeerPool {
     pub(crate) fn new(
         client_id: String,
         limits: NetworkLimits,
+        security: ConnectionSecurity,
         shutdown: CancellationToken,
         tasks: TaskTracker,
     ) -> Self {
         Self {
             client_id,
             limits,
+            security,
             peers: Mutex::new(HashMap::new()),
             shutdown,
             tasks,
@@ -100,7 +104,9 @@ impl PeerPool {
             client_id: self.client_id.clone(),
             target,
             address: node.address(),
+            host: node.host.clone(),
             limits: self.limits.clone(),
+            security: self.security.clone(),
             connection: None,
             backoff: Duration::from_millis(self.limits.reconnect_backoff_min_ms),
             retry_at: None,
@@ -154,8 +160,10 @@ struct PeerTask {
     client_id: String,
     target: NodeId,
     address: String,
+    host: String,
     limits: NetworkLimits,
-    connection: Option<Framed<TcpStream, LengthDelimitedCodec>>,
+    security: ConnectionSecurity,
+    connection: Option<Framed<SecuredStream, LengthDelimitedCodec>>,
     backoff: Duration,
     retry_at: Option<Instant>,
     correlation_id: i32,
@@ -188,7 +196,9 @@ impl PeerTask {
         }
     }
 
-    async fn connect(&mut self) -> Result<&mut Framed<TcpStream, LengthDelimitedCodec>, CallError> {
+    async fn connect(
+        &mut self,
+    ) -> Result<&mut Framed<SecuredStream, LengthDelimitedCodec>, CallError> {
         if self.connection.is_none() {
             if self.retry_at.is_some_and(|at| Instant::now() < at) {
                 return Err(CallError::Unreachable(io::Error::other(format!(
@@ -197,14 +207,13 @@ impl PeerTask {
                 ))));
             }
             let timeout = Duration::from_millis(self.limits.connect_timeout_ms);
-            let dialed = tokio::time::timeout(timeout, TcpStream::connect(&self.address))
+            let dialed = tokio::time::timeout(timeout, self.dial())
                 .await
                 .unwrap_or_else(|_| {
                     Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))
                 });
             match dialed {
                 Ok(stream) => {
-                    let _ = stream.set_nodelay(true);
                     self.connection = Some(Framed::new(
                         stream,
                         frame::codec(self.limits.frame_bytes_max),
@@ -224,6 +233,17 @@ impl PeerTask {
         self.connection
             .as_mut()
             .ok_or_else(|| CallError::Unreachable(io::Error::other("no connection")))
+    }
+
+    /// Connects to the peer and secures the connection (TLS, SASL login) as the
+    /// controller listener wants.
+    async fn dial(&self) -> io::Result<SecuredStream> {
+        let stream = TcpStream::connect(&self.address).await?;
+        let _ = stream.set_nodelay(true);
+        self.security
+            .secure(stream, &self.host, &self.client_id)
+            .await
+            .map_err(io::Error::other)
     }
 
     async fn exchange(&mut self, call: &Call) -> Result<Bytes, CallError> {
@@ -385,6 +405,8 @@ mod tests {
             client_id: "controller-1".to_string(),
             target: 2,
             address: format!("127.0.0.1:{port}"),
+            host: "127.0.0.1".to_string(),
+            security: ConnectionSecurity::default(),
             backoff: Duration::from_millis(limits.reconnect_backoff_min_ms),
             limits,
             connection: None,

@@ -32,6 +32,7 @@ use tokio_util::task::TaskTracker;
 use super::frame::{
     self, FrameError, RaftApiKey, CONTROLLER_RPC_API_KEY, CONTROLLER_RPC_API_VERSION,
 };
+use super::security::{ControllerAcceptor, ControllerStream};
 use crate::config::NetworkLimits;
 use crate::raft::types::TypeConfig;
 
@@ -65,6 +66,8 @@ struct Service {
     raft: Raft<TypeConfig>,
     controller: ControllerSlot,
     limits: NetworkLimits,
+    /// The listener's TLS and SASL; `None` is PLAINTEXT.
+    acceptor: Option<Arc<dyn ControllerAcceptor>>,
 }
 
 /// Accepts connections until `shutdown`, serving each on its own tracked task.
@@ -73,6 +76,7 @@ pub(crate) async fn serve(
     raft: Raft<TypeConfig>,
     controller: ControllerSlot,
     limits: NetworkLimits,
+    acceptor: Option<Arc<dyn ControllerAcceptor>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 ) {
@@ -99,6 +103,7 @@ pub(crate) async fn serve(
             raft: raft.clone(),
             controller: Arc::clone(&controller),
             limits: limits.clone(),
+            acceptor: acceptor.clone(),
         };
         let shutdown = shutdown.clone();
         tasks.spawn(async move {
@@ -114,6 +119,29 @@ async fn serve_connection(
     service: &Service,
     shutdown: &CancellationToken,
 ) {
+    let _ = stream.set_nodelay(true);
+    let stream: ControllerStream = match &service.acceptor {
+        None => Box::new(stream),
+        Some(acceptor) => {
+            // A peer that never finishes its handshake is closed like an idle one.
+            let bound = Duration::from_millis(service.limits.connection_idle_ms);
+            let accepted = tokio::select! {
+                () = shutdown.cancelled() => return,
+                accepted = tokio::time::timeout(bound, acceptor.accept(stream, peer)) => accepted,
+            };
+            match accepted {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(reason)) => {
+                    tracing::info!(%peer, %reason, "controller listener refused a connection");
+                    return;
+                }
+                Err(_) => {
+                    tracing::info!(%peer, "controller listener closed a connection whose TLS or SASL did not finish in time");
+                    return;
+                }
+            }
+        }
+    };
     let connection = NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed);
     let mut carried_heartbeat = false;
     let closed = serve_requests(
@@ -136,14 +164,13 @@ async fn serve_connection(
 /// Serves requests until the connection ends; `true` if the peer closed it or it broke
 /// (not our shutdown). Sets `carried_heartbeat` once a broker heartbeat came over it.
 async fn serve_requests(
-    stream: TcpStream,
+    stream: ControllerStream,
     peer: SocketAddr,
     service: &Service,
     shutdown: &CancellationToken,
     connection: u64,
     carried_heartbeat: &mut bool,
 ) -> bool {
-    let _ = stream.set_nodelay(true);
     let mut framed = Framed::new(stream, frame::codec(service.limits.frame_bytes_max));
     let idle = Duration::from_millis(service.limits.connection_idle_ms);
     loop {

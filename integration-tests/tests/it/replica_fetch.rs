@@ -40,6 +40,7 @@ fn endpoint(broker: &Broker) -> RemoteLeaderEndPoint {
         client_id: "logbook-it-replica".to_owned(),
         request_timeout: Duration::from_secs(10),
         frame_bytes_max: 100 << 20,
+        security: Default::default(),
     })
 }
 

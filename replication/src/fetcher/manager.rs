@@ -61,6 +61,8 @@ pub struct RemoteLeaderEndPoints {
     pub request_timeout: Duration,
     /// Largest response frame accepted.
     pub frame_bytes_max: usize,
+    /// TLS and SASL of the inter-broker listener.
+    pub security: logbook_client::security::ConnectionSecurity,
 }
 
 impl LeaderEndPointFactory for RemoteLeaderEndPoints {
@@ -74,6 +76,7 @@ impl LeaderEndPointFactory for RemoteLeaderEndPoints {
             client_id: format!("replica-fetcher-{}-{leader_id}", self.replica_id),
             request_timeout: self.request_timeout,
             frame_bytes_max: self.frame_bytes_max,
+            security: self.security.clone(),
         })
         .with_broker_epoch(Arc::clone(&self.broker_epoch));
         Some(BoxedLeaderEndPoint(Box::new(end_point)))

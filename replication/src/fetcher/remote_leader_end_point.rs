@@ -2,6 +2,9 @@
 //! connection per fetcher, one request in flight, every read and write under the request
 //! timeout; any failure drops the connection and the next request reconnects.
 //!
+//! The connection is secured as the inter-broker listener is (`security`: TLS, then a SASL
+//! login, through logbook-client's `ConnectionSecurity`).
+//!
 //! Wire: Fetch v17 (`replica_state { replica_id, replica_epoch }`, topics by id,
 //! `current_leader_epoch`, `last_fetched_epoch`, READ_UNCOMMITTED), OffsetsForLeaderEpoch
 //! v4 (`replica_id` set) and ListOffsets v7 (`replica_id` set, EARLIEST / LATEST), framed
@@ -14,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use logbook_client::security::{ConnectionSecurity, SecuredStream};
 use logbook_protocol::kafka_protocol::messages::fetch_request::{
     FetchPartition as WireFetchPartition, FetchTopic, ReplicaState,
 };
@@ -71,6 +75,8 @@ pub struct RemoteLeaderEndPointConfig {
     pub request_timeout: Duration,
     /// Largest response frame accepted (bytes after the size prefix).
     pub frame_bytes_max: usize,
+    /// TLS and SASL of the inter-broker listener; PLAINTEXT by default.
+    pub security: ConnectionSecurity,
 }
 
 /// The leader over one TCP connection. See the module docs.
@@ -79,7 +85,7 @@ pub struct RemoteLeaderEndPoint {
     /// This broker's epoch as it is now (it changes when the broker registers again);
     /// `config.replica_epoch` without it.
     broker_epoch: Option<Arc<AtomicI64>>,
-    connection: Option<TcpStream>,
+    connection: Option<SecuredStream>,
     correlation_id: i32,
 }
 
@@ -136,6 +142,18 @@ impl RemoteLeaderEndPoint {
         if self.connection.is_none() {
             let stream = TcpStream::connect(&self.config.address).await?;
             stream.set_nodelay(true)?;
+            let host = self
+                .config
+                .address
+                .rsplit_once(':')
+                .map_or(self.config.address.as_str(), |(host, _)| host)
+                .trim_matches(['[', ']']);
+            let stream = self
+                .config
+                .security
+                .secure(stream, host, &self.config.client_id)
+                .await
+                .map_err(|e| EndPointError::Io(std::io::Error::other(e)))?;
             self.connection = Some(stream);
         }
         let stream = self

@@ -36,6 +36,7 @@ fn config(address: String) -> RemoteLeaderEndPointConfig {
         client_id: "logbook-replica-fetcher-3".to_string(),
         request_timeout: Duration::from_secs(5),
         frame_bytes_max: 1 << 20,
+        security: Default::default(),
     }
 }
 
