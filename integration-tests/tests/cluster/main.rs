@@ -19,6 +19,7 @@ mod metadata;
 mod reassignment;
 mod replication;
 mod roles;
+mod security;
 
 /// Held for a whole test: one cluster at a time.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
