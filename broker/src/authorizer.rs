@@ -489,6 +489,8 @@ pub static REQUIRED_CHECKS: &[(ApiKey, &[(ResourceType, AclOperation)])] = &[
     (ApiKey::DescribeAcls, &[(Cluster, Describe)]),
     (ApiKey::CreateAcls, &[(Cluster, Alter)]),
     (ApiKey::DeleteAcls, &[(Cluster, Alter)]),
+    (ApiKey::DescribeClientQuotas, &[(Cluster, DescribeConfigs)]),
+    (ApiKey::AlterClientQuotas, &[(Cluster, AlterConfigs)]),
 ];
 
 /// The operations [`REQUIRED_CHECKS`] lists for `api_key` (empty if none).

@@ -23,6 +23,8 @@ pub struct Broker {
     pub listeners: crate::listeners::Listeners,
     /// Decides what each request's principal may do ([`crate::authorizer`]).
     pub authorizer: std::sync::Arc<dyn crate::authorizer::Authorizer>,
+    /// Produce and fetch byte rates against the client quotas.
+    pub quotas: crate::client_quota_manager::QuotaManagers,
 }
 
 impl Broker {

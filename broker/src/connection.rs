@@ -313,7 +313,7 @@ pub async fn serve_with<R, T>(
                 }
             },
         };
-        let Some((pending, closing)) =
+        let Some((pending, closing, throttle_ms)) =
             dispatch_frame(&broker, frame, peer, &listener, principal, last_request)
         else {
             break;
@@ -325,6 +325,16 @@ pub async fn serve_with<R, T>(
         if closing {
             tracing::debug!(%peer, "closing connection at the handler's request");
             break;
+        }
+        if throttle_ms > 0 {
+            // KIP-219: the answer goes out now; the channel stays muted for the throttle
+            // time, so a client that ignores throttle_time_ms is held back all the same.
+            let muted = Duration::from_millis(u64::try_from(throttle_ms).unwrap_or(0));
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep(muted) => {}
+            }
+            last_request = Instant::now();
         }
     }
     drop(tx);
@@ -364,7 +374,7 @@ fn dispatch_frame(
     listener: &ListenerName,
     principal: Arc<KafkaPrincipal>,
     received: Instant,
-) -> Option<(Pending, bool)> {
+) -> Option<(Pending, bool, i32)> {
     let transaction_version = broker.config.transaction_version;
     let supported = |key| handlers::supported_at(key, transaction_version);
     let frame_bytes = frame.len();
@@ -389,7 +399,7 @@ fn dispatch_frame(
                 response,
                 received,
             };
-            Some((pending, ctx.closes_connection()))
+            Some((pending, ctx.closes_connection(), ctx.throttle_ms()))
         }
         Err(DecodeError::UnsupportedVersion {
             preamble,
@@ -399,7 +409,7 @@ fn dispatch_frame(
                 correlation_id: preamble.correlation_id,
                 transaction_version,
             };
-            Some((pending, false))
+            Some((pending, false, 0))
         }
         Err(e) => {
             tracing::warn!(%peer, error = %e, "closing connection: undecodable request");

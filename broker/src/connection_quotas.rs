@@ -2,6 +2,11 @@
 //! connections from one IP address. Kafka closes a connection over the limit as soon as it
 //! is accepted, so one client (or attacker) cannot take every connection slot; the total
 //! is bounded separately by `connections_max`.
+//!
+//! And KIP-612's per-IP connection creation rate (`connection_creation_rate` of an `ip`
+//! quota entity, set with AlterClientQuotas): a connection that takes its address over
+//! the rate is closed at once, and so is every new one from that address until the
+//! throttle time has passed.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -13,7 +18,12 @@ use parking_lot::Mutex;
 pub struct ConnectionQuotas {
     per_ip_max: usize,
     counts: Mutex<HashMap<IpAddr, usize>>,
+    /// Connection creation rates by address, and until when each is refused.
+    rates: Mutex<HashMap<IpAddr, (crate::client_quota_manager::Rate, u64)>>,
 }
+
+/// Addresses whose creation rate is kept before idle ones are dropped.
+const RATES_MAX: usize = 10_000;
 
 /// One counted connection; dropping it gives its address's slot back.
 pub struct ConnectionSlot {
@@ -28,7 +38,32 @@ impl ConnectionQuotas {
         Arc::new(Self {
             per_ip_max,
             counts: Mutex::new(HashMap::new()),
+            rates: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Counts a new connection from `ip` against its `connection_creation_rate` of `limit`
+    /// per second at `now_ms`; `Err` with the throttle time left when it must be closed.
+    ///
+    /// # Errors
+    /// The address is over its rate (or still throttled for having been).
+    pub fn admit_rate(&self, ip: IpAddr, limit: f64, now_ms: u64) -> Result<(), u64> {
+        let mut rates = self.rates.lock();
+        if rates.len() >= RATES_MAX && !rates.contains_key(&ip) {
+            rates.retain(|_, (rate, until)| *until > now_ms || !rate.idle(now_ms));
+        }
+        let (rate, until) = rates.entry(ip).or_default();
+        if *until > now_ms {
+            return Err(*until - now_ms);
+        }
+        rate.record(1.0, now_ms);
+        let throttle = crate::client_quota_manager::throttle_ms(rate, limit, now_ms);
+        if throttle > 0 {
+            let throttle = u64::try_from(throttle).unwrap_or(0);
+            *until = now_ms + throttle;
+            return Err(throttle);
+        }
+        Ok(())
     }
 
     /// Counts a new connection from `ip`, or `None` if that address is at its limit.
@@ -84,4 +119,21 @@ mod tests {
         let _again = quotas.try_open(a).expect("a freed slot is reusable");
         assert_eq!(quotas.count(a), 2);
     }
+
+    #[test]
+    fn connection_creation_rate_closes_the_excess_and_throttles_the_address() {
+        let quotas = ConnectionQuotas::new(100);
+        let ip: IpAddr = "10.0.0.1".parse().expect("ip");
+        let other: IpAddr = "10.0.0.2".parse().expect("ip");
+        let t0 = 5_000_000;
+        // 2 per second over Kafka's ten-second window: 20 go through, the 21st does not.
+        for _ in 0..20 {
+            assert_eq!(quotas.admit_rate(ip, 2.0, t0), Ok(()));
+        }
+        let throttle = quotas.admit_rate(ip, 2.0, t0).expect_err("over the rate");
+        assert_eq!(throttle, 500);
+        assert_eq!(quotas.admit_rate(ip, 2.0, t0 + 100), Err(400));
+        assert_eq!(quotas.admit_rate(other, 2.0, t0 + 100), Ok(()));
+    }
+
 }

@@ -10,6 +10,7 @@ pub mod broker;
 pub mod broker_config;
 pub mod channel_builders;
 pub mod cli;
+pub mod client_quota_manager;
 pub mod cluster;
 pub mod config;
 pub mod config_def;

@@ -136,6 +136,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         transactions,
         listeners,
         authorizer,
+        quotas: crate::client_quota_manager::QuotaManagers::default(),
     });
     tracing::info!(
         listeners = %endpoint_list(&broker.listeners.bound),
@@ -923,6 +924,22 @@ async fn accept_loop(
                     drop(stream);
                     continue;
                 };
+                let rate_limit = broker
+                    .topics
+                    .cluster()
+                    .and_then(|c| c.metadata.client_quotas())
+                    .and_then(|q| q.ip_connection_rate(&peer.ip().to_string()));
+                if let Some(limit) = rate_limit {
+                    let now = crate::client_quota_manager::now_ms();
+                    if let Err(throttle_ms) = limits.quotas.admit_rate(peer.ip(), limit, now) {
+                        // KIP-612: the per-IP rate closes the connection at once.
+                        tracing::info!(%peer, listener = %name, limit, throttle_ms, "closing connection: connection_creation_rate of its address exceeded");
+                        connection_metrics.rejected_per_ip();
+                        drop(slot);
+                        drop(stream);
+                        continue;
+                    }
+                }
                 connection_metrics.opened();
                 let broker = Arc::clone(broker);
                 let shutdown = shutdown.clone();

@@ -389,6 +389,27 @@ impl ControllerClient {
         }
     }
 
+    /// See [`QuorumController::alter_client_quotas`].
+    ///
+    /// # Errors
+    /// As the QuorumController's, and `RequestTimedOut`.
+    pub async fn alter_client_quotas(
+        &self,
+        alterations: Vec<crate::quorum::QuotaAlteration>,
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), QuorumError>>, QuorumError> {
+        match self
+            .call(ControllerRequest::AlterClientQuotas {
+                alterations,
+                validate_only,
+            })
+            .await?
+        {
+            ControllerReply::AlterClientQuotas(results) => Ok(results),
+            other => Err(mismatch(&other)),
+        }
+    }
+
     /// See [`QuorumController::delete_acls`].
     ///
     /// # Errors

@@ -102,6 +102,13 @@ pub enum ControllerRequest {
         /// The filters, in request order.
         filters: Vec<logbook_metadata::acls::AclBindingFilter>,
     },
+    /// `alter_client_quotas` (AlterClientQuotas, 49).
+    AlterClientQuotas {
+        /// The entities' changes, in request order.
+        alterations: Vec<crate::quorum::QuotaAlteration>,
+        /// Check only; write nothing.
+        validate_only: bool,
+    },
 }
 
 /// A QuorumController operation's value, one variant per [`ControllerRequest`] variant.
@@ -137,6 +144,8 @@ pub enum ControllerReply {
     CreateAcls(Vec<Result<(), QuorumError>>),
     /// Of `DeleteAcls`: each filter's removed bindings, in request order.
     DeleteAcls(Vec<Result<Vec<logbook_metadata::acls::AclBinding>, QuorumError>>),
+    /// Of `AlterClientQuotas`: each alteration's result, in request order.
+    AlterClientQuotas(Vec<Result<(), QuorumError>>),
 }
 
 /// The listener's answer: the operation's result, and the answering controller's applied
@@ -215,6 +224,14 @@ pub(crate) async fn dispatch(
         ControllerRequest::DeleteAcls { filters } => {
             ControllerReply::DeleteAcls(controller.delete_acls(filters).await?)
         }
+        ControllerRequest::AlterClientQuotas {
+            alterations,
+            validate_only,
+        } => ControllerReply::AlterClientQuotas(
+            controller
+                .alter_client_quotas(alterations, validate_only)
+                .await?,
+        ),
         ControllerRequest::FetchMetadata(r) => {
             ControllerReply::FetchMetadata(controller.fetch_metadata(r).await?)
         }

@@ -145,6 +145,8 @@ struct ImageState {
     scram: BTreeMap<(String, i8), Arc<crate::records::UserScramCredentialRecord>>,
     /// The ACLs, shared between images until a batch changes one.
     acls: Arc<crate::acls::AclCache>,
+    /// The client quotas, shared between images until a batch changes one.
+    quotas: Arc<crate::quotas::ClientQuotas>,
 }
 
 /// The cluster metadata as of [`MetadataImage::offset`]. Immutable; `clone` is one atomic
@@ -173,6 +175,7 @@ impl MetadataImage {
             producer_ids: None,
             scram: BTreeMap::new(),
             acls: Arc::default(),
+            quotas: Arc::default(),
         }))
     }
 
@@ -180,6 +183,12 @@ impl MetadataImage {
     #[must_use]
     pub fn acls(&self) -> &crate::acls::AclCache {
         &self.0.acls
+    }
+
+    /// The client quotas (AlterClientQuotas; what the broker throttles by).
+    #[must_use]
+    pub fn client_quotas(&self) -> &Arc<crate::quotas::ClientQuotas> {
+        &self.0.quotas
     }
 
     /// `user`'s SCRAM credential for mechanism code `mechanism`, if any.

@@ -15,6 +15,7 @@ pub mod migration;
 mod model_tests;
 mod partition_change;
 pub mod placement;
+pub mod quotas;
 mod records;
 pub mod snapshot;
 #[cfg(test)]
@@ -27,7 +28,7 @@ pub use image::{
 };
 pub use partition_change::{Election, PartitionChangeBuilder};
 pub use records::{
-    AccessControlEntryRecord, BrokerEndpoint, BrokerId, BrokerRegistrationChangeRecord,
+    AccessControlEntryRecord, BrokerEndpoint, ClientQuotaRecord, BrokerId, BrokerRegistrationChangeRecord,
     ClusterIdRecord, ConfigRecord, ConfigResourceType, FeatureLevelRecord, LeaderRecoveryState,
     MetadataBatch, MetadataRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
     RegisterBrokerRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord,

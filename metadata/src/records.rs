@@ -298,6 +298,20 @@ pub struct RemoveAccessControlEntryRecord {
     pub id: Uuid,
 }
 
+/// A client quota set or removed (KRaft's `ClientQuotaRecord`): `key` of the entity the
+/// components name. Written by AlterClientQuotas.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientQuotaRecord {
+    /// The entity: one component per entity type.
+    pub entity: Vec<crate::quotas::EntityData>,
+    /// The quota key (`producer_byte_rate`, …).
+    pub key: String,
+    /// The value (ignored when `remove`).
+    pub value: crate::quotas::QuotaValue,
+    /// Whether the key is removed.
+    pub remove: bool,
+}
+
 /// One metadata record. The JSON form is the record's fields plus `"type"`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -347,6 +361,9 @@ pub enum MetadataRecord {
     /// See [`RemoveAccessControlEntryRecord`].
     #[serde(rename = "RemoveAccessControlEntryRecord")]
     RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
+    /// See [`ClientQuotaRecord`].
+    #[serde(rename = "ClientQuotaRecord")]
+    ClientQuota(ClientQuotaRecord),
 }
 
 /// One atomic controller operation: one Raft entry. Applying it changes the image by all

@@ -77,6 +77,22 @@ impl MetadataImage {
                 UserScramCredentialRecord::clone(credential),
             ));
         }
+        for (entity, quotas) in self.client_quotas().iter() {
+            for (key, value) in quotas {
+                records.push(MetadataRecord::ClientQuota(crate::ClientQuotaRecord {
+                    entity: entity
+                        .iter()
+                        .map(|(t, n)| crate::quotas::EntityData {
+                            entity_type: t.clone(),
+                            entity_name: n.clone(),
+                        })
+                        .collect(),
+                    key: key.clone(),
+                    value: *value,
+                    remove: false,
+                }));
+            }
+        }
         for acl in self.acls().iter() {
             records.push(MetadataRecord::AccessControlEntry(
                 crate::records::AccessControlEntryRecord::clone(acl),

@@ -50,6 +50,15 @@ impl MetadataCache {
         self.image.borrow().clone()
     }
 
+    /// The client quotas of the newest image, or `None` when none is set: the produce and
+    /// fetch paths ask on every request, so nothing is cloned when quotas are unused.
+    #[must_use]
+    pub fn client_quotas(&self) -> Option<Arc<logbook_metadata::quotas::ClientQuotas>> {
+        let image = self.image.borrow();
+        let quotas = image.client_quotas();
+        (!quotas.is_empty()).then(|| Arc::clone(quotas))
+    }
+
     /// Installs `image` as the newest (the publisher, after acting on it).
     pub(crate) fn publish(&self, image: MetadataImage) {
         self.image.send_replace(image);

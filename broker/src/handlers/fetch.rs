@@ -96,13 +96,50 @@ pub fn handle(ctx: &super::RequestContext, request: FetchRequest) -> ResponseFut
     let (broker, version) = (&ctx.broker, ctx.api_version);
     let broker = Arc::clone(broker);
     let authorizer = ctx.authorizer.clone();
+    let consumer = request.replica_id.0 < 0 && request.replica_state.replica_id.0 < 0;
+    let quota = consumer
+        .then(|| ctx.quota(&broker.quotas.fetch))
+        .flatten();
     Box::pin(async move {
-        let (response, records) = fetch(&broker, &authorizer, request, version).await;
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let cap = quota.as_ref().map(|applied| {
+            crate::client_quota_manager::ClientQuotaManager::max_value_in_window(applied) as usize
+        });
+        let (mut response, mut records) = fetch(&broker, &authorizer, request, version, cap).await;
+        if let Some(applied) = quota {
+            let bytes: usize = response
+                .responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .filter_map(|p| p.records.as_ref().map(Bytes::len))
+                .sum();
+            #[allow(clippy::cast_precision_loss)]
+            let bytes = bytes as f64;
+            let now = crate::client_quota_manager::now_ms();
+            let manager = &broker.quotas.fetch;
+            let throttle_ms = manager.record(&applied, bytes, now);
+            if throttle_ms > 0 {
+                // Kafka's throttled fetch: no records, and its bytes do not count.
+                manager.unrecord(&applied, bytes, now);
+                response = throttled(response, throttle_ms);
+                records = FileRecords::default();
+            }
+        }
         Some(Response {
             body: ResponseKind::Fetch(response),
             records,
         })
     })
+}
+
+/// The answer of a fetch that took its client over `consumer_byte_rate` (Kafka's
+/// `getThrottledResponse`): no partitions; a new session is not offered, an existing one
+/// goes on.
+fn throttled(response: FetchResponse, throttle_ms: i32) -> FetchResponse {
+    FetchResponse::default()
+        .with_throttle_time_ms(throttle_ms)
+        .with_error_code(response.error_code)
+        .with_session_id(response.session_id)
 }
 
 /// Resolves the requested topics, each only if the sender may read it (Kafka's order: a
@@ -433,6 +470,7 @@ async fn fetch(
     authorizer: &RequestAuthorizer,
     request: FetchRequest,
     version: i16,
+    quota_cap: Option<usize>,
 ) -> (FetchResponse, FileRecords) {
     let FetchParams {
         max_wait,
@@ -441,6 +479,8 @@ async fn fetch(
         read_committed,
         follower,
     } = FetchParams::of(&broker.config.limits, &request, version);
+    // Never more than the quota lets through in one window, so a fetch can succeed.
+    let max_bytes = quota_cap.map_or(max_bytes, |cap| max_bytes.min(cap.max(1)));
     let by_id = version >= TOPIC_ID_VERSION;
     let mut request = request;
     let (context, requested) = session_context(broker, &request, version);

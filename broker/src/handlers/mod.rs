@@ -30,6 +30,7 @@ pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_client_quotas;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod create_acls;
@@ -40,6 +41,7 @@ pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_acls;
+pub mod describe_client_quotas;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
@@ -99,6 +101,9 @@ pub struct RequestContext {
     /// Set by a handler that wants the connection closed after this request (Kafka's
     /// `RequestChannel.CloseConnectionResponse`).
     close_connection: AtomicBool,
+    /// Set by a handler whose request took its client over a quota: how long the
+    /// connection reads no further request (KIP-219's muted channel).
+    throttle_ms: std::sync::atomic::AtomicI32,
 }
 
 impl RequestContext {
@@ -130,6 +135,7 @@ impl RequestContext {
             correlation_id,
             client_id,
             close_connection: AtomicBool::new(false),
+            throttle_ms: std::sync::atomic::AtomicI32::new(0),
         }
     }
 
@@ -151,6 +157,30 @@ impl RequestContext {
     /// only this way, and refreshes its metadata).
     pub fn close_connection(&self) {
         self.close_connection.store(true, Ordering::Relaxed);
+    }
+
+    /// The quota of `manager`'s type that applies to this request's user and client id, if
+    /// any quota is set (one look at the metadata image otherwise).
+    #[must_use]
+    pub fn quota(
+        &self,
+        manager: &crate::client_quota_manager::ClientQuotaManager,
+    ) -> Option<crate::client_quota_manager::Applied> {
+        let quotas = self.broker.topics.cluster()?.metadata.client_quotas()?;
+        let client_id = self.client_id.as_ref().map_or("", |c| c.as_str());
+        manager.applied(&quotas, &self.authorizer.principal().name, client_id)
+    }
+
+    /// Mutes the connection for `ms` after this request (a quota's throttle time): it
+    /// reads no further request until then, as Kafka's throttled channel.
+    pub fn throttle(&self, ms: i32) {
+        self.throttle_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    /// How long the connection is muted after this request (0: not).
+    #[must_use]
+    pub fn throttle_ms(&self) -> i32 {
+        self.throttle_ms.load(Ordering::Relaxed)
     }
 
     /// Whether the request's principal may do `operation` on `resource_type`/`name`: the
@@ -331,6 +361,8 @@ pub static APIS: &[Api] = &[
     api!(DescribeAcls, describe_acls, now),
     api!(CreateAcls, create_acls, now),
     api!(DeleteAcls, delete_acls, now),
+    api!(DescribeClientQuotas, describe_client_quotas, now),
+    api!(AlterClientQuotas, alter_client_quotas, now),
 ];
 
 /// A body that does not belong to the context's API: `decode_request` decodes the body by

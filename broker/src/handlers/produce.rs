@@ -419,6 +419,7 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
                 .with_partition_responses(partitions),
         );
     }
+    let throttle_ms = record_quota(ctx, &request);
     if acks == 0 {
         close_if_failed(ctx, &responses);
         return Box::pin(std::future::ready(None));
@@ -434,7 +435,32 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
         topic_names,
         waits,
         timeout,
+        throttle_ms,
     ))
+}
+
+/// Counts the request's record bytes against the user's or client's
+/// `producer_byte_rate`; the throttle time (0 within the quota), which also mutes the
+/// connection for that long.
+fn record_quota(ctx: &super::RequestContext, request: &ProduceRequest) -> i32 {
+    let manager = &ctx.broker.quotas.produce;
+    let Some(applied) = ctx.quota(manager) else {
+        return 0;
+    };
+    let bytes: usize = request
+        .topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .filter_map(|p| p.records.as_ref().map(bytes::Bytes::len))
+        .sum();
+    #[allow(clippy::cast_precision_loss)]
+    let throttle_ms = manager.record(
+        &applied,
+        bytes as f64,
+        crate::client_quota_manager::now_ms(),
+    );
+    ctx.throttle(throttle_ms);
+    throttle_ms
 }
 
 /// A transactional produce needs WRITE on its transactional id; without it every
@@ -511,6 +537,7 @@ async fn answer(
     topic_names: Vec<Option<String>>,
     waits: Vec<DurableWait>,
     timeout: Option<Duration>,
+    throttle_ms: i32,
 ) -> Option<crate::handlers::Response> {
     if let Some(timeout) = timeout.filter(|_| !waits.is_empty()) {
         let pending = waits.iter().map(|w| &w.pending);
@@ -526,5 +553,12 @@ async fn answer(
     if version >= CURRENT_LEADER_VERSION {
         fill_current_leaders(&broker, &mut responses, &topic_names);
     }
-    Some(ResponseKind::Produce(ProduceResponse::default().with_responses(responses)).into())
+    Some(
+        ResponseKind::Produce(
+            ProduceResponse::default()
+                .with_responses(responses)
+                .with_throttle_time_ms(throttle_ms),
+        )
+        .into(),
+    )
 }

@@ -79,6 +79,7 @@ fn broker_with(
             ("127.0.0.1".into(), 9092),
         ),
         authorizer,
+        quotas: crate::client_quota_manager::QuotaManagers::default(),
     })
 }
 

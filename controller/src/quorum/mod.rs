@@ -16,6 +16,7 @@
 //! writes the bootstrap records if the image has no cluster id.
 
 mod acl_control;
+mod quota_control;
 mod clock;
 mod cluster_control;
 mod describe_quorum;
@@ -54,6 +55,7 @@ pub use replication_control::{
     AlterConfigOp, AlterPartitionData, AlterPartitionRequest, AlterPartitionResults,
     CreatableTopic, CreatedTopic, NewPartitions, ReassignmentResults, ReassignmentTargets,
 };
+pub use quota_control::QuotaAlteration;
 pub use scram_control::ScramChange;
 pub use sessions::{BrokerSession, BrokerSessions};
 

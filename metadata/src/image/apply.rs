@@ -113,6 +113,11 @@ fn replay(
             }
             Ok(())
         }
+        MetadataRecord::ClientQuota(r) => {
+            Arc::make_mut(&mut state.quotas).apply(r);
+            delta.quotas_changed = true;
+            Ok(())
+        }
         MetadataRecord::RemoveUserScramCredential(r) => {
             if state.scram.remove(&(r.name.clone(), r.mechanism)).is_some() {
                 delta.scram_changed = true;

@@ -56,6 +56,8 @@ pub struct MetadataDelta {
     pub scram_changed: bool,
     /// An ACL was added or removed.
     pub acls_changed: bool,
+    /// A client quota was set or removed.
+    pub quotas_changed: bool,
     /// Set if the batch was rejected; then nothing else is set.
     pub rejected: Option<RejectedBatch>,
 }
@@ -75,5 +77,6 @@ impl MetadataDelta {
             && !self.producer_ids_changed
             && !self.scram_changed
             && !self.acls_changed
+            && !self.quotas_changed
     }
 }
