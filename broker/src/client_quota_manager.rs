@@ -60,27 +60,39 @@ type SensorKey = (Option<String>, Option<String>);
 /// window settings); also the per-IP connection creation rate.
 #[derive(Debug, Default)]
 pub(crate) struct Rate {
-    /// (sample index = ms / SAMPLE_MS, sum), oldest first.
+    /// (start ms, sum) of each sample, oldest first. A sample starts at the first value
+    /// recorded after the previous one ended, as Kafka's `SampledStat`.
     samples: Vec<(u64, f64)>,
 }
 
 impl Rate {
+    /// Whether a sample started at `start` has aged out at `now_ms`.
+    fn expired(start: u64, now_ms: u64) -> bool {
+        now_ms.saturating_sub(start) >= SAMPLES * SAMPLE_MS
+    }
+
     pub(crate) fn record(&mut self, value: f64, now_ms: u64) {
-        let index = now_ms / SAMPLE_MS;
         self.samples
-            .retain(|(i, _)| i + SAMPLES > index);
+            .retain(|(start, _)| !Self::expired(*start, now_ms));
         match self.samples.last_mut() {
-            Some((i, sum)) if *i == index => *sum += value,
-            _ => self.samples.push((index, value)),
+            Some((start, sum)) if now_ms.saturating_sub(*start) < SAMPLE_MS => *sum += value,
+            _ => {
+                if self.samples.len() as u64 >= SAMPLES {
+                    self.samples.remove(0);
+                }
+                self.samples.push((now_ms, value));
+            }
         }
     }
 
     /// Kafka's `Rate.measure` (per second) and the window it divides by (ms).
     pub(crate) fn measure(&self, now_ms: u64) -> (f64, f64) {
-        let index = now_ms / SAMPLE_MS;
-        let live = self.samples.iter().filter(|(i, _)| i + SAMPLES > index);
+        let live = self
+            .samples
+            .iter()
+            .filter(|(start, _)| !Self::expired(*start, now_ms));
         let total: f64 = live.clone().map(|(_, v)| v).sum();
-        let oldest = live.map(|(i, _)| i * SAMPLE_MS).min().unwrap_or(now_ms);
+        let oldest = live.map(|(start, _)| *start).min().unwrap_or(now_ms);
         let mut elapsed = now_ms.saturating_sub(oldest);
         let full = elapsed / SAMPLE_MS;
         if full < SAMPLES - 1 {
@@ -92,8 +104,9 @@ impl Rate {
     }
 
     pub(crate) fn idle(&self, now_ms: u64) -> bool {
-        let index = now_ms / SAMPLE_MS;
-        self.samples.iter().all(|(i, _)| i + SAMPLES <= index)
+        self.samples
+            .iter()
+            .all(|(start, _)| Self::expired(*start, now_ms))
     }
 }
 

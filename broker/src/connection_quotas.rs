@@ -135,5 +135,4 @@ mod tests {
         assert_eq!(quotas.admit_rate(ip, 2.0, t0 + 100), Err(400));
         assert_eq!(quotas.admit_rate(other, 2.0, t0 + 100), Ok(()));
     }
-
 }

@@ -143,6 +143,16 @@ pub fn topic_error(e: &TopicError) -> ResponseError {
     }
 }
 
+/// The message a client is told for `e`: Kafka's own text for an INVALID_REQUEST (no
+/// prefix of ours), else the error's description.
+#[must_use]
+pub fn quorum_message(e: &logbook_controller::quorum::QuorumError) -> String {
+    match e {
+        logbook_controller::quorum::QuorumError::InvalidRequest(message) => message.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// The Kafka error of a controller operation's failure, as Kafka's controller answers it.
 #[must_use]
 pub fn quorum_error(e: &logbook_controller::quorum::QuorumError) -> ResponseError {

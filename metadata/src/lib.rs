@@ -28,10 +28,10 @@ pub use image::{
 };
 pub use partition_change::{Election, PartitionChangeBuilder};
 pub use records::{
-    AccessControlEntryRecord, BrokerEndpoint, ClientQuotaRecord, BrokerId, BrokerRegistrationChangeRecord,
-    ClusterIdRecord, ConfigRecord, ConfigResourceType, FeatureLevelRecord, LeaderRecoveryState,
-    MetadataBatch, MetadataRecord, PartitionChangeRecord, PartitionRecord, ProducerIdsRecord,
-    RegisterBrokerRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord,
+    AccessControlEntryRecord, BrokerEndpoint, BrokerId, BrokerRegistrationChangeRecord,
+    ClientQuotaRecord, ClusterIdRecord, ConfigRecord, ConfigResourceType, FeatureLevelRecord,
+    LeaderRecoveryState, MetadataBatch, MetadataRecord, PartitionChangeRecord, PartitionRecord,
+    ProducerIdsRecord, RegisterBrokerRecord, RemoveAccessControlEntryRecord, RemoveTopicRecord,
     RemoveUserScramCredentialRecord, TopicRecord, UnregisterBrokerRecord,
     UserScramCredentialRecord, BATCH_ENCODING_VERSION, NO_LEADER,
 };

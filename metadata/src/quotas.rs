@@ -231,7 +231,9 @@ mod tests {
         q.apply(&set(&[(IP, None)], CONNECTION_CREATION_RATE, 5.0));
         assert_eq!(q.ip_connection_rate("10.0.0.1"), Some(5.0));
         assert_eq!(
-            entity_display(&entity_of(&set(&[(USER, Some("a")), (CLIENT_ID, None)], "k", 1.0).entity)),
+            entity_display(&entity_of(
+                &set(&[(USER, Some("a")), (CLIENT_ID, None)], "k", 1.0).entity
+            )),
             "ClientQuotaEntity(entries={client-id=null, user=a})"
         );
     }

@@ -20,7 +20,10 @@ use crate::errors;
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
 /// Answers an AlterClientQuotas request.
-pub fn handle(ctx: &RequestContext, request: AlterClientQuotasRequest) -> AlterClientQuotasResponse {
+pub fn handle(
+    ctx: &RequestContext,
+    request: AlterClientQuotasRequest,
+) -> AlterClientQuotasResponse {
     let alterations: Vec<QuotaAlteration> = request
         .entries
         .iter()
@@ -52,7 +55,7 @@ pub fn handle(ctx: &RequestContext, request: AlterClientQuotasRequest) -> AlterC
             }) {
                 Ok(results) => results
                     .into_iter()
-                    .map(|r| r.map_err(|e| (errors::quorum_error(&e), e.to_string())))
+                    .map(|r| r.map_err(|e| (errors::quorum_error(&e), errors::quorum_message(&e))))
                     .collect(),
                 Err(refusal) => vec![Err(refusal); alterations.len()],
             }
@@ -73,14 +76,15 @@ pub fn handle(ctx: &RequestContext, request: AlterClientQuotasRequest) -> AlterC
                         .with_entity_name(e.entity_name.clone())
                 })
                 .collect();
-            let result = EntryData::default().with_entity(entity);
+            // kafka-protocol defaults a nullable string to "", Kafka sends null.
+            let result = EntryData::default()
+                .with_entity(entity)
+                .with_error_message(None);
             match outcome {
                 Ok(()) => result,
-                Err((error, message)) => result
-                    .with_error_code(error.code())
-                    .with_error_message(
-                        (!message.is_empty()).then(|| StrBytes::from_string(message)),
-                    ),
+                Err((error, message)) => result.with_error_code(error.code()).with_error_message(
+                    (!message.is_empty()).then(|| StrBytes::from_string(message)),
+                ),
             }
         })
         .collect();

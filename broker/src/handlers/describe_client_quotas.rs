@@ -5,9 +5,7 @@
 //! other type in the entity. What `kafka-configs.sh --describe --entity-type users|clients`
 //! sends. Needs DESCRIBE_CONFIGS on the cluster.
 
-use kafka_protocol::messages::describe_client_quotas_response::{
-    EntityData, EntryData, ValueData,
-};
+use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
@@ -83,7 +81,9 @@ pub fn handle(
                 )
         })
         .collect();
-    DescribeClientQuotasResponse::default().with_entries(Some(entries))
+    DescribeClientQuotasResponse::default()
+        .with_error_message(None)
+        .with_entries(Some(entries))
 }
 
 /// The request's filter, checked as Kafka checks it (its codes and messages).
@@ -114,13 +114,18 @@ fn filter(request: &DescribeClientQuotasRequest) -> Result<Filter, (ResponseErro
         match component.match_type {
             MATCH_TYPE_EXACT => {
                 let name = name.ok_or_else(|| {
-                    invalid("Request specified MATCH_TYPE_EXACT, but set match string to null.".into())
+                    invalid(
+                        "Request specified MATCH_TYPE_EXACT, but set match string to null.".into(),
+                    )
                 })?;
                 f.exact.push((t, Some(name)));
             }
             MATCH_TYPE_DEFAULT => {
                 if name.is_some() {
-                    return Err(invalid("Request specified MATCH_TYPE_DEFAULT, but also specified a match string.".into()));
+                    return Err(invalid(
+                        "Request specified MATCH_TYPE_DEFAULT, but also specified a match string."
+                            .into(),
+                    ));
                 }
                 f.exact.push((t, None));
             }

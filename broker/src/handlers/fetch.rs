@@ -97,9 +97,7 @@ pub fn handle(ctx: &super::RequestContext, request: FetchRequest) -> ResponseFut
     let broker = Arc::clone(broker);
     let authorizer = ctx.authorizer.clone();
     let consumer = request.replica_id.0 < 0 && request.replica_state.replica_id.0 < 0;
-    let quota = consumer
-        .then(|| ctx.quota(&broker.quotas.fetch))
-        .flatten();
+    let quota = consumer.then(|| ctx.quota(&broker.quotas.fetch)).flatten();
     Box::pin(async move {
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let cap = quota.as_ref().map(|applied| {

@@ -16,12 +16,12 @@
 //! writes the bootstrap records if the image has no cluster id.
 
 mod acl_control;
-mod quota_control;
 mod clock;
 mod cluster_control;
 mod describe_quorum;
 mod error;
 mod producer_id_control;
+mod quota_control;
 mod replication_control;
 mod scram_control;
 mod sessions;
@@ -51,11 +51,11 @@ pub use cluster_control::{
 pub use describe_quorum::{QuorumDescription, ReplicaProgress};
 pub use error::QuorumError;
 pub use producer_id_control::{ProducerIdsBlock, PRODUCER_ID_BLOCK_SIZE};
+pub use quota_control::QuotaAlteration;
 pub use replication_control::{
     AlterConfigOp, AlterPartitionData, AlterPartitionRequest, AlterPartitionResults,
     CreatableTopic, CreatedTopic, NewPartitions, ReassignmentResults, ReassignmentTargets,
 };
-pub use quota_control::QuotaAlteration;
 pub use scram_control::ScramChange;
 pub use sessions::{BrokerSession, BrokerSessions};
 

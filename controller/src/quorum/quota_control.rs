@@ -4,8 +4,8 @@
 //! is set). One request is one batch.
 
 use logbook_metadata::quotas::{
-    entity_display, entity_of, EntityData, QuotaKeyType, QuotaValue, CLIENT_ID, IP, IP_KEYS,
-    USER, USER_AND_CLIENT_KEYS,
+    entity_display, entity_of, EntityData, QuotaKeyType, QuotaValue, CLIENT_ID, IP, IP_KEYS, USER,
+    USER_AND_CLIENT_KEYS,
 };
 use logbook_metadata::{ClientQuotaRecord, MetadataImage, MetadataRecord};
 use serde::{Deserialize, Serialize};
@@ -92,9 +92,7 @@ fn entity_records(
             )));
         }
         if ![USER, CLIENT_ID, IP].contains(&t) {
-            return Err(invalid(format!(
-                "Unhandled client quota entity type: {t}"
-            )));
+            return Err(invalid(format!("Unhandled client quota entity type: {t}")));
         }
         if part.entity_name.as_deref() == Some("") {
             return Err(invalid(format!("Empty {t} not supported")));
@@ -110,7 +108,9 @@ fn entity_records(
         }
         let ip = alteration.entity[0].entity_name.as_deref();
         if let Some(ip) = ip.filter(|ip| !resolvable(ip)) {
-            return Err(invalid(format!("{ip} is not a valid IP or resolvable host.")));
+            return Err(invalid(format!(
+                "{ip} is not a valid IP or resolvable host."
+            )));
         }
         IP_KEYS
     } else {
@@ -172,7 +172,9 @@ fn check_value(key: &str, kind: QuotaKeyType, value: f64) -> Result<(), String> 
 fn resolvable(name: &str) -> bool {
     use std::net::ToSocketAddrs;
     name.parse::<std::net::IpAddr>().is_ok()
-        || (name, 0).to_socket_addrs().is_ok_and(|mut a| a.next().is_some())
+        || (name, 0)
+            .to_socket_addrs()
+            .is_ok_and(|mut a| a.next().is_some())
 }
 
 fn record(entity: &[EntityData], key: &str, value: QuotaValue, remove: bool) -> MetadataRecord {
@@ -217,17 +219,38 @@ mod tests {
         let (records, results) = quota_records(
             &image,
             &[
-                alteration(&[("user", Some("alice"))], &[("producer_byte_rate", Some(1024.0))]),
+                alteration(
+                    &[("user", Some("alice"))],
+                    &[("producer_byte_rate", Some(1024.0))],
+                ),
                 alteration(&[], &[("producer_byte_rate", Some(1.0))]),
-                alteration(&[("group", Some("g"))], &[("producer_byte_rate", Some(1.0))]),
+                alteration(
+                    &[("group", Some("g"))],
+                    &[("producer_byte_rate", Some(1.0))],
+                ),
                 alteration(&[("user", Some(""))], &[("producer_byte_rate", Some(1.0))]),
                 alteration(&[("user", Some("b"))], &[("producer_byte_rate", Some(0.0))]),
                 alteration(&[("user", Some("c"))], &[("producer_byte_rate", Some(1.5))]),
-                alteration(&[("user", Some("d"))], &[("connection_creation_rate", Some(1.0))]),
-                alteration(&[("ip", Some("10.0.0.1")), ("user", None)], &[("x", Some(1.0))]),
+                alteration(
+                    &[("user", Some("d"))],
+                    &[("connection_creation_rate", Some(1.0))],
+                ),
+                alteration(
+                    &[("ip", Some("10.0.0.1")), ("user", None)],
+                    &[("x", Some(1.0))],
+                ),
                 alteration(&[("ip", None)], &[("connection_creation_rate", Some(3e10))]),
-                alteration(&[("client-id", None)], &[("request_percentage", Some(12.5))]),
-                alteration(&[("user", Some("e"))], &[("consumer_byte_rate", Some(1.0)), ("consumer_byte_rate", None)]),
+                alteration(
+                    &[("client-id", None)],
+                    &[("request_percentage", Some(12.5))],
+                ),
+                alteration(
+                    &[("user", Some("e"))],
+                    &[
+                        ("consumer_byte_rate", Some(1.0)),
+                        ("consumer_byte_rate", None),
+                    ],
+                ),
                 alteration(&[("user", Some("f"))], &[("consumer_byte_rate", None)]),
             ],
         );

@@ -38,6 +38,7 @@ mod offset_for_leader_epoch;
 mod poison_batches;
 mod produce_consume;
 mod python_client;
+mod quotas;
 mod replica_fetch;
 mod retention;
 mod sasl;
