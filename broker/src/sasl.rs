@@ -60,6 +60,14 @@ pub const SETTINGS: &[&str] = &[
     "sasl.jaas.config",
     "sasl.mechanism.controller.protocol",
     "sasl.mechanism.inter.broker.protocol",
+    "sasl.oauthbearer.clock.skew.seconds",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.server.callback.handler.class",
     "sasl.server.max.receive.size",
 ];
 
@@ -93,7 +101,6 @@ pub fn is_sasl_setting(key: &str) -> bool {
     let unprefixed = MECHANISM_PREFIXES
         .iter()
         .find_map(|m| unprefixed.strip_prefix(m))
-        .filter(|s| *s == "sasl.jaas.config")
         .unwrap_or(unprefixed);
     SETTINGS.contains(&unprefixed)
 }
@@ -160,7 +167,7 @@ pub struct SaslListener {
     plain_users: HashMap<String, String>,
     scram: Arc<dyn ScramCredentials>,
     /// OAUTHBEARER's token validator, when OAUTHBEARER is enabled.
-    oauth: Option<oauthbearer::UnsecuredValidator>,
+    oauth: Option<OAuthValidator>,
     /// `connections.max.reauth.ms`; 0 means sessions do not expire.
     reauth_ms: u64,
     failed_delay: Duration,
@@ -205,7 +212,7 @@ impl SaslListener {
                 .find(|m| m.class == OAUTHBEARER_LOGIN_MODULE)
                 .map(|m| m.options.clone())
                 .unwrap_or_default();
-            Some(oauthbearer::UnsecuredValidator::new(&options)?)
+            Some(oauth_validator(listener, &s, &options)?)
         } else {
             None
         };
@@ -242,6 +249,97 @@ impl SaslListener {
             .map(|m| StrBytes::from_static_str(m.name()))
             .collect()
     }
+}
+
+/// How OAUTHBEARER tokens are checked on a listener.
+enum OAuthValidator {
+    /// Kafka's default, for development: unsecured JWTs.
+    Unsecured(oauthbearer::UnsecuredValidator),
+    /// Kafka's `OAuthBearerValidatorCallbackHandler`: signed JWTs and a JWKS.
+    Jwks(Arc<oauthbearer::jwks::JwksValidator>),
+}
+
+impl OAuthValidator {
+    fn validate(&self, token: &str, now_ms: i64) -> Result<(String, i64), String> {
+        match self {
+            OAuthValidator::Unsecured(v) => v.validate(token, now_ms),
+            OAuthValidator::Jwks(v) => v.validate(token, now_ms),
+        }
+    }
+}
+
+/// The listener's OAUTHBEARER validator: signed tokens against a JWKS when
+/// `sasl.oauthbearer.jwks.endpoint.url` is set (with Kafka's
+/// `OAuthBearerValidatorCallbackHandler` as `sasl.server.callback.handler.class`, or
+/// alone), else Kafka's unsecured default with the JAAS `options`. Each setting is read
+/// under `listener.name.<l>.oauthbearer.`, then `listener.name.<l>.`, then plain.
+fn oauth_validator(
+    listener: &ListenerName,
+    s: &ListenerSettings<'_>,
+    options: &BTreeMap<String, String>,
+) -> Result<OAuthValidator, String> {
+    let get = |name: &str| {
+        s.get_prefixed(&format!("oauthbearer.{name}"))
+            .or_else(|| s.get(name))
+    };
+    let handler = get("sasl.server.callback.handler.class");
+    let secured_handler =
+        handler.is_some_and(|h| h.ends_with(".OAuthBearerValidatorCallbackHandler"));
+    if let Some(h) = handler.filter(|h| {
+        !h.ends_with(".OAuthBearerValidatorCallbackHandler")
+            && !h.ends_with(".OAuthBearerUnsecuredValidatorCallbackHandler")
+    }) {
+        return Err(format!("sasl.server.callback.handler.class {h}: Kafka's OAuthBearerValidatorCallbackHandler and OAuthBearerUnsecuredValidatorCallbackHandler are served"));
+    }
+    let Some(url) = get("sasl.oauthbearer.jwks.endpoint.url") else {
+        if secured_handler {
+            return Err(
+                "OAuthBearerValidatorCallbackHandler needs sasl.oauthbearer.jwks.endpoint.url"
+                    .to_string(),
+            );
+        }
+        return Ok(OAuthValidator::Unsecured(
+            oauthbearer::UnsecuredValidator::new(options)?,
+        ));
+    };
+    let number = |name: &str, default: i64| -> Result<i64, String> {
+        get(name).map_or(Ok(default), |v| {
+            v.parse::<i64>()
+                .ok()
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| format!("{name} {v}: expected a non-negative number"))
+        })
+    };
+    let tls = if url.starts_with("https://") {
+        crate::ssl::client_config(listener, s.settings).ok()
+    } else {
+        None
+    };
+    let settings = oauthbearer::jwks::JwksSettings {
+        url: url.to_string(),
+        refresh_ms: u64::try_from(number(
+            "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+            3_600_000,
+        )?)
+        .unwrap_or(3_600_000),
+        expected_audience: get("sasl.oauthbearer.expected.audience")
+            .map(|a| {
+                a.split(',')
+                    .map(|x| x.trim().to_string())
+                    .filter(|x| !x.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        expected_issuer: get("sasl.oauthbearer.expected.issuer").map(str::to_string),
+        sub_claim: get("sasl.oauthbearer.sub.claim.name")
+            .unwrap_or("sub")
+            .to_string(),
+        clock_skew_seconds: number("sasl.oauthbearer.clock.skew.seconds", 30)?,
+        tls,
+    };
+    oauthbearer::jwks::JwksValidator::start(settings)
+        .map(OAuthValidator::Jwks)
+        .map_err(|e| format!("OAUTHBEARER: {e}"))
 }
 
 /// `sasl.enabled.mechanisms` (Kafka's default is GSSAPI, which is not served).

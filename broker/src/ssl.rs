@@ -64,7 +64,7 @@ pub fn is_ssl_setting(key: &str) -> bool {
 /// One listener's view of the security settings: its prefixed value first, then the
 /// plain one, as Kafka looks up `listener.name.<name>.` settings.
 pub(crate) struct ListenerSettings<'a> {
-    settings: &'a BTreeMap<String, String>,
+    pub(crate) settings: &'a BTreeMap<String, String>,
     prefix: String,
 }
 

@@ -18,6 +18,9 @@ pub struct MetadataCache {
     /// broker is fenced must be known when the ISR change that removes it arrives, not
     /// after (see [`MetadataCache::stage`]).
     staged: Arc<RwLock<MetadataImage>>,
+    /// Whether the applied image sets any client quota: the produce and fetch paths look
+    /// here first, one relaxed load, and at the image only when it is set.
+    quotas_set: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Default for MetadataCache {
@@ -34,6 +37,7 @@ impl MetadataCache {
         MetadataCache {
             image: Arc::new(image),
             staged: Arc::new(RwLock::new(MetadataImage::empty())),
+            quotas_set: Arc::default(),
         }
     }
 
@@ -54,6 +58,9 @@ impl MetadataCache {
     /// fetch paths ask on every request, so nothing is cloned when quotas are unused.
     #[must_use]
     pub fn client_quotas(&self) -> Option<Arc<logbook_metadata::quotas::ClientQuotas>> {
+        if !self.quotas_set.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         let image = self.image.borrow();
         let quotas = image.client_quotas();
         (!quotas.is_empty()).then(|| Arc::clone(quotas))
@@ -61,6 +68,10 @@ impl MetadataCache {
 
     /// Installs `image` as the newest (the publisher, after acting on it).
     pub(crate) fn publish(&self, image: MetadataImage) {
+        self.quotas_set.store(
+            !image.client_quotas().is_empty(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         self.image.send_replace(image);
     }
 

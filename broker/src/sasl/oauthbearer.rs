@@ -7,8 +7,10 @@
 //!
 //! A refused token is answered as RFC 7628 says and Kafka does: a challenge carrying
 //! `{"status":"invalid_token"}`, to which the client answers `%x01`, and only then the
-//! failure, whose message is that JSON. Signed tokens checked against a JWKS endpoint are
-//! not served yet.
+//! failure, whose message is that JSON. Signed tokens checked against a JWKS endpoint:
+//! [`jwks`].
+
+pub mod jwks;
 
 use std::collections::BTreeMap;
 

@@ -373,6 +373,216 @@ fn oauthbearer_unsecured_jwts_on_the_wire() {
     }
 }
 
+/// Runs `openssl` in `dir` with `stdin`; its stdout.
+fn openssl_in(dir: &std::path::Path, args: &[&str], stdin: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run openssl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin)
+        .expect("write to openssl");
+    let output = child.wait_with_output().expect("openssl output");
+    assert!(
+        output.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+#[test]
+fn oauthbearer_signed_jwts_against_a_jwks_endpoint() {
+    // Proves: with Kafka's OAuthBearerValidatorCallbackHandler, a JWKS served over HTTP
+    // (read at start), an expected audience and issuer: an RS256 token signed by the
+    // JWKS's key (kid k1) authenticates as its sub and Metadata is served; an expired
+    // token, one for another audience, one from another issuer, one without iat, one
+    // signed by a key the JWKS does not hold, and an unsecured (alg none) token each get
+    // {"status":"invalid_token"} and then SASL_AUTHENTICATION_FAILED.
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let dir = tempfile::tempdir().expect("temporary directory");
+    for key in ["key.pem", "other.pem"] {
+        openssl_in(
+            dir.path(),
+            &[
+                "genpkey",
+                "-algorithm",
+                "RSA",
+                "-pkeyopt",
+                "rsa_keygen_bits:2048",
+                "-out",
+                key,
+            ],
+            b"",
+        );
+    }
+    let modulus = String::from_utf8(openssl_in(
+        dir.path(),
+        &["rsa", "-in", "key.pem", "-noout", "-modulus"],
+        b"",
+    ))
+    .expect("modulus");
+    let hex = modulus.trim().trim_start_matches("Modulus=");
+    let n: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect();
+    let jwks = format!(
+        r#"{{"keys":[{{"kty":"RSA","kid":"k1","use":"sig","alg":"RS256","n":"{}","e":"AQAB"}}]}}"#,
+        b64.encode(&n)
+    );
+    std::fs::write(dir.path().join("jwks.json"), jwks).expect("write the JWKS");
+    let http_port = free_port();
+    let mut server = std::process::Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            &http_port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start python3 -m http.server");
+    let up = integration_tests::cluster::wait_until(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", http_port)).ok()
+    });
+    assert!(up.is_some(), "the JWKS server did not start");
+    let url = format!(
+        "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.jwks.endpoint.url=http://127.0.0.1:{http_port}/jwks.json"
+    );
+    let (_broker, sasl) = start_sasl_plaintext(&[
+        "sasl.enabled.mechanisms=OAUTHBEARER",
+        "connection.failed.authentication.delay.ms=0",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        &url,
+        "sasl.oauthbearer.expected.audience=logbook,other",
+        "sasl.oauthbearer.expected.issuer=https://issuer.test",
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs();
+    let sign = |key: &str, header: &str, claims: &str| {
+        let input = format!("{}.{}", b64.encode(header), b64.encode(claims));
+        let signature = openssl_in(
+            dir.path(),
+            &["dgst", "-sha256", "-sign", key],
+            input.as_bytes(),
+        );
+        format!("{input}.{}", b64.encode(signature))
+    };
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{sasl}").parse().expect("addr");
+    let login = |jwt: &str| {
+        let mut stream = wire::connect(addr);
+        let shaken = wire::round_trip(
+            &mut stream,
+            1,
+            1,
+            &SaslHandshakeRequest::default()
+                .with_mechanism(StrBytes::from_static_str("OAUTHBEARER")),
+        );
+        assert_eq!(shaken.error_code, 0);
+        let first = format!("n,,\u{1}auth=Bearer {jwt}\u{1}\u{1}");
+        let answer = wire::round_trip(
+            &mut stream,
+            2,
+            2,
+            &SaslAuthenticateRequest::default()
+                .with_auth_bytes(bytes::Bytes::from(first.into_bytes())),
+        );
+        (stream, answer)
+    };
+    let header = r#"{"alg":"RS256","kid":"k1","typ":"JWT"}"#;
+    let claims = |aud: &str, iss: &str, iat: Option<u64>, exp: u64| {
+        let iat = iat.map(|t| format!(r#","iat":{t}"#)).unwrap_or_default();
+        format!(r#"{{"sub":"alice","aud":"{aud}","iss":"{iss}","exp":{exp}{iat}}}"#)
+    };
+    let good = sign(
+        "key.pem",
+        header,
+        &claims("logbook", "https://issuer.test", Some(now), now + 3600),
+    );
+    let (mut stream, answer) = login(&good);
+    assert_eq!((answer.error_code, answer.auth_bytes.len()), (0, 0));
+    assert!(answer.session_lifetime_ms >= 0);
+    let metadata = wire::round_trip(&mut stream, 12, 3, &MetadataRequest::default());
+    assert_eq!(metadata.brokers[0].port, i32::from(sasl));
+
+    let refused = [
+        sign(
+            "key.pem",
+            header,
+            &claims(
+                "logbook",
+                "https://issuer.test",
+                Some(now - 7200),
+                now - 3600,
+            ),
+        ),
+        sign(
+            "key.pem",
+            header,
+            &claims("elsewhere", "https://issuer.test", Some(now), now + 3600),
+        ),
+        sign(
+            "key.pem",
+            header,
+            &claims("logbook", "https://evil.test", Some(now), now + 3600),
+        ),
+        sign(
+            "key.pem",
+            header,
+            &claims("logbook", "https://issuer.test", None, now + 3600),
+        ),
+        sign(
+            "other.pem",
+            header,
+            &claims("logbook", "https://issuer.test", Some(now), now + 3600),
+        ),
+        format!(
+            "{}.{}.",
+            b64.encode(r#"{"alg":"none"}"#),
+            b64.encode(claims(
+                "logbook",
+                "https://issuer.test",
+                Some(now),
+                now + 3600
+            ))
+        ),
+    ];
+    for (i, jwt) in refused.iter().enumerate() {
+        let (mut stream, challenge) = login(jwt);
+        assert_eq!(
+            (challenge.error_code, &challenge.auth_bytes[..]),
+            (0, &br#"{"status":"invalid_token"}"#[..]),
+            "token {i}"
+        );
+        let failed = wire::round_trip(
+            &mut stream,
+            2,
+            3,
+            &SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::from_static(b"\x01")),
+        );
+        assert_eq!(failed.error_code, SASL_AUTHENTICATION_FAILED, "token {i}");
+        wire::expect_closed(&mut stream, "after a refused token");
+    }
+}
+
 #[test]
 fn logbook_user_tool_manages_scram_users() {
     // Proves: `logbook user add` (salt and PBKDF2 on the client, AlterUserScramCredentials)
