@@ -584,6 +584,15 @@ fn oauthbearer_signed_jwts_against_a_jwks_endpoint() {
 }
 
 #[test]
+fn java_clients_log_in_with_signed_jwts() {
+    // Proves (scripts/oauth-tools-test): Java kafka-clients 4.x with Kafka's
+    // OAuthBearerLoginCallbackHandler reading an RS256 token from a file log in to a
+    // listener checking tokens against a JWKS (file: URL), produce one record and read it
+    // back; a token signed by another key gets SaslAuthenticationException.
+    common::run_script("oauth-tools-test", &[], "oauth-tools-test: 3 passed, 0 failed");
+}
+
+#[test]
 fn logbook_user_tool_manages_scram_users() {
     // Proves: `logbook user add` (salt and PBKDF2 on the client, AlterUserScramCredentials)
     // makes a SCRAM-SHA-256 user that kafka-python logs in as over SASL_PLAINTEXT and
