@@ -403,6 +403,15 @@ pub struct Limits {
         default_value_t = 2_147_483_647
     )]
     pub max_connections_per_ip: usize,
+    /// New connections per second across the broker's listeners (Kafka's
+    /// `max.connection.creation.rate`, unlimited by default: `i32::MAX`): over it, the
+    /// listeners stop accepting until the rate is back under it (KIP-612).
+    #[arg(
+        long,
+        env = "LOGBOOK_MAX_CONNECTION_CREATION_RATE",
+        default_value_t = 2_147_483_647
+    )]
+    pub max_connection_creation_rate: u32,
     /// A connection with no request in flight that receives no request for this long is
     /// closed (Kafka's `connections.max.idle.ms`, 10 minutes).
     #[arg(

@@ -881,9 +881,11 @@ async fn accept_connections(
 ) {
     let connections = Arc::new(Semaphore::new(broker.config.limits.connections_max.max(1)));
     let quotas = ConnectionQuotas::new(broker.config.limits.max_connections_per_ip);
+    let creation_rate = parking_lot::Mutex::new(crate::client_quota_manager::Rate::default());
     let limits = AcceptLimits {
         connections: &connections,
         quotas: &quotas,
+        creation_rate: &creation_rate,
     };
     let loops = listeners
         .iter()
@@ -898,6 +900,8 @@ async fn accept_connections(
 struct AcceptLimits<'a> {
     connections: &'a Arc<Semaphore>,
     quotas: &'a Arc<ConnectionQuotas>,
+    /// New connections across the listeners, against `max.connection.creation.rate`.
+    creation_rate: &'a parking_lot::Mutex<crate::client_quota_manager::Rate>,
 }
 
 /// Accepts the connections of one listener (until its caller stops polling it, or the
@@ -941,16 +945,30 @@ async fn accept_loop(
                     }
                 }
                 connection_metrics.opened();
-                let broker = Arc::clone(broker);
-                let shutdown = shutdown.clone();
-                let name = name.clone();
-                let security = listener.security.clone();
-                tracker.spawn(async move {
-                    crate::connection::serve(broker, stream, peer, name, security, shutdown).await;
-                    connection_metrics.closed();
-                    drop(slot);
-                    drop(permit);
-                });
+                {
+                    let broker = Arc::clone(broker);
+                    let shutdown = shutdown.clone();
+                    let name = name.clone();
+                    let security = listener.security.clone();
+                    tracker.spawn(async move {
+                        crate::connection::serve(broker, stream, peer, name, security, shutdown)
+                            .await;
+                        connection_metrics.closed();
+                        drop(slot);
+                        drop(permit);
+                    });
+                }
+                let throttle_ms =
+                    creation_throttle(limits, broker.config.limits.max_connection_creation_rate);
+                if throttle_ms > 0 {
+                    // KIP-612: over the broker's rate the listeners accept nothing more
+                    // until it is back under it; the connection just taken is served.
+                    tracing::debug!(listener = %name, throttle_ms, "max.connection.creation.rate reached: accepting paused");
+                    tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        () = tokio::time::sleep(Duration::from_millis(throttle_ms)) => {}
+                    }
+                }
             }
             Err(e) => {
                 // Usually EMFILE: back off instead of spinning.
@@ -959,6 +977,19 @@ async fn accept_loop(
             }
         }
     }
+}
+
+/// Counts one new connection against `max.connection.creation.rate` (`limit` per second);
+/// how long accepting must pause (0: not).
+fn creation_throttle(limits: &AcceptLimits<'_>, limit: u32) -> u64 {
+    if limit >= 2_147_483_647 {
+        return 0;
+    }
+    let now = crate::client_quota_manager::now_ms();
+    let mut rate = limits.creation_rate.lock();
+    rate.record(1.0, now);
+    let throttle = crate::client_quota_manager::throttle_ms(&rate, f64::from(limit.max(1)), now);
+    u64::try_from(throttle).unwrap_or(0)
 }
 
 async fn start_metrics(

@@ -447,6 +447,14 @@ pub static SETTINGS: &[Setting] = &[
         3
     ),
     numeric!(
+        "max.connection.creation.rate",
+        limits.max_connection_creation_rate,
+        u32,
+        0,
+        "an integer >= 0",
+        3
+    ),
+    numeric!(
         "max.connections.per.ip",
         limits.max_connections_per_ip,
         usize,

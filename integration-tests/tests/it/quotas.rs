@@ -381,3 +381,63 @@ fn kafka_configs_manages_quotas_as_on_kafka() {
     let broker = Broker::start();
     crate::common::run_script("quota-tools-test", &[&broker.bootstrap()], "13 passed");
 }
+
+/// Whether a new connection to `addr` gets an ApiVersions answer (false: closed unanswered).
+fn answered(addr: std::net::SocketAddr) -> bool {
+    use std::io::{Read, Write};
+    let mut stream = connect(addr);
+    let request = crate::wire::request_frame(
+        3,
+        1,
+        &kafka_protocol::messages::ApiVersionsRequest::default(),
+    );
+    if stream.write_all(&request).is_err() {
+        return false;
+    }
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).is_ok()
+}
+
+#[test]
+fn connection_creation_rates_per_ip_and_per_broker() {
+    // Proves KIP-612 as Kafka measures it (a ten-second window at least):
+    // - connection_creation_rate 2 for ip 127.0.0.1: twenty connections are served, the
+    //   21st is closed unanswered, and so is the next one while the address is throttled;
+    //   another address's quota (none) is not consulted for it;
+    // - max.connection.creation.rate=5 on a second broker: the first fifty connections are
+    //   accepted at once, the ten after them only as the rate allows (about 200 ms each).
+    let broker = Broker::start();
+    let mut stream = connect(broker.addr());
+    let set = alter(
+        &mut stream,
+        vec![entry(
+            &[("ip", Some("127.0.0.1"))],
+            &[("connection_creation_rate", Some(2.0))],
+        )],
+        false,
+    );
+    assert_eq!(set, [(0, None)]);
+    drop(stream);
+    // The connection that set the quota was opened before it existed and is not counted.
+    let served = (0..20).filter(|_| answered(broker.addr())).count();
+    assert_eq!(served, 20);
+    assert!(!answered(broker.addr()), "the 21st connection was served");
+    assert!(
+        !answered(broker.addr()),
+        "a connection while throttled was served"
+    );
+
+    let limited = Broker::start_with(&["--override", "max.connection.creation.rate=5"]);
+    let started = Instant::now();
+    let burst = (0..50).filter(|_| answered(limited.addr())).count();
+    let burst_time = started.elapsed();
+    assert_eq!(burst, 50);
+    let started = Instant::now();
+    let rest = (0..10).filter(|_| answered(limited.addr())).count();
+    let rest_time = started.elapsed();
+    assert_eq!(rest, 10);
+    assert!(
+        rest_time >= Duration::from_millis(1500) && burst_time < rest_time,
+        "50 connections in {burst_time:?}, the next 10 in {rest_time:?}"
+    );
+}
