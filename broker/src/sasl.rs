@@ -101,6 +101,13 @@ pub fn is_sasl_setting(key: &str) -> bool {
     let unprefixed = MECHANISM_PREFIXES
         .iter()
         .find_map(|m| unprefixed.strip_prefix(m))
+        .filter(|s| {
+            // What Kafka reads under a mechanism prefix: the JAAS entry, the server
+            // callback handler and its OAUTHBEARER settings.
+            *s == "sasl.jaas.config"
+                || *s == "sasl.server.callback.handler.class"
+                || s.starts_with("sasl.oauthbearer.")
+        })
         .unwrap_or(unprefixed);
     SETTINGS.contains(&unprefixed)
 }

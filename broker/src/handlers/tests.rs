@@ -456,6 +456,31 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                     .with_permission_type(1),
             ]),
         ),
+        ApiKey::DescribeClientQuotas => RequestKind::DescribeClientQuotas(
+            kafka_protocol::messages::DescribeClientQuotasRequest::default().with_components(
+                vec![
+                    kafka_protocol::messages::describe_client_quotas_request::ComponentData::default()
+                        .with_entity_type(StrBytes::from_static_str("user"))
+                        .with_match_type(2)
+                        .with_match(None),
+                ],
+            ),
+        ),
+        ApiKey::AlterClientQuotas => RequestKind::AlterClientQuotas(
+            kafka_protocol::messages::AlterClientQuotasRequest::default().with_entries(vec![
+                kafka_protocol::messages::alter_client_quotas_request::EntryData::default()
+                    .with_entity(vec![
+                        kafka_protocol::messages::alter_client_quotas_request::EntityData::default()
+                            .with_entity_type(StrBytes::from_static_str("user"))
+                            .with_entity_name(Some(StrBytes::from_static_str("alice"))),
+                    ])
+                    .with_ops(vec![
+                        kafka_protocol::messages::alter_client_quotas_request::OpData::default()
+                            .with_key(StrBytes::from_static_str("producer_byte_rate"))
+                            .with_value(1024.0),
+                    ]),
+            ]),
+        ),
         ApiKey::SaslHandshake => RequestKind::SaslHandshake(
             kafka_protocol::messages::SaslHandshakeRequest::default()
                 .with_mechanism(StrBytes::from_static_str("PLAIN")),
