@@ -8,6 +8,10 @@
 //! - replication may use storage (and protocol-adapter, for the follower's fetch
 //!   client), nothing above them;
 //! - the controller's Raft layer uses only metadata and common: never a partition or log;
+//! - both may use the client crate for one thing: its `ConnectionSecurity` (TLS, then a
+//!   SASL login) on the connections they open, the one implementation the tools and the
+//!   transaction markers use too; the client depends on protocol-adapter alone, so it
+//!   brings no partition, log or broker into either layer;
 //! - the Kafka-protocol client (`logbook-client`) uses protocol-adapter only;
 //! - the admin tools (`logbook-cli`) reach brokers only through that client: never the
 //!   broker, storage, replication or the controller;
@@ -89,11 +93,12 @@ fn crates_keep_their_layers() {
     assert_none(&deps, "logbook-common", &all_but(&[]));
     // The metadata image and records are pure: no other workspace crate but common.
     assert_none(&deps, "logbook-metadata", &all_but(&["logbook-common"]));
-    // The controller sees only the metadata crate (and common), never partitions or logs.
+    // The controller sees only the metadata crate (and common), never partitions or logs;
+    // the client only for securing its connections (see the module docs).
     assert_none(
         &deps,
         "logbook-controller",
-        &all_but(&["logbook-common", "logbook-metadata"]),
+        &all_but(&["logbook-common", "logbook-metadata", "logbook-client"]),
     );
     assert_none(&deps, "logbook-storage", &all_but(&["logbook-common"]));
     assert_none(
@@ -105,7 +110,12 @@ fn crates_keep_their_layers() {
     assert_none(
         &deps,
         "logbook-replication",
-        &all_but(&["logbook-common", "logbook-storage", "logbook-protocol"]),
+        &all_but(&[
+            "logbook-common",
+            "logbook-storage",
+            "logbook-protocol",
+            "logbook-client",
+        ]),
     );
     // The Raft layer knows no broker, partition or log: its state machine is a trait.
     assert_none(&deps, "logbook-controller", &workspace);
