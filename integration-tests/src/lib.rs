@@ -129,6 +129,23 @@ impl Broker {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
+    /// Whether the broker's log shows `needle` within `within`. A log line
+    /// about a closed connection may be written just after the peer saw the
+    /// close, so a test that asserts on it polls rather than reads once.
+    #[must_use]
+    pub fn wait_for_log(&self, needle: &str, within: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if self.log().contains(needle) {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// The process id of the running broker.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("broker is running").id()

@@ -156,7 +156,7 @@ fn wrong_password_is_refused_after_the_delay_and_others_are_served() {
     );
     wire::expect_closed(&mut stream, "after a failed authentication");
     assert!(
-        broker.log().contains("failed authentication"),
+        broker.wait_for_log("failed authentication", std::time::Duration::from_secs(5)),
         "{}",
         broker.log_tail()
     );

@@ -258,7 +258,7 @@ fn mutual_tls_admits_a_signed_client_and_refuses_one_without_a_certificate() {
     let answer = python_client(&bootstrap, &truststore, None);
     assert!(answer.starts_with("refused: "), "{answer}");
     assert!(
-        broker.log().contains("TLS handshake failed"),
+        broker.wait_for_log("TLS handshake failed", std::time::Duration::from_secs(5)),
         "{}",
         broker.log_tail()
     );
@@ -459,6 +459,13 @@ fn logbook_tools_over_tls_and_a_stalled_handshake() {
             && waited < std::time::Duration::from_secs(5),
         "closed after {waited:?}"
     );
-    assert!(broker.log().contains("TLS handshake not finished in time"));
+    assert!(
+        broker.wait_for_log(
+            "TLS handshake not finished in time",
+            std::time::Duration::from_secs(5)
+        ),
+        "{}",
+        broker.log_tail()
+    );
     crate::common::assert_round_trip(&broker.bootstrap(), "beside-a-stalled-handshake");
 }
