@@ -730,46 +730,17 @@ fn admin_list_describe_delete_groups_and_offsets() {
 
 /// Makes kafka-python 2.3.3 importable (as python_client.rs does); returns its PYTHONPATH.
 fn kafka_python() -> std::path::PathBuf {
-    install_kafka_python("pydeps", "kafka-python==2.3.3")
+    crate::python_client::ensure_kafka_python()
 }
 
 /// Makes kafka-python 3.0.12 importable from `<target>/pydeps-kafka-python-3` (apart from
 /// the suite's 2.3.3, whose tests stay as they are); returns its PYTHONPATH.
 fn kafka_python_3() -> std::path::PathBuf {
-    install_kafka_python("pydeps-kafka-python-3", "kafka-python==3.0.12")
-}
-
-/// Installs `requirement` into `<target>/<dir>` unless `import kafka` already works there.
-fn install_kafka_python(dir: &str, requirement: &str) -> std::path::PathBuf {
-    let pydeps = target_dir().join(dir);
-    let importable = |p: &Path| {
-        Command::new("python3")
-            .args(["-c", "import kafka"])
-            .env("PYTHONPATH", p)
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if !importable(&pydeps) {
-        let status = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-input",
-                "--target",
-            ])
-            .arg(&pydeps)
-            .arg(requirement)
-            .status()
-            .expect("run pip");
-        assert!(
-            status.success() && importable(&pydeps),
-            "cannot install {requirement}"
-        );
-    }
-    pydeps
+    crate::python_client::ensure_python_package(
+        "kafka-python==3.0.12",
+        "kafka",
+        "pydeps-kafka-python-3",
+    )
 }
 
 #[test]

@@ -28,6 +28,7 @@ mod inter_broker;
 mod internal_topics;
 mod kafka_tools;
 mod large_messages;
+mod librdkafka_security;
 mod list_offsets;
 mod listeners;
 mod metadata;

@@ -14,10 +14,10 @@ const KAFKA_PYTHON: &str = "kafka-python==2.3.3";
 /// How long the smoke script may run.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// True if `import kafka` works with `pythonpath` on PYTHONPATH.
-fn kafka_importable(pythonpath: &Path) -> bool {
+/// True if `import <module>` works with `pythonpath` on PYTHONPATH.
+fn importable(module: &str, pythonpath: &Path) -> bool {
     Command::new("python3")
-        .args(["-c", "import kafka"])
+        .args(["-c", &format!("import {module}")])
         .env("PYTHONPATH", pythonpath)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -28,8 +28,16 @@ fn kafka_importable(pythonpath: &Path) -> bool {
 /// Makes kafka-python importable, installing it into `<target>/pydeps` if
 /// needed; returns the directory to put on PYTHONPATH.
 pub(crate) fn ensure_kafka_python() -> PathBuf {
-    let pydeps = target_dir().join("pydeps");
-    if kafka_importable(&pydeps) {
+    ensure_python_package(KAFKA_PYTHON, "kafka", "pydeps")
+}
+
+/// Makes `module` importable, installing `requirement` with pip into
+/// `<target>/<dir>` if needed (three attempts: the registry is sometimes slow);
+/// returns the directory to put on PYTHONPATH. Each package has a directory of
+/// its own so that tests installing different packages at once do not race.
+pub(crate) fn ensure_python_package(requirement: &str, module: &str, dir: &str) -> PathBuf {
+    let pydeps = target_dir().join(dir);
+    if importable(module, &pydeps) {
         return pydeps;
     }
     let mut last = String::new();
@@ -46,10 +54,10 @@ pub(crate) fn ensure_kafka_python() -> PathBuf {
                 "--target",
             ])
             .arg(&pydeps)
-            .arg(KAFKA_PYTHON)
+            .arg(requirement)
             .output()
             .expect("run python3 -m pip");
-        if output.status.success() && kafka_importable(&pydeps) {
+        if output.status.success() && importable(module, &pydeps) {
             return pydeps;
         }
         last = format!(
@@ -59,7 +67,7 @@ pub(crate) fn ensure_kafka_python() -> PathBuf {
         );
         std::thread::sleep(Duration::from_secs(2));
     }
-    panic!("could not install {KAFKA_PYTHON}:\n{last}");
+    panic!("could not install {requirement}:\n{last}");
 }
 
 /// Runs `command`, killing it after `timeout`; returns its output.

@@ -399,7 +399,7 @@ fn oauthbearer_unsecured_jwts_on_the_wire() {
     // expired token and a signed one (not served yet) get the error challenge
     // {"status":"invalid_token"}, and after the client's %x01 SASL_AUTHENTICATION_FAILED
     // with that message, then a close. (Java kafka-clients' OAUTHBEARER login is in
-    // scripts/sasl-tools-test; this librdkafka build has no OpenSSL for its unsecured JWT.)
+    // scripts/sasl-tools-test, librdkafka's in it::librdkafka_security.)
     use base64::Engine;
     let (_broker, sasl) = start_sasl_plaintext(&[
         "sasl.enabled.mechanisms=OAUTHBEARER",

@@ -16,7 +16,7 @@ use crate::python_client::{ensure_kafka_python, run_with_timeout};
 /// How long the client script may run.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
 
-fn openssl(dir: &Path, args: &[&str]) {
+pub(crate) fn openssl(dir: &Path, args: &[&str]) {
     let output = Command::new("openssl")
         .args(args)
         .current_dir(dir)
@@ -32,7 +32,7 @@ fn openssl(dir: &Path, args: &[&str]) {
 /// A CA (`ca.pem`), the broker's PEM keystore (`broker.pem`: key then certificate, for
 /// 127.0.0.1 and localhost) and a client certificate (`client.pem`, `client.key`), all
 /// signed by the CA, in `dir`.
-fn make_certificates(dir: &Path) {
+pub(crate) fn make_certificates(dir: &Path) {
     openssl(
         dir,
         &[
