@@ -3,6 +3,8 @@
 //! code and message after the failed-authentication delay, the connection closes, and the
 //! broker keeps serving; a request before authentication closes the connection.
 
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use integration_tests::{free_port, Broker};
@@ -458,7 +460,7 @@ fn oauthbearer_unsecured_jwts_on_the_wire() {
 /// Runs `openssl` in `dir` with `stdin`; its stdout.
 fn openssl_in(dir: &std::path::Path, args: &[&str], stdin: &[u8]) -> Vec<u8> {
     use std::io::Write;
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let mut child = Command::new("openssl")
         .args(args)
         .current_dir(dir)
@@ -685,7 +687,6 @@ fn logbook_user_tool_manages_scram_users() {
     // produces with (offset 0), while a wrong password is refused; `user list --json`
     // shows the mechanism and iterations; after `user delete` the list is empty, the login
     // is refused, and a second delete exits 1 with RESOURCE_NOT_FOUND.
-    use std::process::Command;
     let (broker, sasl) = start_sasl_plaintext(&[
         "sasl.enabled.mechanisms=SCRAM-SHA-256",
         "connection.failed.authentication.delay.ms=0",
@@ -767,5 +768,85 @@ except Exception as e:
         String::from_utf8_lossy(&again.stderr).contains("RESOURCE_NOT_FOUND"),
         "{}",
         String::from_utf8_lossy(&again.stderr)
+    );
+}
+
+#[test]
+fn kafkajs_scram_over_sasl_plaintext_and_sasl_ssl() {
+    // Proves: kafkajs (its own SCRAM code, Node's TLS) logs in as alice, made at start with
+    // --add-scram, with SCRAM-SHA-256 over SASL_PLAINTEXT and SCRAM-SHA-512 over SASL_SSL,
+    // each producing 3 records at offsets 0..2 and reading them back in a group; a wrong
+    // password gets kafkajs's SASL error carrying Kafka's SCRAM message.
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::tls::make_certificates(dir.path());
+    let (plain, sasl, sasl_ssl) = (free_port(), free_port(), free_port());
+    let listeners = format!(
+        "listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},SASL_SSL://127.0.0.1:{sasl_ssl}"
+    );
+    let keystore = format!(
+        "ssl.keystore.location={}",
+        dir.path().join("broker.pem").display()
+    );
+    let mut args = Vec::new();
+    for setting in [
+        listeners.as_str(),
+        "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512",
+        "connection.failed.authentication.delay.ms=100",
+        "ssl.keystore.type=PEM",
+        keystore.as_str(),
+    ] {
+        args.extend(["--override", setting]);
+    }
+    args.extend([
+        "--add-scram",
+        "SCRAM-SHA-256=[name=alice,password=alice-secret]",
+        "--add-scram",
+        "SCRAM-SHA-512=[name=alice,password=alice-secret]",
+    ]);
+    let broker = Broker::start_on(plain, &args, &[]);
+
+    // A package directory of its own: clients-txn-test runs `npm ci` in
+    // integration-tests/kafkajs, which would pull node_modules from under this test.
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("kafkajs");
+    let package = integration_tests::target_dir().join("kafkajs-scram");
+    std::fs::create_dir_all(&package).expect("mkdir");
+    for file in ["package.json", "package-lock.json", "scram.js"] {
+        std::fs::copy(source.join(file), package.join(file)).expect("copy the kafkajs package");
+    }
+    if !package.join("node_modules/kafkajs").exists() {
+        let out = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&package)
+            .output()
+            .expect("run npm (Node.js is on CI's machines)");
+        assert!(
+            out.status.success(),
+            "npm ci: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut command = Command::new("node");
+    command
+        .arg(package.join("scram.js"))
+        .arg(format!("127.0.0.1:{sasl}"))
+        .arg(format!("127.0.0.1:{sasl_ssl}"))
+        .arg(dir.path().join("ca.pem"))
+        .args(["alice", "alice-secret"]);
+    let out = crate::python_client::run_with_timeout(command, Duration::from_secs(120));
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let context = format!(
+        "stdout:\n{stdout}\nstderr:\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        broker.log_tail()
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "scram256 ok offsets=0,1,2 values=v0,v1,v2",
+            "scram512ssl ok offsets=0,1,2 values=v0,v1,v2",
+            "wrong refused KafkaJSSASLAuthenticationError: SASL SCRAM SHA512 authentication failed: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+        ],
+        "{context}"
     );
 }
