@@ -287,7 +287,9 @@ fn kafka_configs_scram_users_and_java_clients_over_sasl_ssl() {
     // refuses two changes for one user in one request as Kafka does; Java kafka-clients
     // 4.x over SASL_SSL produce 3 records as alice with SCRAM-SHA-512 and consume them
     // back with SCRAM-SHA-256; a wrong password gets Kafka's SCRAM failure message; after
-    // --delete-config SCRAM-SHA-512 that login is refused.
+    // --delete-config SCRAM-SHA-512 that login is refused; console clients over mTLS
+    // (ssl.client.auth=required, a PEM keystore) produce and read 3 records, and without a
+    // client certificate are refused with TLS 1.3's certificate_required alert.
     common::run_script(
         "sasl-tools-test",
         &[],
