@@ -41,6 +41,9 @@ pub enum QuotaType {
     Produce,
     /// `consumer_byte_rate`.
     Fetch,
+    /// `request_percentage`: the time spent on the client's requests, in percent of one
+    /// thread (Kafka's `ClientRequestQuotaManager`; see `client_request_quota`).
+    Request,
 }
 
 impl QuotaType {
@@ -48,6 +51,7 @@ impl QuotaType {
         match self {
             QuotaType::Produce => quotas::PRODUCER_BYTE_RATE,
             QuotaType::Fetch => quotas::CONSUMER_BYTE_RATE,
+            QuotaType::Request => quotas::REQUEST_PERCENTAGE,
         }
     }
 }
@@ -162,7 +166,14 @@ impl ClientQuotaManager {
         }
         let rate = sensors.entry(applied.key.clone()).or_default();
         rate.record(value, now_ms);
-        throttle_ms(rate, applied.bound, now_ms)
+        let throttle = throttle_ms(rate, applied.bound, now_ms);
+        if self.quota_type == QuotaType::Request {
+            // Kafka's `boundedThrottleTime`: a request quota never throttles for more than
+            // one sample window, however far over it the client is.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)]
+            return throttle.min(SAMPLE_MS as i32);
+        }
+        throttle
     }
 
     /// Takes back `value` bytes recorded at `now_ms` (a throttled fetch sends none).
@@ -193,6 +204,8 @@ pub struct QuotaManagers {
     pub produce: ClientQuotaManager,
     /// `consumer_byte_rate`.
     pub fetch: ClientQuotaManager,
+    /// `request_percentage`.
+    pub request: ClientQuotaManager,
 }
 
 impl Default for QuotaManagers {
@@ -200,6 +213,7 @@ impl Default for QuotaManagers {
         QuotaManagers {
             produce: ClientQuotaManager::new(QuotaType::Produce),
             fetch: ClientQuotaManager::new(QuotaType::Fetch),
+            request: ClientQuotaManager::new(QuotaType::Request),
         }
     }
 }
@@ -217,6 +231,10 @@ mod tests {
     use logbook_metadata::ClientQuotaRecord;
 
     fn quotas(parts: &[(&str, Option<&str>)], value: f64) -> ClientQuotas {
+        quotas_of(quotas::PRODUCER_BYTE_RATE, parts, value)
+    }
+
+    fn quotas_of(key: &str, parts: &[(&str, Option<&str>)], value: f64) -> ClientQuotas {
         let mut q = ClientQuotas::default();
         q.apply(&ClientQuotaRecord {
             entity: parts
@@ -226,7 +244,7 @@ mod tests {
                     entity_name: n.map(str::to_string),
                 })
                 .collect(),
-            key: quotas::PRODUCER_BYTE_RATE.to_string(),
+            key: key.to_string(),
             value: QuotaValue(value),
             remove: false,
         });
@@ -266,5 +284,23 @@ mod tests {
         let b = manager.applied(&q, "alice", "b").expect("a quota");
         assert_eq!(manager.record(&a, 10_000.0, t0), 0);
         assert!(manager.record(&b, 10_000.0, t0) > 0);
+    }
+
+    #[test]
+    fn a_request_quota_throttles_for_one_window_at_most() {
+        let manager = ClientQuotaManager::new(QuotaType::Request);
+        let q = quotas_of(
+            quotas::REQUEST_PERCENTAGE,
+            &[("client-id", Some("busy"))],
+            10.0,
+        );
+        let applied = manager.applied(&q, "ANONYMOUS", "busy").expect("a quota");
+        assert!(manager.applied(&q, "ANONYMOUS", "idle").is_none());
+        let t0 = 3_000_000_000;
+        // 10 % over the ten-second window is 100 percent-seconds: within the quota.
+        assert_eq!(manager.record(&applied, 100.0, t0), 0);
+        // Twice the quota would be 10 s of throttle by the byte-rate formula; Kafka's
+        // boundedThrottleTime holds a request quota to one sample window.
+        assert_eq!(manager.record(&applied, 100.0, t0 + 1), 1000);
     }
 }

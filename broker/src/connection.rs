@@ -391,7 +391,13 @@ fn dispatch_frame(
                 request.header.client_id,
             )
             .with_principal(principal);
-            let response = handlers::dispatch(&ctx, request.body);
+            let request_quota = crate::client_request_quota::applied(&ctx, &request.body);
+            let started = request_quota.as_ref().map(|_| Instant::now());
+            let mut response = handlers::dispatch(&ctx, request.body);
+            if let (Some(applied), Some(started)) = (request_quota, started) {
+                response =
+                    crate::client_request_quota::charge(&ctx, applied, started.elapsed(), response);
+            }
             let pending = Pending::Response {
                 api_key: ctx.api_key,
                 api_version: ctx.api_version,

@@ -11,6 +11,7 @@ pub mod broker_config;
 pub mod channel_builders;
 pub mod cli;
 pub mod client_quota_manager;
+pub mod client_request_quota;
 pub mod cluster;
 pub mod config;
 pub mod config_def;

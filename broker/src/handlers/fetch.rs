@@ -133,7 +133,7 @@ pub fn handle(ctx: &super::RequestContext, request: FetchRequest) -> ResponseFut
 /// The answer of a fetch that took its client over `consumer_byte_rate` (Kafka's
 /// `getThrottledResponse`): no partitions; a new session is not offered, an existing one
 /// goes on.
-fn throttled(response: FetchResponse, throttle_ms: i32) -> FetchResponse {
+pub(crate) fn throttled(response: FetchResponse, throttle_ms: i32) -> FetchResponse {
     FetchResponse::default()
         .with_throttle_time_ms(throttle_ms)
         .with_error_code(response.error_code)

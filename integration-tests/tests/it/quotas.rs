@@ -14,7 +14,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     AlterClientQuotasRequest, CreateTopicsRequest, DescribeClientQuotasRequest,
-    DescribeClientQuotasResponse, FetchRequest, ProduceRequest, TopicName,
+    DescribeClientQuotasResponse, FetchRequest, MetadataRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -370,6 +370,85 @@ fn produce_and_fetch_over_their_byte_rates_are_throttled() {
     let (again, bytes, partitions) = fetch(&mut stream, "quota", 3);
     assert!(again > 0, "the retry was not throttled");
     assert_eq!((bytes, partitions), (0, 0));
+}
+
+#[test]
+fn request_percentage_throttles_a_busy_client_and_no_other() {
+    // Proves, for the raw requests' client id ("logbook-it") under request_percentage 0.2
+    // (2 ms of one thread per second: 20 ms over Kafka's ten-second window): Metadata
+    // requests are answered with throttle 0 until their time takes the rate over the
+    // quota, then with a throttle time bounded by one window (1..=1000 ms, Kafka's
+    // boundedThrottleTime); the connection is muted for that long (the next request is not
+    // answered sooner); a fetch while the rate is over is answered with no records; and a
+    // client with another client id (rdkafka) is served unthrottled meanwhile.
+    let broker = Broker::start();
+    let mut stream = connect(broker.addr());
+    let created = round_trip(
+        &mut stream,
+        7,
+        1,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s("busy")))
+                .with_num_partitions(1)
+                .with_replication_factor(1)]),
+    );
+    assert_eq!(created.topics[0].error_code, 0);
+    assert_eq!(produce(&mut stream, "busy", 100, 2), 0);
+    let set = alter(
+        &mut stream,
+        vec![entry(
+            &[("client-id", Some("logbook-it"))],
+            &[("request_percentage", Some(0.2))],
+        )],
+        false,
+    );
+    assert_eq!(set, [(0, None)]);
+
+    // The first throttle times are small (the rate just over the quota); each request
+    // made while over it takes the rate further, until the throttle is long enough to time.
+    let started = Instant::now();
+    let (mut unthrottled, mut throttled) = (0, 0);
+    let throttle = loop {
+        let response = round_trip(
+            &mut stream,
+            12,
+            3,
+            &MetadataRequest::default().with_topics(None),
+        );
+        assert_eq!(response.topics.len(), 1);
+        assert!(
+            (0..=1000).contains(&response.throttle_time_ms),
+            "throttle {} ms, over one window",
+            response.throttle_time_ms
+        );
+        match response.throttle_time_ms {
+            // Back under for a moment is Kafka's rate too: its window grows within each
+            // second and shrinks at the next, so a rate just over the quota wavers.
+            0 => unthrottled += 1,
+            ms if ms >= 200 => break ms,
+            _ => throttled += 1,
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{unthrottled} Metadata requests unthrottled, {throttled} throttled in 30 s"
+        );
+    };
+    assert!(unthrottled > 0, "the first Metadata request was throttled");
+    let sent = Instant::now();
+    let (fetch_throttle, _, partitions) = fetch(&mut stream, "busy", 0);
+    let muted = sent.elapsed();
+    assert!(
+        muted >= Duration::from_millis(u64::try_from(throttle).expect("positive") - 50),
+        "answered after {muted:?}, throttle {throttle} ms"
+    );
+    eprintln!("{unthrottled} unthrottled, {throttled} throttled under 200 ms, then {throttle} ms; fetch answered after {muted:?}");
+    assert!(
+        fetch_throttle > 0 && partitions == 0,
+        "a fetch over the request quota: throttle {fetch_throttle} ms, {partitions} partitions"
+    );
+    crate::common::assert_round_trip(&broker.bootstrap(), "not-the-busy-client");
 }
 
 #[test]
