@@ -17,11 +17,15 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::future::BoxFuture;
+use kafka_protocol::messages::ApiKey;
 use logbook_client::security::ConnectionSecurity;
 use logbook_controller::net::security::{ControllerAcceptor, ControllerStream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::authorizer::{
+    AclOperation, Action, Authorizer, KafkaPrincipal, RequestIdentity, ResourceType, CLUSTER_NAME,
+};
 use crate::connection::ListenerSecurity;
 use crate::listeners::{ListenerName, Listeners, SecurityProtocol};
 use crate::sasl::{Answer, Authenticator, Step};
@@ -98,20 +102,34 @@ pub fn controller_security(
     )
 }
 
-/// The controller listener's TLS handshake and SASL exchange.
+/// The controller listener's TLS handshake and SASL exchange, and the authorization of
+/// the principal they end with: with an authorizer (`authorizer.class.name`), a peer needs
+/// CLUSTER_ACTION on the cluster, as Kafka's `ControllerApis` asks of every controller
+/// request (so a super user, or a principal granted it; on PLAINTEXT that principal is
+/// `User:ANONYMOUS`, as in Kafka). Checked once per connection, before its first frame.
 pub struct ControllerListenerAcceptor {
     security: ListenerSecurity,
+    authorizer: Option<Arc<dyn Authorizer>>,
+    listener: ListenerName,
 }
 
 impl ControllerListenerAcceptor {
-    /// An acceptor with the controller listener's `security`; `None` when it is
-    /// PLAINTEXT (nothing to do).
+    /// An acceptor with the controller listener's `security` and `authorizer`; `None`
+    /// when there is nothing to do (PLAINTEXT and everyone allowed).
     #[must_use]
-    pub fn new(security: ListenerSecurity) -> Option<Arc<dyn ControllerAcceptor>> {
-        if security.tls.is_none() && security.sasl.is_none() {
+    pub fn new(
+        security: ListenerSecurity,
+        authorizer: Option<Arc<dyn Authorizer>>,
+        listener: ListenerName,
+    ) -> Option<Arc<dyn ControllerAcceptor>> {
+        if security.tls.is_none() && security.sasl.is_none() && authorizer.is_none() {
             return None;
         }
-        Some(Arc::new(ControllerListenerAcceptor { security }))
+        Some(Arc::new(ControllerListenerAcceptor {
+            security,
+            authorizer,
+            listener,
+        }))
     }
 }
 
@@ -122,18 +140,44 @@ impl ControllerAcceptor for ControllerListenerAcceptor {
         peer: SocketAddr,
     ) -> BoxFuture<'static, Result<ControllerStream, String>> {
         let security = self.security.clone();
+        let authorizer = self.authorizer.clone();
+        let listener = self.listener.clone();
         Box::pin(async move {
-            let mut stream: ControllerStream = match &security.tls {
-                None => Box::new(stream),
-                Some((acceptor, _)) => Box::new(
-                    acceptor
+            let (mut stream, mut principal): (ControllerStream, _) = match &security.tls {
+                None => (Box::new(stream), crate::handlers::anonymous()),
+                Some((acceptor, mapper)) => {
+                    let tls = acceptor
                         .accept(stream)
                         .await
-                        .map_err(|e| format!("TLS handshake: {e}"))?,
-                ),
+                        .map_err(|e| format!("TLS handshake: {e}"))?;
+                    let principal =
+                        crate::connection::certificate_principal(tls.get_ref().1, mapper, peer)
+                            .ok_or("no principal for the client certificate")?;
+                    (Box::new(tls), principal)
+                }
             };
-            if let Some(listener) = security.sasl {
-                authenticate(&mut stream, Authenticator::new(listener, peer)).await?;
+            if let Some(sasl) = security.sasl {
+                principal = authenticate(&mut stream, Authenticator::new(sasl, peer)).await?;
+            }
+            if let Some(authorizer) = authorizer {
+                let identity = RequestIdentity {
+                    principal: &principal,
+                    client_address: peer,
+                    listener_name: listener.as_str(),
+                    api_key: ApiKey::Vote,
+                };
+                let action = Action {
+                    operation: AclOperation::ClusterAction,
+                    resource_type: ResourceType::Cluster,
+                    name: CLUSTER_NAME,
+                    log_if_denied: true,
+                    log_if_allowed: true,
+                };
+                if !authorizer.authorize(&identity, &action) {
+                    return Err(format!(
+                        "{principal} may not CLUSTER_ACTION on the cluster (needed on the controller listener)"
+                    ));
+                }
             }
             Ok(stream)
         })
@@ -146,7 +190,7 @@ impl ControllerAcceptor for ControllerListenerAcceptor {
 async fn authenticate(
     stream: &mut ControllerStream,
     mut auth: Authenticator,
-) -> Result<(), String> {
+) -> Result<Arc<KafkaPrincipal>, String> {
     let table = |key| crate::handlers::supported_at(key, 0);
     loop {
         let size = stream
@@ -203,8 +247,8 @@ async fn authenticate(
                 if close {
                     return Err("SASL authentication failed".to_string());
                 }
-                if auth.is_authenticated() {
-                    return Ok(());
+                if let Some(principal) = auth.principal().filter(|_| auth.is_authenticated()) {
+                    return Ok(principal);
                 }
             }
         }

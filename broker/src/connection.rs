@@ -207,7 +207,7 @@ pub async fn serve(
 /// The principal of a TLS client: its certificate's subject mapped by
 /// `ssl.principal.mapping.rules`, or `ANONYMOUS` without a certificate; `None` (close)
 /// when no rule applies, as Kafka fails such a connection.
-fn certificate_principal(
+pub(crate) fn certificate_principal(
     tls: &rustls::ServerConnection,
     mapper: &PrincipalMapper,
     peer: SocketAddr,

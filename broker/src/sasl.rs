@@ -580,6 +580,14 @@ impl Authenticator {
         self.listener.max_receive
     }
 
+    /// The principal the exchange authenticated, once it has.
+    #[must_use]
+    pub fn principal(&self) -> Option<Arc<KafkaPrincipal>> {
+        self.session
+            .as_ref()
+            .map(|(principal, _)| Arc::clone(principal))
+    }
+
     /// Whether requests are served (authenticated, not re-authenticating).
     #[must_use]
     pub fn is_authenticated(&self) -> bool {

@@ -367,6 +367,7 @@ async fn join_quorum(
         sole_voter,
         publications,
         &metadata_stop,
+        metadata,
     )
     .await?;
     let client = Arc::new(ControllerClient::new(
@@ -466,6 +467,7 @@ async fn start_metadata_source(
     sole_voter: bool,
     publications: mpsc::Sender<MetadataPublication>,
     metadata_stop: &CancellationToken,
+    metadata: &MetadataCache,
 ) -> Result<Option<Arc<QuorumController>>, Box<dyn std::error::Error + Send + Sync>> {
     let voters = controller_voters(cluster_config, config.node_id)?;
     if !cluster_config.roles.controller {
@@ -474,7 +476,7 @@ async fn start_metadata_source(
         tokio::spawn(MetadataFollower::new(fetch_client, publications).run(metadata_stop.clone()));
         return Ok(None);
     }
-    let raft_config = controller_config(config, voters)?;
+    let raft_config = controller_config(config, voters, metadata)?;
     let quorum = QuorumController::start(
         raft_config,
         None,
@@ -648,7 +650,7 @@ fn checked_listeners(config: &Config) -> Result<Listeners, String> {
         listener_security(endpoint, config, Arc::new(crate::sasl::NoScramCredentials))?;
     }
     crate::channel_builders::inter_broker_security(&listeners, &config.security_settings)?;
-    controller_network_security(config)?;
+    controller_network_security(config, None)?;
     Ok(listeners)
 }
 
@@ -669,6 +671,7 @@ fn inter_broker_security(config: &Config) -> logbook_client::security::Connectio
 /// The controller listener's settings cannot be served (the message names the setting).
 fn controller_network_security(
     config: &Config,
+    authorizer: Option<Arc<dyn crate::authorizer::Authorizer>>,
 ) -> Result<logbook_controller::net::security::NetworkSecurity, String> {
     let listeners = config.listeners()?;
     let client =
@@ -691,13 +694,16 @@ fn controller_network_security(
         port: 0,
         protocol: listeners.controller_protocol,
     };
-    let acceptor = if endpoint.protocol == SecurityProtocol::Plaintext {
-        None
+    let security = if endpoint.protocol == SecurityProtocol::Plaintext {
+        ListenerSecurity::default()
     } else {
-        let security =
-            listener_security(&endpoint, config, Arc::new(crate::sasl::NoScramCredentials))?;
-        crate::channel_builders::ControllerListenerAcceptor::new(security)
+        listener_security(&endpoint, config, Arc::new(crate::sasl::NoScramCredentials))?
     };
+    let acceptor = crate::channel_builders::ControllerListenerAcceptor::new(
+        security,
+        authorizer.filter(|a| !a.allows_everything()),
+        endpoint.name,
+    );
     Ok(logbook_controller::net::security::NetworkSecurity { client, acceptor })
 }
 
@@ -705,13 +711,16 @@ fn controller_network_security(
 fn controller_config(
     config: &Config,
     voters: std::collections::BTreeMap<u64, logbook_controller::ControllerNode>,
+    metadata: &MetadataCache,
 ) -> Result<ControllerConfig, Box<dyn std::error::Error + Send + Sync>> {
     let mut raft_config = ControllerConfig::new(
         u64::try_from(config.node_id)?,
         voters,
         config.data_dir.clone(),
     );
-    raft_config.security = controller_network_security(config)?;
+    // Peers on the controller listener need CLUSTER_ACTION on the cluster, as Kafka's
+    // ControllerApis asks of every controller request.
+    raft_config.security = controller_network_security(config, Some(authorizer(config, metadata)))?;
     Ok(raft_config)
 }
 
@@ -721,7 +730,7 @@ fn controller_client_config(
     config: &Config,
 ) -> Result<ControllerClientConfig, Box<dyn std::error::Error + Send + Sync>> {
     let mut client_config = ControllerClientConfig::new(u64::try_from(config.node_id)?);
-    client_config.security = controller_network_security(config)?.client;
+    client_config.security = controller_network_security(config, None)?.client;
     Ok(client_config)
 }
 
@@ -1055,7 +1064,10 @@ async fn run_controller_only(
     }
     let node_id = u64::try_from(config.node_id)?;
     let voters = controller_voters(cluster, config.node_id)?;
-    let raft_config = controller_config(config, voters)?;
+    // No metadata image is kept here (no broker role): peers on the controller listener
+    // are authorized as Kafka authorizes them before its ACLs have loaded, super users
+    // (and allow.everyone.if.no.acl.found) only.
+    let raft_config = controller_config(config, voters, &MetadataCache::new())?;
     let quorum = QuorumController::start(
         raft_config,
         None,

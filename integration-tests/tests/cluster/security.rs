@@ -165,7 +165,10 @@ fn sasl_ssl_on_every_listener_replicates_fails_over_and_refuses_plaintext() {
     // 20..29 through another node and the group reads exactly those from its committed
     // offset; the killed node restarts and is back in the ISR. A wrong password is
     // refused, and Kafka bytes sent in the clear get no Kafka answer (the TLS handshake
-    // fails and the connection closes).
+    // fails and the connection closes). With the StandardAuthorizer and super.users=
+    // User:admin, the nodes (admin on every listener) are served on the controller
+    // listener, while alice, who logs in there but has no CLUSTER_ACTION on the cluster,
+    // is closed before any controller frame, as Kafka's ControllerApis refuses her.
     let _serial = crate::serial();
     let certs = tempfile::tempdir().expect("certificate directory");
     make_certificates(certs.path());
@@ -185,6 +188,8 @@ fn sasl_ssl_on_every_listener_replicates_fails_over_and_refuses_plaintext() {
         format!("ssl.truststore.location={}", ca.display()),
         format!("listener.name.plaintext.plain.sasl.jaas.config={JAAS}"),
         format!("listener.name.controller.plain.sasl.jaas.config={JAAS}"),
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer".to_string(),
+        "super.users=User:admin".to_string(),
     ] {
         spec.extra_args.extend(["--override".to_string(), setting]);
     }
@@ -244,6 +249,25 @@ fn sasl_ssl_on_every_listener_replicates_fails_over_and_refuses_plaintext() {
         (leader_and_isr(&other, &ca, "secure").1 == "1,2,3").then_some(())
     });
     assert!(back.is_some(), "{}", cluster.log_tails());
+
+    // The controller listener: admin (a super user) is kept, alice is closed.
+    let controller = format!("127.0.0.1:{}", cluster.node(1).controller_port());
+    assert_eq!(
+        client(&controller, &ca, ADMIN, &["controller"]),
+        "authenticated, kept open"
+    );
+    assert_eq!(
+        client(&controller, &ca, ("alice", "alice-secret"), &["controller"]),
+        "authenticated, closed"
+    );
+    assert!(
+        cluster
+            .node(1)
+            .log()
+            .contains("User:alice may not CLUSTER_ACTION on the cluster"),
+        "{}",
+        cluster.node(1).log_tail()
+    );
 
     // Kafka bytes in the clear: an ApiVersions v0 request.
     let mut plain = std::net::TcpStream::connect(cluster.node(leader).addr()).expect("connect");

@@ -12,8 +12,16 @@ Steps (each prints one line):
                          -> "consumed VALUES" (comma-separated)
   describe TOPIC         partition 0's leader and ISR -> "leader L isr A,B,C" (ISR sorted)
   login                  fetch metadata only -> "brokers N" or "refused: <exception class>"
+  controller             log in on the controller listener BOOTSTRAP names (TLS, then
+                         SaslHandshake v1 and SaslAuthenticate v0 with PLAIN, as a node's
+                         controller client does) and wait 3 s
+                         -> "authenticated, kept open" or "authenticated, closed"
+                         or "refused: <error code>"
 """
 
+import socket
+import ssl
+import struct
 import sys
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
@@ -21,6 +29,50 @@ from kafka.admin import NewTopic
 from kafka.errors import KafkaError
 
 TIMEOUT_MS = 30000
+
+
+def controller_login(bootstrap, cafile, user, password):
+    """A node's controller-listener login, by hand: kafka-python cannot speak there."""
+    host, port = bootstrap.rsplit(":", 1)
+    context = ssl.create_default_context(cafile=cafile)
+    sock = context.wrap_socket(socket.create_connection((host, int(port)), 10),
+                               server_hostname=host)
+    sock.settimeout(10)
+
+    def request(api_key, version, correlation, body):
+        header = struct.pack(">hhih", api_key, version, correlation, 4) + b"test"
+        frame = header + body
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        size = struct.unpack(">i", read(4))[0]
+        answer = read(size)
+        assert struct.unpack(">i", answer[:4])[0] == correlation
+        return answer[4:]
+
+    def read(n):
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise EOFError("closed")
+            data += chunk
+        return data
+
+    mechanism = b"PLAIN"
+    answer = request(17, 1, 1, struct.pack(">h", len(mechanism)) + mechanism)
+    if struct.unpack(">h", answer[:2])[0] != 0:
+        return "refused: handshake %d" % struct.unpack(">h", answer[:2])[0]
+    token = b"\0" + user.encode() + b"\0" + password.encode()
+    answer = request(36, 0, 2, struct.pack(">i", len(token)) + token)
+    code = struct.unpack(">h", answer[:2])[0]
+    if code != 0:
+        return "refused: %d" % code
+    sock.settimeout(3)
+    try:
+        return "authenticated, closed" if sock.recv(1) == b"" else "authenticated, answered"
+    except socket.timeout:
+        return "authenticated, kept open"
+    except (ConnectionError, ssl.SSLError):
+        return "authenticated, closed"
 
 
 def main():
@@ -36,6 +88,9 @@ def main():
         sasl_plain_password=password,
         request_timeout_ms=TIMEOUT_MS,
     )
+    if step == "controller":
+        print(controller_login(bootstrap, cafile, user, password))
+        return
     if step == "login":
         try:
             admin = KafkaAdminClient(**security)
