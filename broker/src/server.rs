@@ -147,6 +147,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         startup_ms = started.elapsed().as_millis(),
         "accepting connections"
     );
+    announce_running(broker.node_id());
     serve(&broker, &bound, metrics.as_ref(), &membership.lifecycle).await;
     broker.groups.shutdown();
     broker.transactions.shutdown();
@@ -155,6 +156,16 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     stop_metrics(metrics).await;
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// Logs the two lines Kafka prints when a broker starts serving, word for word where tools
+/// match on them: the Testcontainers Kafka modules wait for `Transitioning from RECOVERY to
+/// RUNNING` (Java) or `Kafka Server started` (Rust) before handing the container to a
+/// test, and scripts written against Kafka grep for the same. The listeners are bound
+/// by now, so a client that connects on seeing them is served.
+fn announce_running(node_id: i32) {
+    tracing::info!("[BrokerLifecycleManager id={node_id}] The broker has been unfenced. Transitioning from RECOVERY to RUNNING.");
+    tracing::info!("[KafkaRaftServer nodeId={node_id}] Kafka Server started");
 }
 
 /// The broker's authorizer: Kafka's StandardAuthorizer over the metadata image's ACLs

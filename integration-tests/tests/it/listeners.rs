@@ -191,3 +191,61 @@ fn listener_settings_that_break_kafkas_rules_stop_the_broker() {
         assert!(stderr.contains(expected), "{overrides:?}: {stderr}");
     }
 }
+
+#[test]
+fn testcontainers_kafka_environment_starts_a_broker_that_says_it_runs() {
+    // Proves: the environment Testcontainers' KafkaContainer (Java, 1.21) sets for
+    // apache/kafka (KafkaHelper.envVars: three listeners with a CONTROLLER one, combined
+    // roles, a one-voter quorum on it, CLUSTER_ID, the internal topics' settings, an
+    // unbounded log.flush.interval.messages) plus the KAFKA_ADVERTISED_LISTENERS its start
+    // script exports, with the ports moved to free ones, starts the broker; it prints the
+    // readiness lines the Java and Rust modules wait for, Metadata on the PLAINTEXT port
+    // names the advertised address, and a client produces and consumes there.
+    let (plain, broker_port, controller) = (free_port(), free_port(), free_port());
+    let listeners = format!(
+        "PLAINTEXT://0.0.0.0:{plain},BROKER://0.0.0.0:{broker_port},CONTROLLER://0.0.0.0:{controller}"
+    );
+    let advertised = format!("PLAINTEXT://127.0.0.1:{plain},BROKER://localhost:{broker_port}");
+    let voters = format!("1@localhost:{controller}");
+    let max = i64::MAX.to_string();
+    let broker = Broker::start_on(
+        plain,
+        &[],
+        &[
+            ("CLUSTER_ID", "4L6g3nShT-eMCtK--X86sw"),
+            ("KAFKA_LISTENERS", &listeners),
+            (
+                "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP",
+                "BROKER:PLAINTEXT,PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            ),
+            ("KAFKA_INTER_BROKER_LISTENER_NAME", "BROKER"),
+            ("KAFKA_PROCESS_ROLES", "broker,controller"),
+            ("KAFKA_CONTROLLER_LISTENER_NAMES", "CONTROLLER"),
+            ("KAFKA_NODE_ID", "1"),
+            ("KAFKA_CONTROLLER_QUORUM_VOTERS", &voters),
+            ("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "1"),
+            ("KAFKA_OFFSETS_TOPIC_NUM_PARTITIONS", "1"),
+            ("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1"),
+            ("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1"),
+            ("KAFKA_LOG_FLUSH_INTERVAL_MESSAGES", &max),
+            ("KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS", "0"),
+            ("KAFKA_ADVERTISED_LISTENERS", &advertised),
+        ],
+    );
+    for line in [
+        "Transitioning from RECOVERY to RUNNING",
+        "Kafka Server started",
+    ] {
+        assert!(
+            broker.wait_for_log(line, Duration::from_secs(5)),
+            "no {line:?}\n{}",
+            broker.log_tail()
+        );
+    }
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{plain}").parse().expect("addr");
+    assert_eq!(
+        metadata_brokers(addr),
+        [(1, "127.0.0.1".to_owned(), i32::from(plain))]
+    );
+    crate::common::assert_round_trip(&broker.bootstrap(), "testcontainers");
+}
