@@ -39,7 +39,7 @@ async fn the_stock_apache_kafka_module_runs_logbook() {
     for i in 0..10 {
         let value = format!("v{i}");
         let key = format!("k{i}");
-        let (_, offset) = producer
+        let delivery = producer
             .send(
                 FutureRecord::to("orders")
                     .partition(0)
@@ -49,7 +49,7 @@ async fn the_stock_apache_kafka_module_runs_logbook() {
             )
             .await
             .expect("delivered");
-        offsets.push(offset);
+        offsets.push(delivery.offset);
     }
     assert_eq!(offsets, (0..10).collect::<Vec<i64>>());
 
