@@ -13,7 +13,7 @@ use std::time::Duration;
 use integration_tests::{free_port, Broker};
 
 use crate::python_client::{ensure_python_package, run_with_timeout};
-use crate::tls::{make_certificates, openssl};
+use crate::tls::{make_certificates, make_untrusted_ca};
 
 /// The confluent-kafka release (librdkafka 2.x with OpenSSL) the test installs.
 const CONFLUENT_KAFKA: &str = "confluent-kafka==2.16.1";
@@ -22,26 +22,7 @@ const CONFLUENT_KAFKA: &str = "confluent-kafka==2.16.1";
 fn librdkafka_plain_scram_oauthbearer_and_ssl() {
     let dir = tempfile::tempdir().expect("tempdir");
     make_certificates(dir.path());
-    let other = dir.path().join("other");
-    std::fs::create_dir_all(&other).expect("mkdir");
-    openssl(
-        &other,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=other-ca",
-        ],
-    );
+    let other = make_untrusted_ca(dir.path());
     let (plain, sasl, ssl) = (free_port(), free_port(), free_port());
     let listeners = format!(
         "listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},SSL://127.0.0.1:{ssl}"

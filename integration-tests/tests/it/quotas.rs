@@ -303,6 +303,22 @@ fn fetch(stream: &mut std::net::TcpStream, topic: &str, offset: i64) -> (i32, us
     (response.throttle_time_ms, bytes, partitions.len())
 }
 
+/// Creates `name` with one partition over `stream` (CreateTopics v7), checking it was.
+fn create_topic(stream: &mut std::net::TcpStream, name: &str) {
+    let created = round_trip(
+        stream,
+        7,
+        1,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(s(name)))
+                .with_num_partitions(1)
+                .with_replication_factor(1)]),
+    );
+    assert_eq!(created.topics[0].error_code, 0, "create {name}");
+}
+
 #[test]
 fn produce_and_fetch_over_their_byte_rates_are_throttled() {
     // Proves, for the client id of the raw requests ("logbook-it"):
@@ -316,18 +332,7 @@ fn produce_and_fetch_over_their_byte_rates_are_throttled() {
     //   is an immediate retry (a throttled fetch's bytes do not count, the rate stays over).
     let broker = Broker::start();
     let mut stream = connect(broker.addr());
-    let created = round_trip(
-        &mut stream,
-        7,
-        1,
-        &CreateTopicsRequest::default()
-            .with_timeout_ms(10_000)
-            .with_topics(vec![CreatableTopic::default()
-                .with_name(TopicName(s("quota")))
-                .with_num_partitions(1)
-                .with_replication_factor(1)]),
-    );
-    assert_eq!(created.topics[0].error_code, 0);
+    create_topic(&mut stream, "quota");
     let set = alter(
         &mut stream,
         vec![entry(
@@ -383,18 +388,7 @@ fn request_percentage_throttles_a_busy_client_and_no_other() {
     // client with another client id (rdkafka) is served unthrottled meanwhile.
     let broker = Broker::start();
     let mut stream = connect(broker.addr());
-    let created = round_trip(
-        &mut stream,
-        7,
-        1,
-        &CreateTopicsRequest::default()
-            .with_timeout_ms(10_000)
-            .with_topics(vec![CreatableTopic::default()
-                .with_name(TopicName(s("busy")))
-                .with_num_partitions(1)
-                .with_replication_factor(1)]),
-    );
-    assert_eq!(created.topics[0].error_code, 0);
+    create_topic(&mut stream, "busy");
     assert_eq!(produce(&mut stream, "busy", 100, 2), 0);
     let set = alter(
         &mut stream,

@@ -29,6 +29,32 @@ pub(crate) fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// A CA of its own in `<dir>/other` (`ca.pem`, `ca.key`), which never signed the broker's
+/// certificate: a client that trusts only it must be refused. Returns that directory.
+pub(crate) fn make_untrusted_ca(dir: &Path) -> PathBuf {
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    openssl(
+        &other,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=other-ca",
+        ],
+    );
+    other
+}
+
 /// A CA (`ca.pem`), the broker's PEM keystore (`broker.pem`: key then certificate, for
 /// 127.0.0.1 and localhost) and a client certificate (`client.pem`, `client.key`), all
 /// signed by the CA, in `dir`.
@@ -425,26 +451,7 @@ fn logbook_tools_over_tls_and_a_stalled_handshake() {
     assert!(out.1.contains("over-tls"), "{out:?}");
 
     // A CA of its own, which never signed the broker's certificate.
-    let other = dir.path().join("other");
-    std::fs::create_dir_all(&other).expect("mkdir");
-    openssl(
-        &other,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.pem",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=other-ca",
-        ],
-    );
+    let other = make_untrusted_ca(dir.path());
     let stranger = config("stranger.properties", &other.join("ca.pem"));
     let out = tool(&["topic", "list"], &stranger);
     assert_eq!(out.0, Some(3), "{out:?}");
