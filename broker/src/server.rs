@@ -97,7 +97,9 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let metrics = start_metrics(&config).await?;
     arm_failpoints(&config);
     let cluster_config = config.cluster()?;
-    let listeners = checked_listeners(&config)?;
+    let metadata = MetadataCache::new();
+    let scram: Arc<dyn crate::sasl::ScramCredentials> = Arc::new(metadata.clone());
+    let (listeners, securities) = checked_listeners(&config, scram)?;
     if !cluster_config.roles.broker {
         if let Some(metrics) = &metrics {
             metrics.endpoint.set_ready(true);
@@ -106,7 +108,6 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         stop_metrics(metrics).await;
         return result;
     }
-    let metadata = MetadataCache::new();
     let (replicas, defaults) = open_storage(&config, &metadata);
     let membership = join_quorum(&config, &cluster_config, &metadata, &replicas, defaults).await?;
     let topics = Arc::clone(&membership.topics);
@@ -121,8 +122,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     )
     .await?;
     add_scram_users(&config, &cluster).await?;
-    let scram: Arc<dyn crate::sasl::ScramCredentials> = Arc::new(metadata.clone());
-    let bound = bind_listeners(&listeners, &config, scram).await?;
+    let bound = bind_listeners(&listeners, securities).await?;
     let authorizer = authorizer(&config, &metadata);
     let broker = Arc::new(Broker {
         fetch_sessions: crate::fetch_session::FetchSessionCache::new(
@@ -649,20 +649,28 @@ async fn load_coordinators(
     Ok((groups, transactions))
 }
 
-/// The listeners, checked before anything starts: later phases take the inter-broker
-/// listener as given, and a keystore that cannot be served stops the start before storage
-/// opens.
+/// The listeners and the security of each bound one (in `listeners.bound` order), built
+/// once before anything starts: later phases take the inter-broker listener as given, a
+/// keystore that cannot be served stops the start before storage opens, and a JWKS is
+/// read here, before any port is bound, so no client can connect to one listener while
+/// another is still being set up. `scram` is where SCRAM logins find their credentials
+/// (the metadata cache, filled later by the quorum).
 ///
 /// # Errors
 /// As [`Config::listeners`]; an SSL listener's TLS settings cannot be served.
-fn checked_listeners(config: &Config) -> Result<Listeners, String> {
+fn checked_listeners(
+    config: &Config,
+    scram: Arc<dyn crate::sasl::ScramCredentials>,
+) -> Result<(Listeners, Vec<ListenerSecurity>), String> {
     let listeners = config.listeners()?;
-    for endpoint in &listeners.bound {
-        listener_security(endpoint, config, Arc::new(crate::sasl::NoScramCredentials))?;
-    }
+    let securities = listeners
+        .bound
+        .iter()
+        .map(|endpoint| listener_security(endpoint, config, Arc::clone(&scram)))
+        .collect::<Result<Vec<_>, _>>()?;
     crate::channel_builders::inter_broker_security(&listeners, &config.security_settings)?;
     controller_network_security(config, None)?;
-    Ok(listeners)
+    Ok((listeners, securities))
 }
 
 /// How replica fetchers and transaction markers connect to other brokers (checked at
@@ -857,20 +865,17 @@ fn listener_security(
     Ok(ListenerSecurity { tls, sasl })
 }
 
-/// Binds every client and inter-broker listener, in configured order; an SSL listener's
-/// TLS configuration is read first, so a bad keystore stops the start.
+/// Binds every client and inter-broker listener, in configured order, each with the
+/// security [`checked_listeners`] built for it.
 ///
 /// # Errors
-/// A listener's address is not numeric, or cannot be bound, or its TLS settings cannot be
-/// served (the message names it).
+/// A listener's address is not numeric, or cannot be bound.
 async fn bind_listeners(
     listeners: &Listeners,
-    config: &Config,
-    scram: Arc<dyn crate::sasl::ScramCredentials>,
+    securities: Vec<ListenerSecurity>,
 ) -> Result<Vec<BoundListener>, Box<dyn std::error::Error + Send + Sync>> {
     let mut bound = Vec::with_capacity(listeners.bound.len());
-    for endpoint in &listeners.bound {
-        let security = listener_security(endpoint, config, Arc::clone(&scram))?;
+    for (endpoint, security) in listeners.bound.iter().zip(securities) {
         let address = endpoint.bind_address()?;
         let socket = TcpListener::bind(address)
             .await
