@@ -25,6 +25,9 @@ pub struct Broker {
     pub authorizer: std::sync::Arc<dyn crate::authorizer::Authorizer>,
     /// Produce and fetch byte rates against the client quotas.
     pub quotas: crate::client_quota_manager::QuotaManagers,
+    /// The fault injector, when the broker started with `--fault-injection` (never
+    /// otherwise).
+    pub faults: Option<std::sync::Arc<crate::fault_injector::FaultInjector>>,
 }
 
 impl Broker {

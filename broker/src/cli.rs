@@ -29,6 +29,10 @@ pub struct Cli {
 pub enum Command {
     /// Run the broker (the default).
     Serve(Box<Config>),
+    /// Make a broker started with `--fault-injection` fail on cue: arm, list and clear
+    /// faults (error codes, delays, dropped connections, unavailable partitions, forced
+    /// rebalances, fenced producers).
+    Fault(crate::fault_injector::cli::FaultArgs),
     /// A tool (`healthcheck`, `topic`, `group`, `produce`, `consume`, `cluster`), run by
     /// [`logbook_cli::run_tool`].
     #[command(flatten)]

@@ -311,6 +311,11 @@ pub struct Config {
     /// for orchestrators). Off unless given.
     #[arg(long, env = "LOGBOOK_METRICS_LISTEN", value_name = "HOST:PORT")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Serve the fault injector's admin API on the metrics listener (`/faults`, and
+    /// `logbook fault …`), so tests can make requests fail, stall or drop on cue. Needs
+    /// `--metrics-listen`. Never in production: off unless given.
+    #[arg(long, env = "LOGBOOK_FAULT_INJECTION")]
+    pub fault_injection: bool,
     /// Most consumer-lag series (group × partition) one scrape reports; the rest are left
     /// out (logged at debug).
     #[arg(

@@ -393,7 +393,11 @@ fn dispatch_frame(
             .with_principal(principal);
             let request_quota = crate::client_request_quota::applied(&ctx, &request.body);
             let started = request_quota.as_ref().map(|_| Instant::now());
-            let mut response = handlers::dispatch(&ctx, request.body);
+            let mut response =
+                match crate::fault_injector::dispatch(&ctx, request.body, frame_bytes) {
+                    crate::fault_injector::Dispatched::Answer(response) => response,
+                    crate::fault_injector::Dispatched::Drop => return None,
+                };
             if let (Some(applied), Some(started)) = (request_quota, started) {
                 response =
                     crate::client_request_quota::charge(&ctx, applied, started.elapsed(), response);

@@ -22,6 +22,7 @@ pub mod connection_quotas;
 pub use logbook_coordinator as coordinator;
 pub mod coordinator_partition_writer;
 pub mod errors;
+pub mod fault_injector;
 pub mod fetch_session;
 pub mod handlers;
 pub mod listeners;

@@ -13,6 +13,9 @@ fn main() -> std::process::ExitCode {
     let config = match Cli::parse().into_command() {
         Command::Serve(config) => *config,
         Command::Tool(tool) => return std::process::ExitCode::from(logbook_cli::run_tool(tool)),
+        Command::Fault(args) => {
+            return std::process::ExitCode::from(logbook_broker::fault_injector::cli::run(&args))
+        }
     };
     let config = match serve_config(config) {
         Ok(config) => config,

@@ -97,6 +97,11 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     let metrics = start_metrics(&config).await?;
     arm_failpoints(&config);
     let cluster_config = config.cluster()?;
+    if config.fault_injection && config.metrics_listen.is_none() {
+        return Err(
+            "--fault-injection needs --metrics-listen: its admin API is served there".into(),
+        );
+    }
     let metadata = MetadataCache::new();
     let scram: Arc<dyn crate::sasl::ScramCredentials> = Arc::new(metadata.clone());
     let (listeners, securities) = checked_listeners(&config, scram)?;
@@ -124,6 +129,9 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     add_scram_users(&config, &cluster).await?;
     let bound = bind_listeners(&listeners, securities).await?;
     let authorizer = authorizer(&config, &metadata);
+    let faults = config
+        .fault_injection
+        .then(crate::fault_injector::FaultInjector::new);
     let broker = Arc::new(Broker {
         fetch_sessions: crate::fetch_session::FetchSessionCache::new(
             config.limits.fetch_session_cache_slots,
@@ -137,6 +145,7 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
         listeners,
         authorizer,
         quotas: crate::client_quota_manager::QuotaManagers::default(),
+        faults,
     });
     tracing::info!(
         listeners = %endpoint_list(&broker.listeners.bound),

@@ -98,12 +98,16 @@ pub fn handle(ctx: &super::RequestContext, request: FetchRequest) -> ResponseFut
     let authorizer = ctx.authorizer.clone();
     let consumer = request.replica_id.0 < 0 && request.replica_state.replica_id.0 < 0;
     let quota = consumer.then(|| ctx.quota(&broker.quotas.fetch)).flatten();
+    let faults = consumer
+        .then(|| crate::fault_injector::for_request(ctx).map(|(_, scope)| scope))
+        .flatten();
     Box::pin(async move {
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let cap = quota.as_ref().map(|applied| {
             crate::client_quota_manager::ClientQuotaManager::max_value_in_window(applied) as usize
         });
-        let (mut response, mut records) = fetch(&broker, &authorizer, request, version, cap).await;
+        let (mut response, mut records) =
+            fetch(&broker, &authorizer, request, version, cap, faults.as_ref()).await;
         if let Some(applied) = quota {
             let bytes: usize = response
                 .responses
@@ -205,6 +209,26 @@ fn resolve(
             }
         })
         .collect()
+}
+
+/// Partitions a fault fails are answered with its error and not read (the fetch returns
+/// at once, as with any partition error).
+fn inject_faults(
+    injector: &crate::fault_injector::FaultInjector,
+    scope: &crate::fault_injector::FaultScope,
+    topics: &mut [ResolvedTopic],
+) {
+    for topic in topics {
+        for (req, partition) in &mut topic.partitions {
+            if partition.is_ok() {
+                if let Some(error) =
+                    injector.partition_error(scope, topic.name.as_str(), req.partition)
+                {
+                    *partition = Err(error);
+                }
+            }
+        }
+    }
 }
 
 /// The outcome of one pass over every requested partition.
@@ -469,6 +493,7 @@ async fn fetch(
     request: FetchRequest,
     version: i16,
     quota_cap: Option<usize>,
+    faults: Option<&crate::fault_injector::FaultScope>,
 ) -> (FetchResponse, FileRecords) {
     let FetchParams {
         max_wait,
@@ -494,12 +519,15 @@ async fn fetch(
         }
         FetchContext::Sessionless | FetchContext::Full => {}
     }
-    let topics = resolve(
+    let mut topics = resolve(
         broker,
         read_permission(authorizer, follower.is_some()),
         request,
         version,
     );
+    if let (Some(scope), Some(injector)) = (faults, broker.faults.as_deref()) {
+        inject_faults(injector, scope, &mut topics);
+    }
     let deadline = tokio::time::Instant::now() + max_wait;
     let respond = |pass: Pass| {
         let session = SessionAnswer {

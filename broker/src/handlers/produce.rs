@@ -382,6 +382,7 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
     let mut waits = Vec::new();
     let may_use_transactional_id = may_use_transactional_id(ctx, &request);
     let transactional_id = request.transactional_id.as_ref().map(|t| t.0.as_str());
+    let faults = crate::fault_injector::for_request(ctx);
     for (topic_index, data) in request.topic_data.iter().enumerate() {
         let resolved = if may_use_transactional_id {
             resolve_topic(ctx, data, version)
@@ -398,6 +399,7 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
                     transactional_id,
                     adds_partition,
                     acks,
+                    faults: faults.as_ref(),
                 };
                 target.append_all(&data.partition_data, &mut waits)
             }
@@ -492,6 +494,11 @@ struct TopicAppend<'a> {
     transactional_id: Option<&'a str>,
     adds_partition: bool,
     acks: i16,
+    /// The fault injector and this request's scope, when faults are armed.
+    faults: Option<&'a (
+        &'a crate::fault_injector::FaultInjector,
+        crate::fault_injector::FaultScope,
+    )>,
 }
 
 impl TopicAppend<'_> {
@@ -506,6 +513,12 @@ impl TopicAppend<'_> {
             .iter()
             .enumerate()
             .map(|(partition_index, p)| {
+                if let Some(error) = self
+                    .faults
+                    .and_then(|(f, scope)| f.partition_error(scope, &self.topic.name, p.index))
+                {
+                    return partition_error(p.index, error, None);
+                }
                 let verification = self
                     .transactional_id
                     .map(|transactional_id| TxnVerification {

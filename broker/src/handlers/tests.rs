@@ -80,6 +80,7 @@ fn broker_with(
         ),
         authorizer,
         quotas: crate::client_quota_manager::QuotaManagers::default(),
+        faults: None,
     })
 }
 

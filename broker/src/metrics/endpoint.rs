@@ -94,7 +94,7 @@ impl MetricsEndpoint {
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |request| {
                         let endpoint = Arc::clone(&endpoint);
-                        async move { Ok::<_, Infallible>(endpoint.answer(&request).await) }
+                        async move { Ok::<_, Infallible>(endpoint.answer(request).await) }
                     });
                     let connection = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service);
@@ -111,7 +111,11 @@ impl MetricsEndpoint {
         })
     }
 
-    async fn answer(self: Arc<Self>, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn answer(self: Arc<Self>, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        let path = request.uri().path().to_string();
+        if path == "/faults" || path.starts_with("/faults/") {
+            return self.answer_faults(request, &path).await;
+        }
         if request.method() != Method::GET && request.method() != Method::HEAD {
             return text(StatusCode::METHOD_NOT_ALLOWED, "only GET\n");
         }
@@ -142,9 +146,35 @@ impl MetricsEndpoint {
             }
             _ => text(
                 StatusCode::NOT_FOUND,
-                "not found: try /metrics, /healthz or /readyz\n",
+                "not found: try /metrics, /healthz, /readyz or /faults\n",
             ),
         }
+    }
+}
+
+impl MetricsEndpoint {
+    /// The fault injector's admin API ([`crate::fault_injector::admin`]).
+    async fn answer_faults(&self, request: Request<Incoming>, path: &str) -> Response<Full<Bytes>> {
+        use http_body_util::{BodyExt, Limited};
+        let method = request.method().clone();
+        let limit = crate::fault_injector::admin::BODY_BYTES_MAX;
+        let body = match Limited::new(request.into_body(), limit).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(e) => {
+                return text(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!("request body: {e} (at most {limit} bytes)\n"),
+                )
+            }
+        };
+        let (status, json) =
+            crate::fault_injector::admin::answer(self.broker.get(), &method, path, &body).await;
+        let mut response = text(status, &json);
+        response.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+        response
     }
 }
 

@@ -688,6 +688,30 @@ impl GroupCoordinator {
         self.prepare_rebalance(g, "the group's assignment could not be stored");
     }
 
+    /// Starts a rebalance of a group that has members, as a member joining would (the
+    /// fault injector's "forced rebalance"): members learn of it from their next heartbeat
+    /// (REBALANCE_IN_PROGRESS) and rejoin. Whether a rebalance was started: not for an
+    /// empty or unknown group, nor one already rebalancing.
+    ///
+    /// # Errors
+    /// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, … for a group this broker does not
+    /// coordinate.
+    pub fn force_rebalance(&self, group_id: &str, reason: &str) -> Result<bool, GroupError> {
+        self.check_coordinates(group_id)?;
+        let Some(group) = self.lookup(group_id)? else {
+            return Ok(false);
+        };
+        let mut g = group.lock();
+        if !matches!(
+            g.state,
+            GroupState::Stable | GroupState::CompletingRebalance
+        ) {
+            return Ok(false);
+        }
+        self.prepare_rebalance(&mut g, reason);
+        Ok(g.state == GroupState::PreparingRebalance)
+    }
+
     /// Heartbeat: restarts the member's session timer; tells it to rejoin during a rebalance.
     ///
     /// # Errors

@@ -22,6 +22,7 @@ mod delete_records;
 mod describe_configs;
 mod disk_full;
 mod durability;
+mod faults;
 mod fetch_sessions;
 mod groups;
 mod inter_broker;

@@ -20,7 +20,7 @@ use crate::common::{consumer, create_topic, produce_all, producer, Record};
 const PROMETHEUS_CLIENT: &str = "prometheus-client==0.26.0";
 
 /// One parsed sample: name, labels, value.
-type Sample = (String, BTreeMap<String, String>, f64);
+pub(crate) type Sample = (String, BTreeMap<String, String>, f64);
 
 /// `GET path` on `addr`: status code and body.
 fn http_get(addr: &str, path: &str) -> (u16, String) {
@@ -122,7 +122,7 @@ for family in text_string_to_metric_families(sys.stdin.read()):
 }
 
 /// The value of the sample `name` whose labels include `labels`; `None` if absent.
-fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub(crate) fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     samples
         .iter()
         .find(|(n, l, _)| {
@@ -134,7 +134,7 @@ fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64>
         .map(|(_, _, v)| *v)
 }
 
-fn scrape(addr: &str) -> Vec<Sample> {
+pub(crate) fn scrape(addr: &str) -> Vec<Sample> {
     let (status, body) = http_get(addr, "/metrics");
     assert_eq!(status, 200, "{body}");
     parse(&body)
