@@ -1,8 +1,8 @@
 //! The fault injector (issue 27): `--fault-injection` serves `/faults` on the metrics
 //! listener, driven here with `logbook fault …` as a user would, and librdkafka (the Rust
 //! `rdkafka` crate) meets each fault the way it meets Kafka's real failure: retries,
-//! metadata refreshes, idempotent dedup, rejoins, fencing. franz-go meets them in
-//! `faults_franz_go`.
+//! metadata refreshes, idempotent dedup, rejoins, fencing. franz-go and the Java client
+//! meet them in `scripts/fault-clients-test` ([`franz_go_and_java_clients_meet_injected_faults`]).
 
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,7 +17,9 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::ClientContext;
 
-use crate::common::{consume, create_topic, produce_all, producer, Record, CLIENT_TIMEOUT};
+use crate::common::{
+    consume, create_topic, produce_all, producer, run_script, Record, CLIENT_TIMEOUT,
+};
 
 /// A broker with the fault injector on, and its admin URL.
 pub struct FaultyBroker {
@@ -497,4 +499,16 @@ fn a_fenced_transactional_producer_cannot_commit_and_its_records_stay_hidden() {
         "fault injection: transactional producer fenced",
         Duration::from_secs(5)
     ));
+}
+
+#[test]
+fn franz_go_and_java_clients_meet_injected_faults() {
+    // Proves (scripts/fault-clients-test): franz-go's and Java kafka-clients' own probes,
+    // each against a broker of its own with --fault-injection, see every fault as they see
+    // Kafka's real failure, with exact records and offsets.
+    run_script(
+        "fault-clients-test",
+        &[],
+        "fault-clients-test: 2 passed, 0 failed",
+    );
 }
