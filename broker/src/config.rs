@@ -307,6 +307,17 @@ pub struct Config {
     /// `LOGBOOK_*` variables and flags take precedence over it.
     #[arg(long, env = "LOGBOOK_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Wait up to this long for the `--config` file to appear (and stop growing) before
+    /// starting: a container runtime can then copy in settings it learns only after the
+    /// container starts, such as `advertised.listeners` with a mapped port, into an image
+    /// with no shell (what our Testcontainers modules do). 0: the file must exist.
+    #[arg(
+        long,
+        env = "LOGBOOK_CONFIG_WAIT_MS",
+        default_value_t = 0,
+        value_name = "MS"
+    )]
+    pub config_wait_ms: u64,
     /// Serve Prometheus metrics on HOST:PORT (`/metrics`, plus `/healthz` and `/readyz`
     /// for orchestrators). Off unless given.
     #[arg(long, env = "LOGBOOK_METRICS_LISTEN", value_name = "HOST:PORT")]
@@ -518,6 +529,44 @@ impl Limits {
     }
 }
 
+/// Waits until `path` exists and its length has not changed for 100 ms (a copy into a
+/// container lands as a create, then writes), for at most `within`.
+///
+/// # Errors
+/// The file did not appear in time.
+fn wait_for_file(path: &std::path::Path, within: std::time::Duration) -> Result<(), String> {
+    if within.is_zero() || path.exists() {
+        return Ok(());
+    }
+    tracing_free_notice(path);
+    let deadline = std::time::Instant::now() + within;
+    let step = std::time::Duration::from_millis(50);
+    let mut last: Option<(u64, std::time::Instant)> = None;
+    while std::time::Instant::now() < deadline {
+        if let Ok(meta) = std::fs::metadata(path) {
+            let len = meta.len();
+            match last {
+                Some((seen, since)) if seen == len && len > 0 && since.elapsed() >= 2 * step => {
+                    return Ok(());
+                }
+                Some((seen, _)) if seen == len => {}
+                _ => last = Some((len, std::time::Instant::now())),
+            }
+        }
+        std::thread::sleep(step);
+    }
+    Err(format!(
+        "config file {} did not appear within --config-wait-ms {}",
+        path.display(),
+        within.as_millis()
+    ))
+}
+
+/// Logging starts after the configuration is read, so this one line goes to stderr as is.
+fn tracing_free_notice(path: &std::path::Path) {
+    eprintln!("logbook: waiting for config file {}", path.display());
+}
+
 impl Config {
     /// Applies broker settings given under Kafka's names: first `KAFKA_*` variables of
     /// `env` (sorted by name), then each `--override KEY=VALUE` in order, so the last
@@ -580,6 +629,7 @@ impl Config {
         let Some(path) = self.config.clone() else {
             return Ok(self);
         };
+        wait_for_file(&path, std::time::Duration::from_millis(self.config_wait_ms))?;
         let mut layered = Self::defaults()?;
         for (key, value) in file::read(&path)? {
             settings::apply(&mut layered, &key, &value)

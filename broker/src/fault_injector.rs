@@ -384,13 +384,18 @@ impl FaultInjector {
             .cloned()
     }
 
-    fn is_unavailable(&self, topic: &str, partition: i32) -> bool {
+    /// The armed `partition_unavailable` fault covering the partition, if any.
+    fn unavailable(&self, topic: &str, partition: i32) -> Option<Arc<ActiveFault>> {
         let now = Instant::now();
-        self.faults.read().iter().any(|f| {
-            f.kind == FaultKind::PartitionUnavailable
-                && f.armed(now)
-                && f.matches_partition(topic, partition)
-        })
+        self.faults
+            .read()
+            .iter()
+            .find(|f| {
+                f.kind == FaultKind::PartitionUnavailable
+                    && f.armed(now)
+                    && f.matches_partition(topic, partition)
+            })
+            .cloned()
     }
 
     /// The error a Produce or Fetch of `scope` gets for `topic`/`partition`, if a fault
@@ -406,7 +411,11 @@ impl FaultInjector {
         if !self.any.load(Ordering::Acquire) {
             return None;
         }
-        if self.is_unavailable(topic, partition) {
+        if let Some(fault) = self.unavailable(topic, partition) {
+            fault.injected.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("logbook_faults_injected_total", "kind" => fault.kind.label())
+                .increment(1);
+            tracing::info!(id = fault.id, api = ?scope.api, client_id = %scope.client_id, topic, partition, "fault injection: partition unavailable, answered NOT_LEADER_OR_FOLLOWER");
             return Some(ResponseError::NotLeaderOrFollower);
         }
         let fault = self.take(FaultKind::Error, |f| {
@@ -517,7 +526,10 @@ fn hide_unavailable_leaders(
             continue;
         };
         for partition in &mut topic.partitions {
-            if injector.is_unavailable(&name, partition.partition_index) {
+            if let Some(fault) = injector.unavailable(&name, partition.partition_index) {
+                fault.injected.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("logbook_faults_injected_total", "kind" => fault.kind.label())
+                    .increment(1);
                 partition.error_code = ResponseError::LeaderNotAvailable.code();
                 partition.leader_id = kafka_protocol::messages::BrokerId(-1);
             }

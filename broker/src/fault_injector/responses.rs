@@ -108,32 +108,33 @@ pub fn error_response(
         "{error} (injected by the broker's fault injector)"
     )));
     Some(match body {
-        RequestKind::FindCoordinator(r) => {
-            let keys: Vec<StrBytes> = if version >= 4 {
-                r.coordinator_keys.clone()
-            } else {
-                Vec::new()
-            };
-            ResponseKind::FindCoordinator(
-                find_coordinator_response::FindCoordinatorResponse::default()
-                    .with_error_code(code)
-                    .with_error_message(message.clone())
-                    .with_node_id(BrokerId(-1))
-                    .with_port(-1)
-                    .with_coordinators(
-                        keys.into_iter()
-                            .map(|key| {
-                                find_coordinator_response::Coordinator::default()
-                                    .with_key(key)
-                                    .with_node_id(BrokerId(-1))
-                                    .with_port(-1)
-                                    .with_error_code(code)
-                                    .with_error_message(message.clone())
-                            })
-                            .collect(),
-                    ),
-            )
-        }
+        RequestKind::FindCoordinator(r) if version >= 4 => ResponseKind::FindCoordinator(
+            // v4+ (KIP-699) answers per key; the top-level fields are not in the version.
+            find_coordinator_response::FindCoordinatorResponse::default().with_coordinators(
+                r.coordinator_keys
+                    .iter()
+                    .map(|key| {
+                        find_coordinator_response::Coordinator::default()
+                            .with_key(key.clone())
+                            .with_node_id(BrokerId(-1))
+                            .with_port(-1)
+                            .with_error_code(code)
+                            .with_error_message(message.clone())
+                    })
+                    .collect(),
+            ),
+        ),
+        RequestKind::FindCoordinator(_) => ResponseKind::FindCoordinator(
+            find_coordinator_response::FindCoordinatorResponse::default()
+                .with_error_code(code)
+                .with_error_message(if version >= 1 {
+                    message.clone()
+                } else {
+                    Some(StrBytes::default())
+                })
+                .with_node_id(BrokerId(-1))
+                .with_port(-1),
+        ),
         RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(
             join_group_response::JoinGroupResponse::default()
                 .with_error_code(code)

@@ -101,3 +101,41 @@ fn incomplete_or_unservable_specs_are_refused_with_a_reason() {
     assert!(serde_json::from_str::<FaultSpec>(r#"{"kind":"delay","dealy_ms":5}"#).is_err());
     assert!(injector.list().is_empty());
 }
+
+#[test]
+fn every_error_response_encodes_at_every_served_version() {
+    // A field set that a version lacks makes the encoder refuse, and the connection close
+    // instead of answering with the error (FindCoordinator v4+ did).
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
+    let group = GroupId(StrBytes::from_static_str("g"));
+    let bodies = [
+        RequestKind::FindCoordinator(
+            FindCoordinatorRequest::default()
+                .with_key(StrBytes::from_static_str("g"))
+                .with_coordinator_keys(vec![StrBytes::from_static_str("g")]),
+        ),
+        RequestKind::JoinGroup(JoinGroupRequest::default().with_group_id(group.clone())),
+        RequestKind::SyncGroup(SyncGroupRequest::default().with_group_id(group.clone())),
+        RequestKind::Heartbeat(HeartbeatRequest::default().with_group_id(group.clone())),
+        RequestKind::LeaveGroup(LeaveGroupRequest::default().with_group_id(group.clone())),
+        RequestKind::OffsetCommit(OffsetCommitRequest::default().with_group_id(group.clone())),
+        RequestKind::InitProducerId(InitProducerIdRequest::default()),
+        RequestKind::AddPartitionsToTxn(AddPartitionsToTxnRequest::default()),
+        RequestKind::AddOffsetsToTxn(AddOffsetsToTxnRequest::default().with_group_id(group)),
+        RequestKind::EndTxn(EndTxnRequest::default()),
+    ];
+    assert_eq!(bodies.len(), responses::TOP_LEVEL.len());
+    for (api, body) in responses::TOP_LEVEL.iter().zip(&bodies) {
+        let versions = crate::handlers::supported(*api).expect("served");
+        for version in versions.min..=versions.max {
+            let response =
+                responses::error_response(version, body, ResponseError::CoordinatorNotAvailable)
+                    .expect("a response");
+            let mut buf = bytes::BytesMut::new();
+            response
+                .encode(&mut buf, version)
+                .unwrap_or_else(|e| panic!("{api:?} v{version}: {e:#}"));
+        }
+    }
+}

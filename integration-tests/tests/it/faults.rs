@@ -291,6 +291,10 @@ fn an_unavailable_partition_holds_producers_until_it_is_back() {
         "acknowledged while the partition had no leader"
     );
     assert!(faulty.broker.log().contains("fault injection: fault armed"));
+    assert!(
+        faulty.injected(id_of(&armed)) >= 1,
+        "the leaderless Metadata answers are counted"
+    );
 
     faulty.arm(&["clear", &id_of(&armed).to_string()]);
     p.flush(CLIENT_TIMEOUT)

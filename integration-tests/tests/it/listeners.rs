@@ -249,3 +249,62 @@ fn testcontainers_kafka_environment_starts_a_broker_that_says_it_runs() {
     );
     crate::common::assert_round_trip(&broker.bootstrap(), "testcontainers");
 }
+
+#[test]
+fn a_config_file_copied_in_after_start_sets_the_advertised_listener() {
+    // Proves: with --config-wait-ms the broker waits for its --config file (as a
+    // Testcontainers module copies it into a shell-less container once it knows the mapped
+    // port), binds nothing meanwhile, then serves with the file's advertised.listeners:
+    // Metadata names the advertised host and port. Without the file in time it stops with
+    // the reason.
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("late.properties");
+    let port = free_port();
+    let late = path.clone();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        let bound = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+        std::fs::write(
+            &late,
+            "advertised.listeners=PLAINTEXT://mapped.example:32771\n",
+        )
+        .expect("write the late config");
+        bound
+    });
+    let broker = Broker::start_on(
+        port,
+        &[
+            "--config",
+            path.to_str().expect("path"),
+            "--config-wait-ms",
+            "20000",
+        ],
+        &[],
+    );
+    assert!(
+        !writer.join().expect("writer"),
+        "the port was bound before the config file came"
+    );
+    assert_eq!(
+        metadata_brokers(broker.addr()),
+        vec![(1, "mapped.example".to_string(), 32771)]
+    );
+    assert!(broker.log().contains("waiting for config file"));
+
+    let missing = dir.path().join("never.properties");
+    let output = std::process::Command::new(integration_tests::broker_binary())
+        .args(["--listen", &format!("127.0.0.1:{}", free_port())])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--config")
+        .arg(&missing)
+        .args(["--config-wait-ms", "300"])
+        .output()
+        .expect("run logbook");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("did not appear within --config-wait-ms 300"),
+        "{stderr}"
+    );
+}
