@@ -46,7 +46,10 @@ public class LogbookContainer extends GenericContainer<LogbookContainer> {
   private static final String ADVERTISED_FILE = "/tmp/logbook-advertised.properties";
   private static final Pattern ID = Pattern.compile("\"id\"\\s*:\\s*(\\d+)");
 
+  private static final String TLS_KEYSTORE = "/tmp/logbook-tls.pem";
+
   private final Map<String, String> plainUsers = new LinkedHashMap<>();
+  private boolean tls;
   private final HttpClient http = HttpClient.newHttpClient();
 
   /** The image named by the {@code logbook.image} property or {@code LOGBOOK_IMAGE}, else {@code logbook:latest}. */
@@ -92,9 +95,30 @@ public class LogbookContainer extends GenericContainer<LogbookContainer> {
     StringBuilder jaas = new StringBuilder("org.apache.kafka.common.security.plain.PlainLoginModule required");
     plainUsers.forEach((u, p) -> jaas.append(" user_").append(u).append("=\"").append(escape(p)).append('"'));
     jaas.append(';');
-    withEnv("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "EXTERNAL:SASL_PLAINTEXT,BROKER:PLAINTEXT");
     withEnv("KAFKA_SASL_ENABLED_MECHANISMS", "PLAIN");
-    return withEnv("KAFKA_LISTENER_NAME_EXTERNAL_PLAIN_SASL_JAAS_CONFIG", jaas.toString());
+    withEnv("KAFKA_LISTENER_NAME_EXTERNAL_PLAIN_SASL_JAAS_CONFIG", jaas.toString());
+    return withExternalProtocol();
+  }
+
+  /**
+   * Serves the host listener over TLS with this certificate chain and private key (PEM text; the
+   * chain's first certificate must name the host clients connect to, usually {@code localhost}).
+   * Clients then need {@code security.protocol=SSL} (or {@code SASL_SSL} with SASL users) and a
+   * trust store holding the issuing CA; containers on the network keep the plaintext listener.
+   */
+  public LogbookContainer withTls(String certificateChainPem, String privateKeyPem) {
+    tls = true;
+    String pem = privateKeyPem.strip() + "\n" + certificateChainPem.strip() + "\n";
+    withCopyToContainer(Transferable.of(pem.getBytes(StandardCharsets.UTF_8), 0644), TLS_KEYSTORE);
+    withEnv("KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_TYPE", "PEM");
+    withEnv("KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_LOCATION", TLS_KEYSTORE);
+    return withExternalProtocol();
+  }
+
+  /** The host listener's protocol from what was asked: SASL users, TLS, both or neither. */
+  private LogbookContainer withExternalProtocol() {
+    String protocol = (plainUsers.isEmpty() ? "" : "SASL_") + (tls ? "SSL" : "PLAINTEXT");
+    return withEnv("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "EXTERNAL:" + protocol + ",BROKER:PLAINTEXT");
   }
 
   private static String escape(String s) {

@@ -205,6 +205,56 @@ class LogbookContainerTest {
     }
   }
 
+  /** Runs openssl in {@code dir}; fails the test if it fails. */
+  private static void openssl(java.nio.file.Path dir, String... args) throws Exception {
+    List<String> command = new ArrayList<>(List.of("openssl"));
+    command.addAll(List.of(args));
+    Process p = new ProcessBuilder(command).directory(dir.toFile()).redirectErrorStream(true).start();
+    String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+    assertEquals(0, p.waitFor(), String.join(" ", command) + ": " + out);
+  }
+
+  @Test
+  void tlsWithSaslServesTheHostListenerAndRefusesAnUntrustedClient() throws Exception {
+    java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("logbook-tls");
+    openssl(dir, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
+        "-keyout", "ca.key", "-out", "ca.pem");
+    openssl(dir, "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "server.key",
+        "-out", "server.csr");
+    java.nio.file.Files.writeString(dir.resolve("san.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
+    openssl(dir, "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+        "-days", "2", "-extfile", "san.ext", "-out", "server.pem");
+    String chain = java.nio.file.Files.readString(dir.resolve("server.pem"));
+    String key = java.nio.file.Files.readString(dir.resolve("server.key"));
+    String ca = java.nio.file.Files.readString(dir.resolve("ca.pem"));
+    try (LogbookContainer logbook = new LogbookContainer()
+        .withTls(chain, key)
+        .withSaslPlainUser("alice", "alice-secret")) {
+      logbook.start();
+      Properties p = clientProps(logbook.getBootstrapServers().replace(logbook.getHost(), "localhost"));
+      p.put("security.protocol", "SASL_SSL");
+      p.put("sasl.mechanism", "PLAIN");
+      p.put("sasl.jaas.config",
+          "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"alice\" password=\"alice-secret\";");
+      p.put("ssl.truststore.type", "PEM");
+      p.put("ssl.truststore.certificates", ca);
+      try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+        assertEquals(0L, producer.send(new ProducerRecord<>("private", "k", "v")).get(30, TimeUnit.SECONDS).offset());
+      }
+      // A client that does not trust the CA is refused at the handshake.
+      openssl(dir, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=other-ca",
+          "-keyout", "other.key", "-out", "other.pem");
+      p.put("ssl.truststore.certificates", java.nio.file.Files.readString(dir.resolve("other.pem")));
+      p.put("max.block.ms", "10000");
+      try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+        Exception e = assertThrows(Exception.class,
+            () -> producer.send(new ProducerRecord<>("private", "k", "v")).get(30, TimeUnit.SECONDS));
+        Throwable cause = e instanceof ExecutionException ? e.getCause() : e;
+        assertTrue(cause instanceof org.apache.kafka.common.errors.SslAuthenticationException, String.valueOf(cause));
+      }
+    }
+  }
+
   @Test
   void containersOnTheNetworkUseTheBrokerListener() throws Exception {
     try (Network network = Network.newNetwork();
