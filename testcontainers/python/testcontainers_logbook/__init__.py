@@ -62,6 +62,8 @@ class LogbookContainer(DockerContainer):
     """The listener for containers on the same Docker network (not mapped)."""
     ADMIN_PORT = 9644
     """Metrics, health and the fault injector's HTTP API (mapped)."""
+    TLS_KEYSTORE = "/tmp/logbook-tls.pem"
+    """Where :meth:`with_tls` puts the key and chain."""
     ADVERTISED_FILE = "/tmp/logbook-advertised.properties"
     """The file the broker waits for: it carries the advertised listeners."""
     STARTED_LINE = r"Kafka Server started"
@@ -75,6 +77,7 @@ class LogbookContainer(DockerContainer):
         """
         super().__init__(image or os.environ.get("LOGBOOK_IMAGE") or "logbook:latest", **kwargs)
         self._plain_users: dict[str, str] = {}
+        self._tls_pem: Optional[bytes] = None
         self.with_exposed_ports(self.KAFKA_PORT, self.ADMIN_PORT)
         # Kafka's variable names: the broker reads them itself, so the setup reads like any
         # Kafka container's.
@@ -111,9 +114,28 @@ class LogbookContainer(DockerContainer):
         for name, secret in self._plain_users.items():
             jaas += f' user_{name}="{_escape(secret)}"'
         jaas += ";"
-        self.with_env("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "EXTERNAL:SASL_PLAINTEXT,BROKER:PLAINTEXT")
         self.with_env("KAFKA_SASL_ENABLED_MECHANISMS", "PLAIN")
-        return self.with_env("KAFKA_LISTENER_NAME_EXTERNAL_PLAIN_SASL_JAAS_CONFIG", jaas)
+        self.with_env("KAFKA_LISTENER_NAME_EXTERNAL_PLAIN_SASL_JAAS_CONFIG", jaas)
+        return self._with_external_protocol()
+
+    def with_tls(self, certificate_chain_pem: str, private_key_pem: str) -> Self:
+        """Serves the host listener over TLS with this certificate chain and key (PEM text).
+
+        The chain's first certificate must name the address clients connect to (see
+        :meth:`get_bootstrap_server`). Clients then need ``security.protocol=SSL`` (or
+        ``SASL_SSL`` with SASL users) and the issuing CA (``ssl.ca.location``). Containers on
+        the network keep the plaintext ``BROKER`` listener. The key and chain are copied in
+        as one PEM keystore before the broker reads its settings.
+        """
+        self._tls_pem = (private_key_pem.strip() + "\n" + certificate_chain_pem.strip() + "\n").encode("utf-8")
+        self.with_env("KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_TYPE", "PEM")
+        self.with_env("KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_LOCATION", self.TLS_KEYSTORE)
+        return self._with_external_protocol()
+
+    def _with_external_protocol(self) -> Self:
+        """The host listener's protocol from what was asked: SASL users, TLS, both or neither."""
+        protocol = ("SASL_" if self._plain_users else "") + ("SSL" if self._tls_pem else "PLAINTEXT")
+        return self.with_env("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", f"EXTERNAL:{protocol},BROKER:PLAINTEXT")
 
     def start(self, timeout: float = 60) -> Self:
         """Starts the container, gives the broker its advertised listeners, waits until it serves.
@@ -129,6 +151,9 @@ class LogbookContainer(DockerContainer):
             f"advertised.listeners=EXTERNAL://{host}:{port},"
             f"BROKER://{self._network_host()}:{self.BROKER_PORT}\n"
         )
+        if self._tls_pem is not None:
+            # Before the advertised listeners: the broker reads its keystore once it has them.
+            self._put_file(self._tls_pem, self.TLS_KEYSTORE)
         self._put_file(line.encode("utf-8"), self.ADVERTISED_FILE)
         LogMessageWaitStrategy(self.STARTED_LINE).with_startup_timeout(int(timeout)).wait_until_ready(self)
         return self

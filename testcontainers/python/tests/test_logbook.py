@@ -171,6 +171,53 @@ def test_sasl_plain_users_log_in_and_others_are_refused() -> None:
         assert read_all(alice, "secured", 1) == [(0, "v")]
 
 
+def _openssl(directory: str, *args: str) -> None:
+    import subprocess
+
+    done = subprocess.run(["openssl", *args], cwd=directory, capture_output=True, text=True)
+    assert done.returncode == 0, f"openssl {args}: {done.stderr}"
+
+
+def test_tls_with_sasl_serves_the_host_listener_and_refuses_an_untrusted_client(tmp_path: Any) -> None:
+    d = str(tmp_path)
+    _openssl(d, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
+             "-keyout", "ca.key", "-out", "ca.pem")
+    _openssl(d, "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "server.key",
+             "-out", "server.csr")
+    # The names a Testcontainers host may be reached by: localhost, or Docker's gateway from a container.
+    (tmp_path / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1,IP:172.17.0.1\n")
+    _openssl(d, "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-days", "2", "-extfile", "san.ext", "-out", "server.pem")
+    _openssl(d, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=other-ca",
+             "-keyout", "other.key", "-out", "other.pem")
+    chain = (tmp_path / "server.pem").read_text()
+    key = (tmp_path / "server.key").read_text()
+    with LogbookContainer().with_tls(chain, key).with_sasl_plain_user("alice", "secret") as logbook:
+        alice = {
+            "bootstrap.servers": logbook.get_bootstrap_server(),
+            "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(tmp_path / "ca.pem"),
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "secret",
+        }
+        reports = Reports()
+        producer = Producer(alice)
+        producer.produce("private", key="k", value="v", on_delivery=reports)
+        assert producer.flush(TIMEOUT_S) == 0
+        assert reports.items == [(None, 0, "v")]
+
+        errors: list[KafkaError] = []
+        refused = Reports()
+        untrusting = Producer({**alice, "ssl.ca.location": str(tmp_path / "other.pem"),
+                               "message.timeout.ms": 5000, "error_cb": errors.append})
+        untrusting.produce("private", key="k", value="unsent", on_delivery=refused)
+        assert untrusting.flush(TIMEOUT_S) == 0
+        assert len(refused.items) == 1 and refused.items[0][0].code() == KafkaError._MSG_TIMED_OUT, refused.items
+        assert errors and errors[0].code() == KafkaError._SSL, errors
+        assert read_all(alice, "private", 1) == [(0, "v")]
+
+
 def test_containers_on_the_network_use_the_broker_listener() -> None:
     with Network() as network:
         with LogbookContainer().with_network(network).with_network_aliases("logbook") as logbook:
