@@ -336,7 +336,7 @@ impl FaultInjector {
             remaining: spec.count.map(AtomicU64::new),
             expires: spec
                 .duration_ms
-                .map(|ms| Instant::now() + Duration::from_millis(ms)),
+                .and_then(|ms| Instant::now().checked_add(Duration::from_millis(ms))),
             injected: AtomicU64::new(0),
             bytes_seen: AtomicU64::new(0),
             spec,
@@ -457,7 +457,7 @@ pub fn dispatch(ctx: &RequestContext, body: RequestKind, request_bytes: usize) -
         let seen = f
             .bytes_seen
             .fetch_add(request_bytes as u64, Ordering::AcqRel)
-            + request_bytes as u64;
+            .saturating_add(request_bytes as u64);
         seen > allowance
     }) {
         fault.bytes_seen.store(0, Ordering::Release);
@@ -488,8 +488,8 @@ pub fn dispatch(ctx: &RequestContext, body: RequestKind, request_bytes: usize) -
     let delay = injector
         .take(FaultKind::Delay, |f| f.matches_client(scope.api, &scope.client_id))
         .map(|fault| {
-            let jitter = fault.spec.jitter_ms.map_or(0, |j| random_below(j + 1));
-            let delay = Duration::from_millis(fault.spec.delay_ms.unwrap_or(0) + jitter);
+            let jitter = fault.spec.jitter_ms.map_or(0, |j| random_below(j.saturating_add(1)));
+            let delay = Duration::from_millis(fault.spec.delay_ms.unwrap_or(0).saturating_add(jitter));
             tracing::info!(id = fault.id, api = ?scope.api, client_id = %scope.client_id, ?delay, "fault injection: response delayed");
             delay
         });

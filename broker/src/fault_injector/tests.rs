@@ -139,3 +139,17 @@ fn every_error_response_encodes_at_every_served_version() {
         }
     }
 }
+
+#[test]
+fn the_largest_durations_and_delays_are_armed_without_overflow() {
+    // A hostile or careless spec (u64::MAX ms) must not panic the admin API: a deadline
+    // past what an Instant holds means "never expires".
+    let injector = FaultInjector::new();
+    let max = u64::MAX;
+    let spec = spec(&format!(
+        r#"{{"kind":"delay","delay_ms":{max},"jitter_ms":{max},"duration_ms":{max}}}"#
+    ));
+    let view = injector.add(spec).expect("armed");
+    assert!(view.armed);
+    assert!(injector.list()[0].armed);
+}
