@@ -852,11 +852,11 @@ fn run_job(bootstrap: &str, control: &JobControl, log: &JobLog) -> Res<()> {
         let batch = collect_batch(&consumer, log);
         if rebalanced.swap(false, Ordering::SeqCst) {
             // The new assignment starts at the committed offsets; what was read before
-            // it is dropped and read again from there.
+            // it is dropped and read again from there. The rewind must succeed before
+            // reading on: the dropped batch moved the positions past records no
+            // transaction holds (CI once saw a NotCoordinator here skip 100 inputs).
             log.rebalances.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = rewind(&consumer, log) {
-                log.error(format!("rewind after rebalance: {e}"));
-            }
+            rewind_until_done(&consumer, "after rebalance", log)?;
             continue;
         }
         if batch.is_empty() {
