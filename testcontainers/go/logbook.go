@@ -5,7 +5,8 @@
 // Clients on the host use [LogbookContainer.Brokers]; containers on the same Docker network
 // use [LogbookContainer.NetworkBrokers]. With [WithFaultInjection] the broker's fault
 // injector (README "Fault injection") is driven by [LogbookContainer.AddFault],
-// [LogbookContainer.Faults] and [LogbookContainer.ClearFaults].
+// [LogbookContainer.Faults] and [LogbookContainer.ClearFaults]. [WithSASLPlainUser] and
+// [WithTLS] secure the host listener; [RunCluster] starts several nodes that replicate.
 //
 //	ctr, err := logbook.Run(ctx, "logbook:latest", logbook.WithFaultInjection())
 //	defer testcontainers.TerminateContainer(ctr)
@@ -50,6 +51,12 @@ const (
 	// jaasEnv holds the PLAIN users of the EXTERNAL listener, as Kafka names it.
 	jaasEnv    = "KAFKA_LISTENER_NAME_EXTERNAL_PLAIN_SASL_JAAS_CONFIG"
 	jaasPrefix = "org.apache.kafka.common.security.plain.PlainLoginModule required"
+	// protocolMapEnv maps each listener to its security protocol.
+	protocolMapEnv = "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"
+	// tlsKeystore is where WithTLS puts the key and chain, one PEM file; tlsKeystoreEnv names
+	// it for the EXTERNAL listener only.
+	tlsKeystore    = "/tmp/logbook-tls.pem"
+	tlsKeystoreEnv = "KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_LOCATION"
 )
 
 // startupTimeout bounds the wait for the mapped port and for startedLog. The broker itself
@@ -86,7 +93,7 @@ func Run(ctx context.Context, img string, opts ...testcontainers.ContainerCustom
 		testcontainers.WithExposedPorts(KafkaPort, AdminPort),
 		testcontainers.WithEnv(map[string]string{
 			"KAFKA_LISTENERS":                        fmt.Sprintf("EXTERNAL://0.0.0.0:9092,BROKER://0.0.0.0:%d", BrokerPort),
-			"KAFKA_LISTENER_SECURITY_PROTOCOL_MAP":   "EXTERNAL:PLAINTEXT,BROKER:PLAINTEXT",
+			protocolMapEnv:                           "EXTERNAL:PLAINTEXT,BROKER:PLAINTEXT",
 			"KAFKA_INTER_BROKER_LISTENER_NAME":       "BROKER",
 			"KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
 			"LOGBOOK_METRICS_LISTEN":                 "0.0.0.0:9644",
@@ -115,10 +122,11 @@ func WithFaultInjection() testcontainers.CustomizeRequestOption {
 	return testcontainers.WithEnv(map[string]string{"LOGBOOK_FAULT_INJECTION": "true"})
 }
 
-// WithSASLPlainUser makes the host listener SASL_PLAINTEXT with mechanism PLAIN and adds this
-// user (the option can be repeated for more users). Clients on the host then need SASL/PLAIN
-// (franz-go: kgo.SASL(plain.Auth{User: user, Pass: password}.AsMechanism())); containers on
-// the network keep the plaintext BROKER listener, which the broker also uses for itself.
+// WithSASLPlainUser makes the host listener SASL_PLAINTEXT (SASL_SSL with [WithTLS]) with
+// mechanism PLAIN and adds this user (the option can be repeated for more users). Clients on
+// the host then need SASL/PLAIN (franz-go: kgo.SASL(plain.Auth{User: user, Pass:
+// password}.AsMechanism())); containers on the network keep the plaintext BROKER listener,
+// which the broker also uses for itself.
 func WithSASLPlainUser(user, password string) testcontainers.CustomizeRequestOption {
 	return func(req *testcontainers.GenericContainerRequest) error {
 		if req.Env == nil {
@@ -130,10 +138,69 @@ func WithSASLPlainUser(user, password string) testcontainers.CustomizeRequestOpt
 		}
 		jaas += fmt.Sprintf(" user_%s=\"%s\";", user, jaasEscape(password))
 		req.Env[jaasEnv] = jaas
-		req.Env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"] = "EXTERNAL:SASL_PLAINTEXT,BROKER:PLAINTEXT"
 		req.Env["KAFKA_SASL_ENABLED_MECHANISMS"] = "PLAIN"
+		setExternalProtocol(req)
 		return nil
 	}
+}
+
+// WithTLS serves the host listener over TLS (SSL, or SASL_SSL with [WithSASLPlainUser]) with
+// this certificate chain and unencrypted private key, both PEM text. The chain's first
+// certificate must name the host clients connect to (what [LogbookContainer.Brokers] returns,
+// usually localhost). Clients on the host then need TLS and a pool holding the issuing CA
+// (franz-go: kgo.DialTLSConfig(&tls.Config{RootCAs: pool})); containers on the network keep
+// the plaintext BROKER listener, as with SASL.
+//
+// Key and chain go into one PEM keystore (KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_TYPE=PEM),
+// copied in after the container is created and before it starts, so it is in place before the
+// advertised-listener file that makes the broker read its settings and bind.
+func WithTLS(certChainPEM, privateKeyPEM string) testcontainers.CustomizeRequestOption {
+	pem := []byte(strings.TrimSpace(privateKeyPEM) + "\n" + strings.TrimSpace(certChainPEM) + "\n")
+	return func(req *testcontainers.GenericContainerRequest) error {
+		if req.Env == nil {
+			req.Env = map[string]string{}
+		}
+		req.Env["KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_TYPE"] = "PEM"
+		req.Env[tlsKeystoreEnv] = tlsKeystore
+		// A reader per request: RunCluster applies the same option to every node, concurrently.
+		req.Files = append(req.Files, testcontainers.ContainerFile{
+			Reader:            bytes.NewReader(pem),
+			ContainerFilePath: tlsKeystore,
+			FileMode:          0o644,
+		})
+		setExternalProtocol(req)
+		return nil
+	}
+}
+
+// setExternalProtocol sets the EXTERNAL listener's protocol from what the options asked for
+// so far (SASL users, TLS, both or neither), so WithTLS and WithSASLPlainUser compose in any
+// order. It rewrites only the EXTERNAL entry of the map, keeping the others (BROKER, and
+// CONTROLLER on a cluster's nodes).
+func setExternalProtocol(req *testcontainers.GenericContainerRequest) {
+	protocol := "PLAINTEXT"
+	if req.Env[tlsKeystoreEnv] != "" {
+		protocol = "SSL"
+	}
+	if req.Env[jaasEnv] != "" {
+		protocol = "SASL_" + protocol
+	}
+	current := req.Env[protocolMapEnv]
+	if current == "" {
+		current = "EXTERNAL:PLAINTEXT,BROKER:PLAINTEXT"
+	}
+	entries := strings.Split(current, ",")
+	found := false
+	for i, entry := range entries {
+		if strings.HasPrefix(entry, "EXTERNAL:") {
+			entries[i] = "EXTERNAL:" + protocol
+			found = true
+		}
+	}
+	if !found {
+		entries = append([]string{"EXTERNAL:" + protocol}, entries...)
+	}
+	req.Env[protocolMapEnv] = strings.Join(entries, ",")
 }
 
 // jaasEscape quotes a value for a JAAS line, as Kafka's parser reads it.

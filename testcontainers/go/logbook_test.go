@@ -2,8 +2,18 @@ package logbook_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"math/big"
+	"net"
 	"os"
 	"regexp"
 	"sync"
@@ -69,10 +79,11 @@ func createTopic(t *testing.T, ctx context.Context, cl *kgo.Client, topic string
 
 // readPartition reads partition 0 of topic from its start until want records came, then
 // polls once more so that a record past them (a duplicate) would be seen too.
-func readPartition(t *testing.T, ctx context.Context, brokers []string, topic string, want int) []*kgo.Record {
+// opts are added to the consumer's (TLS, SASL).
+func readPartition(t *testing.T, ctx context.Context, brokers []string, topic string, want int, opts ...kgo.Opt) []*kgo.Record {
 	t.Helper()
-	cl := newClient(t, kgo.SeedBrokers(brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	cl := newClient(t, append([]kgo.Opt{kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}})}, opts...)...)
 	var records []*kgo.Record
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -316,4 +327,240 @@ func mustFaultURL(t *testing.T, ctx context.Context, ctr *logbook.LogbookContain
 		t.Fatalf("fault url: %v", err)
 	}
 	return u
+}
+
+// testPKI is a CA made for one test and a server certificate it signed for localhost and
+// 127.0.0.1 (the addresses Brokers can return), all PEM.
+type testPKI struct {
+	caPEM, certPEM, keyPEM string
+}
+
+// newPKI makes a self-signed CA named cn and a server certificate it signs. ECDSA P-256 keeps
+// it fast; the broker's rustls reads PKCS#8 keys of any kind.
+func newPKI(t *testing.T, cn string) testPKI {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTemplate := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "localhost"},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, ca, &serverKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(serverKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encode := func(kind string, der []byte) string {
+		return string(pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}))
+	}
+	return testPKI{
+		caPEM:   encode("CERTIFICATE", caDER),
+		certPEM: encode("CERTIFICATE", serverDER),
+		keyPEM:  encode("PRIVATE KEY", keyDER),
+	}
+}
+
+// trusting is the client option to dial TLS trusting only caPEM.
+func trusting(t *testing.T, caPEM string) kgo.Opt {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(caPEM)) {
+		t.Fatal("CA PEM holds no certificate")
+	}
+	return kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+}
+
+// endOffset is the high watermark of partition 0 of topic.
+func endOffset(t *testing.T, ctx context.Context, cl *kgo.Client, topic string) int64 {
+	t.Helper()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	o, ok := ends.Lookup(topic, 0)
+	if !ok || o.Err != nil {
+		t.Fatalf("end offset of %s/0: %+v (found %v)", topic, o, ok)
+	}
+	return o.Offset
+}
+
+// assertUnknownAuthority fails unless err is the client refusing the broker's certificate
+// because no CA it trusts signed it.
+func assertUnknownAuthority(t *testing.T, what string, err error) {
+	t.Helper()
+	var unknown x509.UnknownAuthorityError
+	if !errors.As(err, &unknown) {
+		t.Fatalf("%s: %v (%T), want x509.UnknownAuthorityError", what, err, err)
+	}
+	if got := unknown.Cert.Subject.CommonName; got != "localhost" {
+		t.Fatalf("%s: refused certificate names %q, want localhost", what, got)
+	}
+}
+
+// TestOptionsComposeTheExternalProtocol: WithTLS and WithSASLPlainUser give SASL_SSL in
+// either order, touch only the EXTERNAL entry (a cluster node's CONTROLLER stays), and
+// WithTLS puts key then chain in one PEM keystore. No Docker needed.
+func TestOptionsComposeTheExternalProtocol(t *testing.T) {
+	apply := func(protocolMap string, opts ...testcontainers.CustomizeRequestOption) testcontainers.GenericContainerRequest {
+		t.Helper()
+		req := testcontainers.GenericContainerRequest{}
+		req.Env = map[string]string{"KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": protocolMap}
+		for _, opt := range opts {
+			if err := opt.Customize(&req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return req
+	}
+	base := "EXTERNAL:PLAINTEXT,BROKER:PLAINTEXT"
+	tlsOpt := logbook.WithTLS("CHAIN\n", "\nKEY\n")
+	sasl := logbook.WithSASLPlainUser("alice", "secret")
+	for _, c := range []struct {
+		name, protocolMap string
+		opts              []testcontainers.CustomizeRequestOption
+		want              string
+	}{
+		{"tls", base, []testcontainers.CustomizeRequestOption{tlsOpt}, "EXTERNAL:SSL,BROKER:PLAINTEXT"},
+		{"sasl", base, []testcontainers.CustomizeRequestOption{sasl}, "EXTERNAL:SASL_PLAINTEXT,BROKER:PLAINTEXT"},
+		{"tls then sasl", base, []testcontainers.CustomizeRequestOption{tlsOpt, sasl}, "EXTERNAL:SASL_SSL,BROKER:PLAINTEXT"},
+		{"sasl then tls", base, []testcontainers.CustomizeRequestOption{sasl, tlsOpt}, "EXTERNAL:SASL_SSL,BROKER:PLAINTEXT"},
+		{"cluster node", base + ",CONTROLLER:PLAINTEXT", []testcontainers.CustomizeRequestOption{tlsOpt},
+			"EXTERNAL:SSL,BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT"},
+	} {
+		req := apply(c.protocolMap, c.opts...)
+		if got := req.Env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"]; got != c.want {
+			t.Errorf("%s: protocol map %q, want %q", c.name, got, c.want)
+		}
+	}
+
+	req := apply(base, tlsOpt)
+	if got := req.Env["KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_TYPE"]; got != "PEM" {
+		t.Errorf("keystore type %q, want PEM", got)
+	}
+	if got := req.Env["KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_LOCATION"]; got != "/tmp/logbook-tls.pem" {
+		t.Errorf("keystore location %q, want /tmp/logbook-tls.pem", got)
+	}
+	if len(req.Files) != 1 || req.Files[0].ContainerFilePath != "/tmp/logbook-tls.pem" || req.Files[0].FileMode != 0o644 {
+		t.Fatalf("files %+v, want one /tmp/logbook-tls.pem (0644)", req.Files)
+	}
+	content, err := io.ReadAll(req.Files[0].Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(content) != "KEY\nCHAIN\n" {
+		t.Fatalf("keystore %q, want %q", content, "KEY\nCHAIN\n")
+	}
+}
+
+// TestTLS: with WithTLS a client trusting the CA writes a record at offset 0 and reads it
+// back over TLS; a client trusting another CA refuses the broker's certificate, and nothing it
+// sent was written (the end offset is 0 until the trusted client produces).
+func TestTLS(t *testing.T) {
+	ctx := context.Background()
+	pki := newPKI(t, "logbook-test-ca")
+	other := newPKI(t, "other-ca")
+	_, brokers := start(t, ctx, logbook.WithTLS(pki.certPEM, pki.keyPEM))
+
+	trusted := newClient(t, kgo.SeedBrokers(brokers...), trusting(t, pki.caPEM))
+	createTopic(t, ctx, trusted, "private", 1)
+
+	untrusted := newClient(t, kgo.SeedBrokers(brokers...), trusting(t, other.caPEM),
+		kgo.RecordDeliveryTimeout(5*time.Second))
+	pingCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	assertUnknownAuthority(t, "untrusted ping", untrusted.Ping(pingCtx))
+	produceCtx, cancelProduce := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelProduce()
+	err := untrusted.ProduceSync(produceCtx, &kgo.Record{Topic: "private", Value: []byte("sneaky")}).FirstErr()
+	if err == nil {
+		t.Fatal("untrusted client: produce succeeded")
+	}
+	assertUnknownAuthority(t, "untrusted produce", err)
+	if got := endOffset(t, ctx, trusted, "private"); got != 0 {
+		t.Fatalf("end offset %d after the untrusted produce, want 0", got)
+	}
+
+	r := &kgo.Record{Topic: "private", Key: []byte("k"), Value: []byte("over tls")}
+	if err := trusted.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatalf("trusted produce: %v", err)
+	}
+	if r.Offset != 0 {
+		t.Fatalf("trusted record at offset %d, want 0", r.Offset)
+	}
+	var got []string
+	for _, rec := range readPartition(t, ctx, brokers, "private", 1, trusting(t, pki.caPEM)) {
+		got = append(got, fmt.Sprintf("%d:%s=%s", rec.Offset, rec.Key, rec.Value))
+	}
+	if fmt.Sprint(got) != "[0:k=over tls]" {
+		t.Fatalf("private holds %v, want [0:k=over tls]", got)
+	}
+	if got := endOffset(t, ctx, trusted, "private"); got != 1 {
+		t.Fatalf("end offset %d, want 1", got)
+	}
+}
+
+// TestSASLSSL: WithTLS with WithSASLPlainUser is SASL_SSL: the user over TLS writes at offset
+// 0 and reads it back; the same user with a wrong password, over TLS, is refused by SASL.
+func TestSASLSSL(t *testing.T) {
+	ctx := context.Background()
+	pki := newPKI(t, "logbook-test-ca")
+	_, brokers := start(t, ctx, logbook.WithSASLPlainUser("alice", "secret"), logbook.WithTLS(pki.certPEM, pki.keyPEM))
+
+	alice := []kgo.Opt{trusting(t, pki.caPEM), kgo.SASL(plain.Auth{User: "alice", Pass: "secret"}.AsMechanism())}
+	cl := newClient(t, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, alice...)...)
+	createTopic(t, ctx, cl, "secured", 1)
+	r := &kgo.Record{Topic: "secured", Value: []byte("v")}
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatalf("alice produce: %v", err)
+	}
+	if r.Offset != 0 {
+		t.Fatalf("alice's record at offset %d, want 0", r.Offset)
+	}
+	var got []string
+	for _, rec := range readPartition(t, ctx, brokers, "secured", 1, alice...) {
+		got = append(got, fmt.Sprintf("%d:%s", rec.Offset, rec.Value))
+	}
+	if fmt.Sprint(got) != "[0:v]" {
+		t.Fatalf("secured holds %v, want [0:v]", got)
+	}
+
+	wrong := newClient(t, kgo.SeedBrokers(brokers...), trusting(t, pki.caPEM),
+		kgo.SASL(plain.Auth{User: "alice", Pass: "wrong"}.AsMechanism()))
+	pingCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := wrong.Ping(pingCtx); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("wrong password over TLS: ping answered %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
 }

@@ -3,6 +3,8 @@
 :class:`LogbookContainer` starts the shell-less ``logbook`` image (the default target of the
 repository's ``Dockerfile``) the way every Logbook module does (``testcontainers/README.md``),
 and drives the broker's fault injector (README "Fault injection") when asked to.
+:class:`LogbookCluster` runs several such nodes on one Docker network as a replicated
+cluster, for failover tests.
 
 Example::
 
@@ -27,12 +29,14 @@ import urllib.error
 import urllib.request
 from typing import Any, Optional
 
+import docker.errors  # testcontainers' own Docker client
 from testcontainers.core.container import DockerContainer
+from testcontainers.core.network import Network
 from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 
 from typing_extensions import Self  # a testcontainers dependency; typing.Self needs 3.11
 
-__all__ = ["LogbookContainer"]
+__all__ = ["LogbookCluster", "LogbookContainer"]
 __version__ = "0.1.0"
 
 
@@ -133,9 +137,18 @@ class LogbookContainer(DockerContainer):
         return self._with_external_protocol()
 
     def _with_external_protocol(self) -> Self:
-        """The host listener's protocol from what was asked: SASL users, TLS, both or neither."""
+        """The host listener's protocol from what was asked: SASL users, TLS, both or neither.
+
+        Only the ``EXTERNAL`` entry of the map changes: the others (``BROKER``, and
+        ``CONTROLLER`` on a :class:`LogbookCluster` node) stay as they were set.
+        """
         protocol = ("SASL_" if self._plain_users else "") + ("SSL" if self._tls_pem else "PLAINTEXT")
-        return self.with_env("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", f"EXTERNAL:{protocol},BROKER:PLAINTEXT")
+        entries = [
+            entry
+            for entry in self.env.get("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "BROKER:PLAINTEXT").split(",")
+            if entry and not entry.startswith("EXTERNAL:")
+        ]
+        return self.with_env("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", ",".join([f"EXTERNAL:{protocol}", *entries]))
 
     def start(self, timeout: float = 60) -> Self:
         """Starts the container, gives the broker its advertised listeners, waits until it serves.
@@ -143,8 +156,27 @@ class LogbookContainer(DockerContainer):
         No wait strategy runs inside ``DockerContainer.start``: the broker cannot log
         ``Kafka Server started`` before it has the file, which only this method can write
         (it needs the mapped port). ``timeout`` bounds the wait for the line, in seconds.
+
+        The three phases are separate methods because a :class:`LogbookCluster` must run them
+        across all its nodes phase by phase: no node of a cluster logs the line before a
+        majority of the quorum's voters run and have their files, so starting the nodes one
+        after the other with this method would wait on the first one forever.
         """
+        self._start_container()
+        self._advertise_listeners()
+        self._wait_until_serving(timeout)
+        return self
+
+    def _start_container(self) -> None:
+        """Phase 1: creates and starts the container; the broker then waits for its file."""
         super().start()
+
+    def _advertise_listeners(self) -> None:
+        """Phase 2: copies in the TLS keystore (if any) and the advertised-listener file.
+
+        Needs the mapped port, so it runs after phase 1; the broker binds its listeners as
+        soon as the file appears (within ``LOGBOOK_CONFIG_WAIT_MS`` of the container's start).
+        """
         host = self.get_container_host_ip()
         port = self.get_exposed_port(self.KAFKA_PORT)
         line = (
@@ -155,8 +187,24 @@ class LogbookContainer(DockerContainer):
             # Before the advertised listeners: the broker reads its keystore once it has them.
             self._put_file(self._tls_pem, self.TLS_KEYSTORE)
         self._put_file(line.encode("utf-8"), self.ADVERTISED_FILE)
-        LogMessageWaitStrategy(self.STARTED_LINE).with_startup_timeout(int(timeout)).wait_until_ready(self)
-        return self
+
+    def _wait_until_serving(self, timeout: float) -> None:
+        """Phase 3: waits up to ``timeout`` seconds for the broker's ``Kafka Server started`` line."""
+        LogMessageWaitStrategy(self.STARTED_LINE).with_startup_timeout(max(1, int(timeout))).wait_until_ready(self)
+
+    def is_running(self) -> bool:
+        """Whether the container exists and Docker reports it running (fresh, not cached).
+
+        A node killed by a test (``get_wrapped_container().kill()``) is no longer running, and
+        its mapped port is gone: :meth:`LogbookCluster.get_bootstrap_server` skips it.
+        """
+        if self._container is None:
+            return False
+        try:
+            self._container.reload()
+        except Exception:  # removed meanwhile (docker.errors.NotFound) or the engine is gone
+            return False
+        return self._container.status == "running"
 
     def _put_file(self, content: bytes, path: str) -> None:
         """Copies ``content`` to ``path`` in the container (an in-memory tar, Docker's copy API).
@@ -240,6 +288,173 @@ class LogbookContainer(DockerContainer):
         except urllib.error.HTTPError as e:
             detail = e.read().decode("utf-8", "replace").strip()
             raise RuntimeError(f"{method} {path}: HTTP {e.code} {detail}") from e
+
+
+class LogbookCluster:
+    """Several Logbook nodes on one new Docker network, each a broker and a voter of the metadata
+    quorum (KRaft's ``process.roles=broker,controller``), with replication factor
+    ``min(size, 3)`` by default: for failover tests (kill a node, and the partitions it led move
+    to the others without losing what they acknowledged).
+
+    It mirrors the Java module's ``LogbookCluster``: node ``<id>`` (1-based, its ``node.id``) is
+    a :class:`LogbookContainer` with network alias ``logbook-<id>``, reached from the host on
+    its own mapped port, from the network as ``logbook-<id>:9093``; the voters talk to each
+    other on ``logbook-<id>:9094`` (:attr:`CONTROLLER_PORT`, not mapped).
+
+    Why :meth:`start` does not just start the nodes one by one: no node serves (logs
+    ``Kafka Server started``) before a majority of the voters run and have elected a leader,
+    so :meth:`LogbookContainer.start`, which waits for that line, would wait on the first node
+    forever. The cluster runs the container's start phases across all nodes instead: start
+    every container, copy each its advertised-listener file, then wait for each.
+
+    Example::
+
+        with LogbookCluster(3) as cluster:
+            producer = Producer({"bootstrap.servers": cluster.get_bootstrap_server(), "acks": "all"})
+            ...
+            cluster.node(1).get_wrapped_container().kill()   # a leader gone for good
+    """
+
+    CONTROLLER_PORT = 9094
+    """The quorum's listener on each node (``CONTROLLER``, reached by alias, not mapped)."""
+
+    def __init__(self, size: int = 3, image: Optional[str] = None) -> None:
+        """``size`` nodes of ``image`` (by default ``LOGBOOK_IMAGE``, else ``logbook:latest``).
+
+        Nothing is created until :meth:`start`: the network's name is known now (so other
+        containers can be given :attr:`network` before the cluster starts), but Docker only
+        creates it on start, so a cluster that is never started leaves nothing behind.
+        """
+        if size < 1:
+            raise ValueError("a cluster needs at least one node")
+        self._network = Network()
+        self._network_created = False
+        voters = ",".join(f"{node_id}@{_alias(node_id)}:{self.CONTROLLER_PORT}" for node_id in range(1, size + 1))
+        # Three copies where there are three nodes (Kafka's production default); fewer nodes
+        # cannot hold more. One copy may be missing and writes with acks=all still succeed.
+        replication = min(size, 3)
+        self._nodes: list[LogbookContainer] = []
+        for node_id in range(1, size + 1):
+            node = LogbookContainer(image).with_network(self._network).with_network_aliases(_alias(node_id))
+            node.with_env("KAFKA_NODE_ID", str(node_id))
+            node.with_env("KAFKA_PROCESS_ROLES", "broker,controller")
+            node.with_env(
+                "KAFKA_LISTENERS",
+                f"EXTERNAL://0.0.0.0:{LogbookContainer.KAFKA_PORT},"
+                f"BROKER://0.0.0.0:{LogbookContainer.BROKER_PORT},"
+                f"CONTROLLER://0.0.0.0:{self.CONTROLLER_PORT}",
+            )
+            node.with_env(
+                "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "EXTERNAL:PLAINTEXT,BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT"
+            )
+            node.with_env("KAFKA_CONTROLLER_LISTENER_NAMES", "CONTROLLER")
+            node.with_env("KAFKA_CONTROLLER_QUORUM_VOTERS", voters)
+            node.with_env("KAFKA_DEFAULT_REPLICATION_FACTOR", str(replication))
+            node.with_env("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", str(replication))
+            node.with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", str(replication))
+            node.with_env("KAFKA_MIN_INSYNC_REPLICAS", str(max(1, replication - 1)))
+            self._nodes.append(node)
+
+    def with_fault_injection(self) -> Self:
+        """Serves the fault injector on every node (each node's own :meth:`LogbookContainer.fault_url`)."""
+        for node in self._nodes:
+            node.with_fault_injection()
+        return self
+
+    def node(self, node_id: int) -> LogbookContainer:
+        """Node ``node_id`` (1-based, as its ``node.id`` and as Kafka clients report leaders).
+
+        ``IndexError`` outside ``1..size``: a Python list would silently take ``0`` or ``-1``
+        as some other node.
+        """
+        if not 1 <= node_id <= len(self._nodes):
+            raise IndexError(f"no node {node_id}: the cluster has nodes 1..{len(self._nodes)}")
+        return self._nodes[node_id - 1]
+
+    @property
+    def nodes(self) -> list[LogbookContainer]:
+        """Every node, by id (a copy: the cluster's own list stays as built)."""
+        return list(self._nodes)
+
+    @property
+    def network(self) -> Network:
+        """The network the nodes share, for other containers of the test (``with_network``)."""
+        return self._network
+
+    def get_bootstrap_server(self) -> str:
+        """Every *running* node's ``host:port``, comma-separated, for ``bootstrap.servers``.
+
+        Asked of Docker each time, so a node a test killed or stopped drops out (its mapped
+        port is gone, and asking for it would fail or wait).
+        """
+        return ",".join(node.get_bootstrap_server() for node in self._nodes if node.is_running())
+
+    def network_bootstrap_server(self) -> str:
+        """``logbook-1:9093,logbook-2:9093,...`` for containers on :attr:`network`."""
+        return ",".join(f"{_alias(node_id)}:{LogbookContainer.BROKER_PORT}" for node_id in range(1, len(self._nodes) + 1))
+
+    def start(self, timeout: float = 60) -> Self:
+        """Creates the network, starts every node, waits until every one serves.
+
+        ``timeout`` (seconds) bounds the whole wait for the nodes' ``Kafka Server started``
+        lines, not each node's. If anything fails, whatever was started is removed before the
+        error is raised, so a failed start leaks no container or network.
+        """
+        self._network.create()
+        self._network_created = True
+        try:
+            # All containers first: each broker waits (binding nothing) for its file, and the
+            # quorum needs a majority of them up before any serves.
+            for node in self._nodes:
+                node._start_container()
+            for node in self._nodes:
+                node._advertise_listeners()
+            deadline = time.monotonic() + timeout
+            for node in self._nodes:
+                node._wait_until_serving(deadline - time.monotonic())
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Removes every node (running, stopped or killed) and then the network.
+
+        Each node is removed even if removing another failed, and the network last (Docker
+        refuses to remove a network that still has containers); the first error is raised
+        at the end. Safe to call twice.
+        """
+        errors: list[BaseException] = []
+        for node in self._nodes:
+            try:
+                node.stop()
+            except docker.errors.NotFound:
+                pass  # already removed: by an earlier stop(), or by the test itself
+            except Exception as e:  # the engine refused: go on with the others
+                errors.append(e)
+        if self._network_created:
+            try:
+                self._network.remove()
+                self._network_created = False
+            except docker.errors.NotFound:
+                self._network_created = False
+            except Exception as e:
+                errors.append(e)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> Self:
+        """Starts the cluster (:meth:`start` cleans up itself if that fails)."""
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        """Removes the nodes and the network."""
+        self.stop()
+
+
+def _alias(node_id: int) -> str:
+    """Node ``node_id``'s name on the cluster's network (as the Java module names it)."""
+    return f"logbook-{node_id}"
 
 
 def _escape(value: str) -> str:
