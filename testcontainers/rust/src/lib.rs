@@ -44,17 +44,33 @@
 //! The container's name and hostname are both set to a unique name, so that containers on
 //! the same user-defined Docker network reach the broker's `BROKER` listener at
 //! [`network_bootstrap_servers`](LogbookContainer::network_bootstrap_servers): Docker's DNS
-//! resolves container names there (a hostname alone is not resolved).
+//! resolves container names there.
+//!
+//! # TLS
+//!
+//! [`Logbook::with_tls`] serves the host listener over TLS. The key and chain go in as a PEM
+//! keystore file, which 0.27 *can* copy, since it is known before the container starts
+//! ([`Image::copy_to_sources`]); only the advertised address needed the port trick above.
+//!
+//! # Clusters
+//!
+//! [`LogbookCluster`] starts several nodes on one Docker network, each a broker and a voter of
+//! the metadata quorum, reached from the network as `logbook-<id>`, and can
+//! [`kill`](LogbookCluster::kill) one for failover tests.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use testcontainers::core::{ContainerPort, ContainerState, ExecCommand, WaitFor};
 use testcontainers::runners::AsyncRunner;
-use testcontainers::{ContainerAsync, ContainerRequest, Image, ImageExt, TestcontainersError};
+use testcontainers::{
+    ContainerAsync, ContainerRequest, CopyTargetOptions, CopyToContainer, Image, ImageExt,
+    TestcontainersError,
+};
 
 /// The listener for clients on the host (mapped to a free host port).
 pub const KAFKA_PORT: ContainerPort = ContainerPort::Tcp(9092);
@@ -62,6 +78,12 @@ pub const KAFKA_PORT: ContainerPort = ContainerPort::Tcp(9092);
 pub const BROKER_PORT: u16 = 9093;
 /// Metrics, health and the fault injector's HTTP API (mapped to a free host port).
 pub const ADMIN_PORT: ContainerPort = ContainerPort::Tcp(9644);
+/// The metadata quorum's listener on each node of a [`LogbookCluster`] (not mapped).
+pub const CONTROLLER_PORT: u16 = 9094;
+
+/// Where [`Logbook::with_tls`] puts the key and chain in the container (the path the Java and
+/// Python modules use).
+pub const TLS_KEYSTORE: &str = "/tmp/logbook-tls.pem";
 
 /// The image used when `LOGBOOK_IMAGE` is not set.
 pub const DEFAULT_IMAGE: &str = "logbook:latest";
@@ -79,7 +101,7 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
 ///
 /// The default is the image named by `LOGBOOK_IMAGE` (`name:tag`), else
 /// [`DEFAULT_IMAGE`], with plaintext listeners and the fault injector off.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Logbook {
     name: String,
     tag: String,
@@ -89,8 +111,42 @@ pub struct Logbook {
     plain_users: Vec<(String, String)>,
     /// Extra variables, applied last (after the module's own).
     env: BTreeMap<String, String>,
+    /// The host listener's PEM keystore (key, then chain) from [`Logbook::with_tls`], copied
+    /// into the container before it starts.
+    tls_keystore: Option<CopyToContainer>,
+    /// The node's place in a [`LogbookCluster`]; `None` for a single broker.
+    node: Option<ClusterNode>,
     /// The host ports and name chosen when the request is made; `None` until then.
     bound: Option<Bound>,
+}
+
+/// Redacts the secrets: a test's failure output must not print the users' passwords or
+/// the TLS private key.
+impl fmt::Debug for Logbook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let users: Vec<&str> = self.plain_users.iter().map(|(u, _)| u.as_str()).collect();
+        f.debug_struct("Logbook")
+            .field("name", &self.name)
+            .field("tag", &self.tag)
+            .field("fault_injection", &self.fault_injection)
+            .field("plain_users", &users)
+            .field("env", &self.env)
+            .field("tls", &self.tls_keystore.as_ref().map(|_| "<keystore>"))
+            .field("node", &self.node)
+            .field("bound", &self.bound)
+            .finish()
+    }
+}
+
+/// What makes a [`Logbook`] one node of a [`LogbookCluster`].
+#[derive(Debug, Clone)]
+struct ClusterNode {
+    /// Its `node.id`, 1-based.
+    id: usize,
+    /// How many voters the quorum has.
+    size: usize,
+    /// The cluster's Docker network.
+    network: String,
 }
 
 /// What is fixed before the container is created (see the crate docs for why).
@@ -102,7 +158,8 @@ struct Bound {
     kafka_port: u16,
     /// The host port mapped to [`ADMIN_PORT`].
     admin_port: u16,
-    /// The container's name and hostname, advertised on the `BROKER` listener.
+    /// The name containers on the network reach it by (its hostname), advertised on the
+    /// `BROKER` listener: the container's name, or `logbook-<id>` for a cluster node.
     network_name: String,
 }
 
@@ -132,6 +189,8 @@ impl Logbook {
             fault_injection: false,
             plain_users: Vec::new(),
             env: BTreeMap::new(),
+            tls_keystore: None,
+            node: None,
             bound: None,
         }
     }
@@ -162,6 +221,38 @@ impl Logbook {
         self
     }
 
+    /// Serves the host listener (`EXTERNAL`) over TLS with this certificate chain and private
+    /// key (PEM text, the key unencrypted: the broker reads it with rustls, which has no
+    /// password support). The chain's first certificate must name the host clients connect
+    /// to, the host of [`bootstrap_servers`](LogbookContainer::bootstrap_servers): `127.0.0.1`,
+    /// or `localhost` where `TESTCONTAINERS_HOST_OVERRIDE=localhost`, so give it both as
+    /// subject alternative names.
+    ///
+    /// Clients on the host then need `security.protocol=SSL` (`SASL_SSL` with
+    /// [`Logbook::with_sasl_plain_user`]) and the issuing CA (`ssl.ca.pem` or
+    /// `ssl.ca.location` in librdkafka); the `BROKER` listener for containers on the network
+    /// stays plaintext. The key and chain are copied in as one PEM keystore ([`TLS_KEYSTORE`],
+    /// key first) and named by `KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_TYPE=PEM` and
+    /// `..._LOCATION`, as the Java and Python modules do. Unlike the advertised address, the
+    /// file is known before the container starts, so testcontainers 0.27 can copy it.
+    pub fn with_tls(
+        mut self,
+        certificate_chain_pem: impl AsRef<str>,
+        private_key_pem: impl AsRef<str>,
+    ) -> Self {
+        let pem = format!(
+            "{}\n{}\n",
+            private_key_pem.as_ref().trim(),
+            certificate_chain_pem.as_ref().trim()
+        );
+        // 0644: the broker runs as an unprivileged user, the copy is owned by root.
+        self.tls_keystore = Some(CopyToContainer::new(
+            pem.into_bytes(),
+            CopyTargetOptions::new(TLS_KEYSTORE).with_mode(0o644),
+        ));
+        self
+    }
+
     /// Sets one more variable on the broker (a `KAFKA_*` setting under Kafka's name, or a
     /// `LOGBOOK_*` flag), after the module's own, so it wins over them.
     pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
@@ -183,19 +274,33 @@ impl Logbook {
         let (kafka_port, admin_port) = free_ports().map_err(|e| {
             TestcontainersError::other(format!("choosing free host ports for Logbook: {e}"))
         })?;
-        let network_name = format!("logbook-{}-{}", std::process::id(), kafka_port);
+        let unique = format!("{}-{}", std::process::id(), kafka_port);
+        // A cluster node is `logbook-<id>` on its network, as in the Java module. 0.27 sets no
+        // network aliases, and container names are global to the Docker engine (two clusters
+        // would clash), so the node keeps a unique container name and takes `logbook-<id>` as
+        // its hostname: on a user-defined network Docker resolves a container's hostname too
+        // (it adds it to the endpoint's aliases, the API's `DNSNames`).
+        let (container_name, network_name) = match &self.node {
+            Some(node) => (format!("{}-{unique}", node.alias()), node.alias()),
+            None => (format!("logbook-{unique}"), format!("logbook-{unique}")),
+        };
+        let network = self.node.as_ref().map(|node| node.network.clone());
         self.bound = Some(Bound {
             host: docker_host(),
             kafka_port,
             admin_port,
             network_name: network_name.clone(),
         });
-        Ok(self
+        let request = self
             .with_mapped_port(kafka_port, KAFKA_PORT)
             .with_mapped_port(admin_port, ADMIN_PORT)
-            .with_container_name(network_name.clone())
+            .with_container_name(container_name)
             .with_hostname(network_name)
-            .with_startup_timeout(Duration::from_secs(90)))
+            .with_startup_timeout(Duration::from_secs(90));
+        Ok(match network {
+            Some(network) => request.with_network(network),
+            None => request,
+        })
     }
 
     /// Starts the broker and waits until it serves (its `Kafka Server started` line).
@@ -225,22 +330,39 @@ impl Logbook {
     /// Kafka's listener settings, plus the module's other variables (README "How a module
     /// starts the broker"), before [`Logbook::with_env`]'s.
     fn module_env(&self) -> Vec<(String, String)> {
-        let external = if self.plain_users.is_empty() {
-            "PLAINTEXT"
-        } else {
-            "SASL_PLAINTEXT"
+        // SASL users, TLS, both or neither, as the Java and Python modules choose it.
+        let external = format!(
+            "{}{}",
+            if self.plain_users.is_empty() {
+                ""
+            } else {
+                "SASL_"
+            },
+            if self.tls_keystore.is_some() {
+                "SSL"
+            } else {
+                "PLAINTEXT"
+            }
+        );
+        // A cluster node also serves the quorum, on a listener of its own.
+        let (controller_listener, controller_protocol) = match self.node {
+            Some(_) => (
+                format!(",CONTROLLER://0.0.0.0:{CONTROLLER_PORT}"),
+                ",CONTROLLER:PLAINTEXT",
+            ),
+            None => (String::new(), ""),
         };
         let mut env = vec![
             (
                 "KAFKA_LISTENERS".to_string(),
                 format!(
-                    "EXTERNAL://0.0.0.0:{},BROKER://0.0.0.0:{BROKER_PORT}",
+                    "EXTERNAL://0.0.0.0:{},BROKER://0.0.0.0:{BROKER_PORT}{controller_listener}",
                     KAFKA_PORT.as_u16()
                 ),
             ),
             (
                 "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP".to_string(),
-                format!("EXTERNAL:{external},BROKER:PLAINTEXT"),
+                format!("EXTERNAL:{external},BROKER:PLAINTEXT{controller_protocol}"),
             ),
             (
                 "KAFKA_INTER_BROKER_LISTENER_NAME".to_string(),
@@ -266,6 +388,46 @@ impl Logbook {
         }
         if self.fault_injection {
             env.push(("LOGBOOK_FAULT_INJECTION".to_string(), "true".to_string()));
+        }
+        if self.tls_keystore.is_some() {
+            env.push((
+                "KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_TYPE".to_string(),
+                "PEM".to_string(),
+            ));
+            env.push((
+                "KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_LOCATION".to_string(),
+                TLS_KEYSTORE.to_string(),
+            ));
+        }
+        if let Some(node) = &self.node {
+            // As the Java module's LogbookCluster: every node a broker and a voter, and
+            // internal topics replicated as far as the cluster allows (at most 3), with one
+            // replica of slack in the in-sync set.
+            let replication = node.size.min(3);
+            let voters: Vec<String> = (1..=node.size)
+                .map(|id| format!("{id}@{}:{CONTROLLER_PORT}", node_alias(id)))
+                .collect();
+            for (name, value) in [
+                ("KAFKA_NODE_ID", node.id.to_string()),
+                ("KAFKA_PROCESS_ROLES", "broker,controller".to_string()),
+                ("KAFKA_CONTROLLER_LISTENER_NAMES", "CONTROLLER".to_string()),
+                ("KAFKA_CONTROLLER_QUORUM_VOTERS", voters.join(",")),
+                ("KAFKA_DEFAULT_REPLICATION_FACTOR", replication.to_string()),
+                (
+                    "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR",
+                    replication.to_string(),
+                ),
+                (
+                    "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+                    replication.to_string(),
+                ),
+                (
+                    "KAFKA_MIN_INSYNC_REPLICAS",
+                    replication.saturating_sub(1).max(1).to_string(),
+                ),
+            ] {
+                env.push((name.to_string(), value));
+            }
         }
         if !self.plain_users.is_empty() {
             let mut jaas =
@@ -315,6 +477,12 @@ impl Image for Logbook {
         let mut env: BTreeMap<String, String> = self.module_env().into_iter().collect();
         env.extend(self.env.clone());
         env
+    }
+
+    /// The TLS keystore, if any: copied before the container starts, which is when 0.27
+    /// copies.
+    fn copy_to_sources(&self) -> impl IntoIterator<Item = &CopyToContainer> {
+        self.tls_keystore.iter()
     }
 
     fn expose_ports(&self) -> &[ContainerPort] {
@@ -437,6 +605,218 @@ impl LogbookContainer for ContainerAsync<Logbook> {
         )
         .map(drop)
     }
+}
+
+/// `logbook-<id>`: how the nodes of a [`LogbookCluster`] reach node `id` on their network.
+fn node_alias(id: usize) -> String {
+    format!("logbook-{id}")
+}
+
+impl ClusterNode {
+    fn alias(&self) -> String {
+        node_alias(self.id)
+    }
+}
+
+/// Several Logbook nodes on one Docker network, each a broker and a voter of the metadata
+/// quorum (KRaft's `process.roles=broker,controller`), with replication factor
+/// `min(size, 3)` by default: for failover tests (kill a node, and the partitions it led move).
+///
+/// Each node is a [`Logbook`] container with its own mapped host ports
+/// ([`LogbookContainer::bootstrap_servers`]), reached from the network as
+/// `logbook-<id>:9093` and by the other voters as `logbook-<id>:9094`, with the variables of
+/// the Java module's `LogbookCluster`. The nodes start together: none is ready (logs
+/// `Kafka Server started`) before a majority of voters has elected a leader, so starting them
+/// one after another would wait on the first forever.
+///
+/// Dropping the cluster removes its containers, and testcontainers then removes the network
+/// it created with the first of them.
+///
+/// ```no_run
+/// use testcontainers_logbook::LogbookCluster;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let cluster = LogbookCluster::start(3).await?;
+/// let bootstrap = cluster.bootstrap_servers().await; // "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
+/// // ... produce, find the partition's leader, then take it away for good:
+/// cluster.kill(2).await?;
+/// # Ok(()) }
+/// ```
+pub struct LogbookCluster {
+    network: String,
+    /// Node `id` at index `id - 1`.
+    nodes: Vec<ContainerAsync<Logbook>>,
+}
+
+impl fmt::Debug for LogbookCluster {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogbookCluster")
+            .field("network", &self.network)
+            .field(
+                "nodes",
+                &self.nodes.iter().map(|node| node.id()).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl LogbookCluster {
+    /// Starts `size` nodes of the default image ([`Logbook::default`]) and waits until every
+    /// one serves.
+    ///
+    /// # Errors
+    /// As [`LogbookCluster::start_with`].
+    pub async fn start(size: usize) -> Result<Self, TestcontainersError> {
+        Self::start_with(Logbook::default(), size).await
+    }
+
+    /// Starts `size` nodes made from `template` (its image, fault injection, SASL users, TLS
+    /// and variables apply to every node; its variables still win over the module's) and
+    /// waits until every one serves. The nodes start concurrently, each retrying on a taken
+    /// host port as [`Logbook::start`] does.
+    ///
+    /// # Errors
+    /// `size` is 0, or a node did not start (the first such error, naming the node); the
+    /// nodes that did start are removed again.
+    pub async fn start_with(template: Logbook, size: usize) -> Result<Self, TestcontainersError> {
+        if size == 0 {
+            return Err(TestcontainersError::other(
+                "a Logbook cluster needs at least one node",
+            ));
+        }
+        let network = unique_network_name();
+        let starts = (1..=size).map(|id| {
+            let mut node = template.clone();
+            node.node = Some(ClusterNode {
+                id,
+                size,
+                network: network.clone(),
+            });
+            node.start()
+        });
+        // Joined, not spawned: the crate stays free of a particular async runtime, and the
+        // futures still progress together (each mostly waits on Docker and on its log).
+        let results = futures::future::join_all(starts).await;
+        let mut nodes = Vec::with_capacity(size);
+        let mut failure = None;
+        for (index, result) in results.into_iter().enumerate() {
+            match result {
+                Ok(node) => nodes.push(node),
+                Err(e) => {
+                    failure.get_or_insert_with(|| {
+                        TestcontainersError::other(format!(
+                            "Logbook cluster node {} did not start: {e}",
+                            index + 1
+                        ))
+                    });
+                }
+            }
+        }
+        match failure {
+            // Dropping the nodes that started removes them (and then the network).
+            Some(error) => Err(error),
+            None => Ok(Self { network, nodes }),
+        }
+    }
+
+    /// Node `id` (1-based, its `node.id`).
+    ///
+    /// # Panics
+    /// There is no node `id`.
+    pub fn node(&self, id: usize) -> &ContainerAsync<Logbook> {
+        assert!(
+            (1..=self.nodes.len()).contains(&id),
+            "no Logbook node {id} in a cluster of {}",
+            self.nodes.len()
+        );
+        &self.nodes[id - 1]
+    }
+
+    /// Every node, node 1 first.
+    pub fn nodes(&self) -> &[ContainerAsync<Logbook>] {
+        &self.nodes
+    }
+
+    /// How many nodes the cluster has (running or not).
+    pub fn size(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The Docker network the nodes share: give it to other containers of the test
+    /// ([`ImageExt::with_network`]) to reach [`LogbookCluster::network_bootstrap_servers`].
+    pub fn network(&self) -> &str {
+        &self.network
+    }
+
+    /// Every *running* node's host address, comma-separated, for `bootstrap.servers`. Async,
+    /// since whether a node runs is Docker's to say (it may have been killed or stopped).
+    pub async fn bootstrap_servers(&self) -> String {
+        let mut running = Vec::new();
+        for node in &self.nodes {
+            if node.is_running().await.unwrap_or(false) {
+                running.push(node.bootstrap_servers());
+            }
+        }
+        running.join(",")
+    }
+
+    /// `logbook-1:9093,logbook-2:9093,...` for containers on [`LogbookCluster::network`]
+    /// (every node, running or not, as a client's bootstrap list may name dead ones).
+    pub fn network_bootstrap_servers(&self) -> String {
+        (1..=self.nodes.len())
+            .map(|id| format!("{}:{BROKER_PORT}", node_alias(id)))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Kills node `id` with SIGKILL, as a crash: no graceful shutdown, no leadership handed
+    /// over. testcontainers 0.27 can only *stop* a container (its stop signal first), so
+    /// this asks Docker directly through testcontainers' re-exported `bollard`, connecting
+    /// as `bollard::Docker::connect_with_defaults` does (`DOCKER_HOST`, else the local
+    /// socket). Returns once Docker reports the container exited; the container is kept
+    /// (and removed with the cluster), and [`LogbookCluster::bootstrap_servers`] leaves it
+    /// out from then on.
+    ///
+    /// # Errors
+    /// Docker is unreachable or refused, or the node still runs after the kill.
+    ///
+    /// # Panics
+    /// There is no node `id`.
+    pub async fn kill(&self, id: usize) -> Result<(), TestcontainersError> {
+        use futures::StreamExt;
+        let node = self.node(id);
+        let docker = testcontainers::bollard::Docker::connect_with_defaults()
+            .map_err(|e| TestcontainersError::other(format!("connecting to Docker: {e}")))?;
+        // No options: Docker's default signal, SIGKILL.
+        docker
+            .kill_container(node.id(), None)
+            .await
+            .map_err(|e| TestcontainersError::other(format!("killing Logbook node {id}: {e}")))?;
+        // Waits until the container is not running. bollard reports the killed process's
+        // exit code (137) as an error, so the outcome is checked by asking again instead.
+        let _exit = std::pin::pin!(docker.wait_container(node.id(), None))
+            .next()
+            .await;
+        if node.is_running().await? {
+            return Err(TestcontainersError::other(format!(
+                "Logbook node {id} still runs after SIGKILL"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A network name no other cluster uses, in this process or another on the same engine.
+fn unique_network_name() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "logbook-cluster-{}-{}-{nanos}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// A fault API call that failed: what was asked and what came back.
@@ -625,6 +1005,117 @@ mod tests {
         );
         assert!(!env.contains_key("LOGBOOK_FAULT_INJECTION"));
         assert!(!env.contains_key("LOGBOOK_CONFIG"));
+    }
+
+    fn env_of(logbook: &Logbook) -> BTreeMap<String, String> {
+        logbook.module_env().into_iter().collect()
+    }
+
+    #[test]
+    fn tls_makes_the_external_listener_ssl_and_copies_the_keystore() {
+        let logbook = Logbook::default().with_tls("CHAIN\n", "  KEY\n");
+        let env = env_of(&logbook);
+        assert_eq!(
+            env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"],
+            "EXTERNAL:SSL,BROKER:PLAINTEXT"
+        );
+        assert_eq!(env["KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_TYPE"], "PEM");
+        assert_eq!(
+            env["KAFKA_LISTENER_NAME_EXTERNAL_SSL_KEYSTORE_LOCATION"],
+            "/tmp/logbook-tls.pem"
+        );
+        let copies: Vec<&CopyToContainer> = logbook.copy_to_sources().into_iter().collect();
+        assert_eq!(copies.len(), 1);
+        // CopyToContainer's fields are private; its Debug shows them all.
+        let debug = format!("{:?}", copies[0]);
+        assert!(
+            debug.contains(r#"target: "/tmp/logbook-tls.pem", mode: Some(420)"#),
+            "0644 at TLS_KEYSTORE: {debug}"
+        );
+        let key_then_chain = format!("Data({:?})", b"KEY\nCHAIN\n".to_vec());
+        assert!(debug.contains(&key_then_chain), "{debug}");
+        // With SASL users too, SASL_SSL, in either order.
+        for both in [
+            logbook.clone().with_sasl_plain_user("alice", "secret"),
+            Logbook::default()
+                .with_sasl_plain_user("alice", "secret")
+                .with_tls("CHAIN", "KEY"),
+        ] {
+            assert_eq!(
+                env_of(&both)["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"],
+                "EXTERNAL:SASL_SSL,BROKER:PLAINTEXT"
+            );
+        }
+        assert_eq!(Logbook::default().copy_to_sources().into_iter().count(), 0);
+    }
+
+    #[test]
+    fn cluster_nodes_get_the_java_modules_variables() {
+        let mut logbook = Logbook {
+            node: Some(ClusterNode {
+                id: 2,
+                size: 3,
+                network: "net".to_string(),
+            }),
+            ..Logbook::default()
+        };
+        let env = env_of(&logbook);
+        let expected = [
+            ("KAFKA_NODE_ID", "2"),
+            ("KAFKA_PROCESS_ROLES", "broker,controller"),
+            (
+                "KAFKA_LISTENERS",
+                "EXTERNAL://0.0.0.0:9092,BROKER://0.0.0.0:9093,CONTROLLER://0.0.0.0:9094",
+            ),
+            (
+                "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP",
+                "EXTERNAL:PLAINTEXT,BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            ),
+            ("KAFKA_CONTROLLER_LISTENER_NAMES", "CONTROLLER"),
+            (
+                "KAFKA_CONTROLLER_QUORUM_VOTERS",
+                "1@logbook-1:9094,2@logbook-2:9094,3@logbook-3:9094",
+            ),
+            ("KAFKA_DEFAULT_REPLICATION_FACTOR", "3"),
+            ("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "3"),
+            ("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "3"),
+            ("KAFKA_MIN_INSYNC_REPLICAS", "2"),
+            ("KAFKA_INTER_BROKER_LISTENER_NAME", "BROKER"),
+        ];
+        for (name, value) in expected {
+            assert_eq!(env[name], value, "{name}");
+        }
+        // Replication min(size, 3), min ISR one less but at least 1.
+        for (size, replication, min_isr) in [(1, "1", "1"), (2, "2", "1"), (5, "3", "2")] {
+            logbook.node = Some(ClusterNode {
+                id: 1,
+                size,
+                network: "net".to_string(),
+            });
+            let env = env_of(&logbook);
+            assert_eq!(env["KAFKA_DEFAULT_REPLICATION_FACTOR"], replication);
+            assert_eq!(env["KAFKA_MIN_INSYNC_REPLICAS"], min_isr);
+        }
+        assert_eq!(
+            env_of(&logbook)["KAFKA_CONTROLLER_QUORUM_VOTERS"],
+            "1@logbook-1:9094,2@logbook-2:9094,3@logbook-3:9094,4@logbook-4:9094,5@logbook-5:9094"
+        );
+        // A single broker has no quorum settings.
+        let single = env_of(&Logbook::default());
+        assert!(!single.contains_key("KAFKA_NODE_ID"));
+        assert!(!single.contains_key("KAFKA_CONTROLLER_QUORUM_VOTERS"));
+    }
+
+    #[test]
+    fn debug_output_names_users_but_not_passwords_or_the_key() {
+        let logbook = Logbook::default()
+            .with_sasl_plain_user("alice", "alice-secret")
+            .with_tls("CHAIN", "PRIVATE-KEY-BYTES");
+        let shown = format!("{logbook:?}");
+        assert!(shown.contains("\"alice\""), "{shown}");
+        assert!(shown.contains("<keystore>"), "{shown}");
+        assert!(!shown.contains("alice-secret"), "{shown}");
+        assert!(!shown.contains("PRIVATE-KEY-BYTES"), "{shown}");
     }
 
     #[test]

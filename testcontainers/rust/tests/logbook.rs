@@ -1,7 +1,8 @@
 //! The module against the real `logbook` image (`LOGBOOK_IMAGE`, default `logbook:latest`)
 //! with librdkafka: records round-trip through the mapped, advertised port; an idempotent
 //! producer loses and duplicates nothing while the fault injector takes the partition's
-//! leader away and then fails produces; SASL/PLAIN users are checked.
+//! leader away and then fails produces; SASL/PLAIN users are checked; TLS (and SASL over
+//! TLS) serves clients trusting the CA, made at test time with rcgen, and refuses others.
 //!
 //! Needs Docker and the image. Run one test at a time (each starts a broker):
 //! `TESTCONTAINERS_RYUK_DISABLED=true cargo test -- --test-threads=1`.
@@ -326,4 +327,185 @@ async fn the_bare_image_is_refused_with_a_pointer_to_start() {
         .expect_err("the bare image does not start")
         .to_string();
     assert!(error.contains("Logbook::start()"), "{error}");
+}
+
+/// A CA and a server certificate it signed, PEM: `(ca, server chain, server key)`. The server
+/// certificate names every host a test may connect to: `localhost`, `127.0.0.1`, and
+/// `TESTCONTAINERS_HOST_OVERRIDE` (the host of `bootstrap_servers()`), since librdkafka
+/// checks the name (`ssl.endpoint.identification.algorithm=https` by default).
+fn certificates(ca_name: &str) -> (String, String, String) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    };
+    let ca_key = KeyPair::generate().expect("CA key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, ca_name);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = ca_params.self_signed(&ca_key).expect("CA certificate");
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+    if let Ok(host) = std::env::var("TESTCONTAINERS_HOST_OVERRIDE") {
+        if !host.trim().is_empty() && !names.contains(&host.trim().to_string()) {
+            names.push(host.trim().to_string());
+        }
+    }
+    let server_key = KeyPair::generate().expect("server key");
+    let mut server_params = CertificateParams::new(names).expect("server params");
+    server_params
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
+    let server = server_params
+        .signed_by(&server_key, &issuer)
+        .expect("server certificate");
+    (ca.pem(), server.pem(), server_key.serialize_pem())
+}
+
+#[tokio::test]
+async fn tls_serves_clients_that_trust_the_ca_and_refuses_others() {
+    let (ca, chain, key) = certificates("logbook-test-ca");
+    let logbook = Logbook::default()
+        .with_tls(&chain, &key)
+        .start()
+        .await
+        .expect("Logbook starts");
+    let tls = |ca: &str| {
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", logbook.bootstrap_servers())
+            .set("security.protocol", "SSL")
+            .set("ssl.ca.pem", ca);
+        config
+    };
+
+    let trusting: FutureProducer = tls(&ca).set("acks", "all").create().expect("producer");
+    let delivery = trusting
+        .send(
+            FutureRecord::to("private")
+                .partition(0)
+                .key("k")
+                .payload("over tls"),
+            TIMEOUT,
+        )
+        .await
+        .expect("delivered over TLS");
+    assert_eq!((delivery.partition, delivery.offset), (0, 0));
+    drop(trusting);
+
+    // A client trusting another CA fails the handshake: its record times out undelivered,
+    // and librdkafka reports why (certificate verify failed).
+    let (other_ca, _, _) = certificates("some-other-ca");
+    let errors = Errors::default();
+    let untrusting: FutureProducer<Errors> = tls(&other_ca)
+        .set("message.timeout.ms", "5000")
+        .create_with_context(errors.clone())
+        .expect("producer");
+    let refused = untrusting
+        .send(
+            FutureRecord::to("private")
+                .partition(0)
+                .key("k")
+                .payload("from an untrusting client"),
+            TIMEOUT,
+        )
+        .await;
+    match refused {
+        Err((KafkaError::MessageProduction(code), _)) => {
+            assert_eq!(code, RDKafkaErrorCode::MessageTimedOut)
+        }
+        other => panic!("a client not trusting the CA produced: {other:?}"),
+    }
+    let seen = errors.0.lock().expect("errors").clone();
+    assert!(
+        seen.iter().any(|(error, reason)| {
+            error.rdkafka_error_code() == Some(RDKafkaErrorCode::SSL)
+                && reason.contains("certificate verify failed")
+        }),
+        "no TLS handshake failure reported: {seen:?}"
+    );
+    drop(untrusting);
+
+    assert_eq!(
+        read_partition(&tls(&ca), "private", 1).await,
+        vec![(0, "over tls".to_string())],
+        "only the trusting client's record was written"
+    );
+}
+
+#[tokio::test]
+async fn tls_with_sasl_plain_users_is_sasl_ssl() {
+    let (ca, chain, key) = certificates("logbook-test-ca");
+    let logbook = Logbook::default()
+        .with_sasl_plain_user("alice", "secret")
+        .with_tls(&chain, &key)
+        .start()
+        .await
+        .expect("Logbook starts");
+    let sasl_ssl = |password: &str| {
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", logbook.bootstrap_servers())
+            .set("security.protocol", "SASL_SSL")
+            .set("ssl.ca.pem", &ca)
+            .set("sasl.mechanism", "PLAIN")
+            .set("sasl.username", "alice")
+            .set("sasl.password", password);
+        config
+    };
+
+    let alice: FutureProducer = sasl_ssl("secret")
+        .set("acks", "all")
+        .create()
+        .expect("producer");
+    let delivery = alice
+        .send(
+            FutureRecord::to("secured")
+                .partition(0)
+                .key("k")
+                .payload("sasl over tls"),
+            TIMEOUT,
+        )
+        .await
+        .expect("alice's record delivered over SASL_SSL");
+    assert_eq!((delivery.partition, delivery.offset), (0, 0));
+    drop(alice);
+
+    // Past the handshake, the login is still checked.
+    let errors = Errors::default();
+    let intruder: FutureProducer<Errors> = sasl_ssl("wrong")
+        .set("message.timeout.ms", "5000")
+        .create_with_context(errors.clone())
+        .expect("producer");
+    let refused = intruder
+        .send(
+            FutureRecord::to("secured")
+                .partition(0)
+                .key("k")
+                .payload("intrusion"),
+            TIMEOUT,
+        )
+        .await;
+    assert!(refused.is_err(), "a wrong password produced: {refused:?}");
+    let seen = errors.0.lock().expect("errors").clone();
+    assert!(
+        seen.iter().any(|(error, reason)| {
+            error.rdkafka_error_code() == Some(RDKafkaErrorCode::Authentication)
+                && reason.contains("Invalid username or password")
+        }),
+        "no authentication failure reported: {seen:?}"
+    );
+    drop(intruder);
+
+    assert_eq!(
+        read_partition(&sasl_ssl("secret"), "secured", 1).await,
+        vec![(0, "sasl over tls".to_string())],
+        "only alice's record was written"
+    );
 }
