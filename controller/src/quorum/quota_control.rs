@@ -9,6 +9,8 @@ use logbook_metadata::quotas::{
 };
 use logbook_metadata::{ClientQuotaRecord, MetadataImage, MetadataRecord};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::time::Duration;
 
 use super::{QuorumController, QuorumError};
 
@@ -33,10 +35,14 @@ impl QuorumController {
         alterations: Vec<QuotaAlteration>,
         validate_only: bool,
     ) -> Result<Vec<Result<(), QuorumError>>, QuorumError> {
+        // Host names are looked up here, before the controller's serialized `run`: a slow
+        // resolver must not hold up every other metadata change (Kafka resolves them on
+        // its controller thread).
+        let unresolved = unresolved_hosts(&alterations).await;
         let _active = self.activate().await?;
         let (results, _) = self
             .run(|image| {
-                let (records, results) = quota_records(image, &alterations);
+                let (records, results) = quota_records(image, &alterations, &unresolved);
                 Ok((if validate_only { Vec::new() } else { records }, results))
             })
             .await?;
@@ -46,7 +52,39 @@ impl QuorumController {
 
 type Altered = (Vec<MetadataRecord>, Vec<Result<(), QuorumError>>);
 
-fn quota_records(image: &MetadataImage, alterations: &[QuotaAlteration]) -> Altered {
+/// How long one IP entity's host name may take to resolve before it counts as
+/// unresolvable.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The IP entities' names that are neither an address nor a host name that resolves
+/// (Kafka's `InetAddress.getByName`), looked up concurrently, each within
+/// [`RESOLVE_TIMEOUT`].
+async fn unresolved_hosts(alterations: &[QuotaAlteration]) -> HashSet<String> {
+    let names: HashSet<&str> = alterations
+        .iter()
+        .flat_map(|a| &a.entity)
+        .filter(|part| part.entity_type == IP)
+        .filter_map(|part| part.entity_name.as_deref())
+        .filter(|name| !name.is_empty() && name.parse::<std::net::IpAddr>().is_err())
+        .collect();
+    let lookups = names.into_iter().map(|name| async move {
+        let found = tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((name, 0)))
+            .await
+            .is_ok_and(|r| r.is_ok_and(|mut addrs| addrs.next().is_some()));
+        (!found).then(|| name.to_owned())
+    });
+    futures::future::join_all(lookups)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+fn quota_records(
+    image: &MetadataImage,
+    alterations: &[QuotaAlteration],
+    unresolved: &HashSet<String>,
+) -> Altered {
     let mut records = Vec::new();
     let mut seen = Vec::new();
     let results = alterations
@@ -67,7 +105,7 @@ fn quota_records(image: &MetadataImage, alterations: &[QuotaAlteration]) -> Alte
                 )));
             }
             seen.push(entity.clone());
-            entity_records(image, alteration, &mut records)
+            entity_records(image, alteration, unresolved, &mut records)
         })
         .collect();
     (records, results)
@@ -77,6 +115,7 @@ fn quota_records(image: &MetadataImage, alterations: &[QuotaAlteration]) -> Alte
 fn entity_records(
     image: &MetadataImage,
     alteration: &QuotaAlteration,
+    unresolved: &HashSet<String>,
     records: &mut Vec<MetadataRecord>,
 ) -> Result<(), QuorumError> {
     let invalid = |m: String| QuorumError::InvalidRequest(m);
@@ -107,7 +146,7 @@ fn entity_records(
             ));
         }
         let ip = alteration.entity[0].entity_name.as_deref();
-        if let Some(ip) = ip.filter(|ip| !resolvable(ip)) {
+        if let Some(ip) = ip.filter(|ip| unresolved.contains(*ip)) {
             return Err(invalid(format!(
                 "{ip} is not a valid IP or resolvable host."
             )));
@@ -165,16 +204,6 @@ fn check_value(key: &str, kind: QuotaKeyType, value: f64) -> Result<(), String> 
         return Err(format!("{key} cannot be a fractional value."));
     }
     Ok(())
-}
-
-/// Whether an IP entity's name is an address or a host name that resolves (Kafka's
-/// `InetAddress.getByName`).
-fn resolvable(name: &str) -> bool {
-    use std::net::ToSocketAddrs;
-    name.parse::<std::net::IpAddr>().is_ok()
-        || (name, 0)
-            .to_socket_addrs()
-            .is_ok_and(|mut a| a.next().is_some())
 }
 
 fn record(entity: &[EntityData], key: &str, value: QuotaValue, remove: bool) -> MetadataRecord {
@@ -253,6 +282,7 @@ mod tests {
                 ),
                 alteration(&[("user", Some("f"))], &[("consumer_byte_rate", None)]),
             ],
+            &HashSet::new(),
         );
         let messages: Vec<String> = results.iter().map(message).collect();
         assert_eq!(
@@ -275,5 +305,35 @@ mod tests {
         // alice's rate and the default client id's percentage; removing an unset key
         // writes nothing.
         assert_eq!(records.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn ip_entities_are_addresses_or_names_that_resolve() {
+        let ops = [("connection_creation_rate", Some(5.0))];
+        let alterations = [
+            alteration(&[("ip", Some("192.0.2.7"))], &ops),
+            alteration(&[("ip", Some("::1"))], &ops),
+            alteration(&[("ip", Some("localhost"))], &ops),
+            alteration(&[("ip", Some("no-such-host.invalid"))], &ops),
+            alteration(&[("ip", None)], &ops),
+        ];
+        let unresolved = unresolved_hosts(&alterations).await;
+        assert_eq!(
+            unresolved,
+            HashSet::from(["no-such-host.invalid".to_owned()])
+        );
+        let (records, results) = quota_records(&MetadataImage::empty(), &alterations, &unresolved);
+        let messages: Vec<String> = results.iter().map(message).collect();
+        assert_eq!(
+            messages,
+            [
+                "Ok(())",
+                "Ok(())",
+                "Ok(())",
+                "no-such-host.invalid is not a valid IP or resolvable host.",
+                "Ok(())",
+            ]
+        );
+        assert_eq!(records.len(), 4);
     }
 }
