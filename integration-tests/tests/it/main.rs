@@ -45,6 +45,7 @@ mod replica_fetch;
 mod retention;
 mod sasl;
 mod streams;
+mod testcontainers;
 mod tls;
 mod topic_limits;
 mod transactions;
