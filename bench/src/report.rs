@@ -151,7 +151,7 @@ fn rule_for(key: &str) -> Rule {
         },
         // Issue 24: a doubling of the tail must fail. Quiet runs of one binary gave
         // acks=all p99.9 of 6.96-13.8 ms (the 13.8 with no disk stall), so one run is
-        // not judged alone: the guard test checks the median of three when a run fails,
+        // not judged alone: the guard test checks the median of five when a run fails,
         // and a run whose disk stalled is excused (`excused_by_disk`).
         "latency.acks_all.p999_ms" | "latency.acks_1.p999_ms" => Rule::AtMost {
             factor: 2.0,

@@ -6,11 +6,14 @@
 //! `--check` rules: produce CPU per GB more than 1.3x the baseline when read against the
 //! same run's reference workload (`ceilings::reference_produce_cpu_s_per_gb`; 2x raw),
 //! warm consume CPU per GB doubling, e2e p99.9 doubling (+2 ms), p99 beyond 5x,
-//! throughput falling to a fifth, records lost. When one run fails, two more
-//! run and the medians of the three are checked, as the baseline is itself a median of
-//! three: one stall on a shared machine (a single 90 ms write stall puts a 5 s latency
-//! run's p99 at 48 ms) does not fail the guard, while a regression in the code shows in
-//! every run and so in the median.
+//! throughput falling to a fifth, records lost. When the first run fails, four more
+//! run and the medians of the five are checked: one stall on a shared machine (a single
+//! 90 ms write stall puts a 5 s latency run's p99 at 48 ms) does not fail the guard, while
+//! a regression in the code shows in every run and so in the median. Five, not three:
+//! the guarded produce ratio read 1.41-2.12 over eight CI runs of unchanged produce code
+//! (limit 2.00; the first run after CI's build is the likeliest to read high), so a
+//! median of three failed about one CI run in twenty, while a build with +36% CPU per
+//! batch read 2.03-2.15 in every run.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -50,11 +53,11 @@ fn quick_bench_shows_no_gross_regression() {
         return;
     }
     eprintln!(
-        "first quick bench run failed (exit {code:?}):\n{}\ntwo more, then the medians; its whole output:\n{text}",
+        "first quick bench run failed (exit {code:?}):\n{}\nfour more, then the medians; its whole output:\n{text}",
         verdicts(&text)
     );
     let mut jsons = vec![first];
-    for n in 2..=3 {
+    for n in 2..=5 {
         let (code, text, json) = run(n);
         eprintln!("quick bench run {n}: exit {code:?}\n{}", verdicts(&text));
         if !json.is_file() {
@@ -74,7 +77,7 @@ fn quick_bench_shows_no_gross_regression() {
     assert_eq!(
         output.status.code(),
         Some(0),
-        "the medians of three quick bench runs fail the check:\n{}\n{stdout}\n{stderr}",
+        "the medians of five quick bench runs fail the check:\n{}\n{stdout}\n{stderr}",
         verdicts(&stdout)
     );
 }
