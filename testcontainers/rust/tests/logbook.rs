@@ -251,6 +251,53 @@ impl ClientContext for Errors {
     }
 }
 
+/// Produces `value` to partition 0 of `topic` with acks=all; where it landed.
+async fn produce_acked(config: &ClientConfig, topic: &str, value: &str) -> (i32, i64) {
+    let producer: FutureProducer = config
+        .clone()
+        .set("acks", "all")
+        .create()
+        .expect("producer");
+    let delivery = producer
+        .send(
+            FutureRecord::to(topic).partition(0).key("k").payload(value),
+            TIMEOUT,
+        )
+        .await
+        .unwrap_or_else(|(e, _)| panic!("{value:?} not delivered to {topic}: {e}"));
+    (delivery.partition, delivery.offset)
+}
+
+/// Sends `value` to partition 0 of `topic` from a client the broker should refuse (5 s
+/// message timeout): the send's error, if any, and every error librdkafka reported.
+async fn produce_refused(
+    config: &ClientConfig,
+    topic: &str,
+    value: &str,
+) -> (Option<KafkaError>, Vec<(KafkaError, String)>) {
+    let errors = Errors::default();
+    let producer: FutureProducer<Errors> = config
+        .clone()
+        .set("message.timeout.ms", "5000")
+        .create_with_context(errors.clone())
+        .expect("producer");
+    let sent = producer
+        .send(
+            FutureRecord::to(topic).partition(0).key("k").payload(value),
+            TIMEOUT,
+        )
+        .await;
+    drop(producer);
+    let seen = errors.0.lock().expect("errors").clone();
+    (sent.err().map(|(e, _)| e), seen)
+}
+
+/// Whether librdkafka reported `code` with a reason containing `text`.
+fn reported(seen: &[(KafkaError, String)], code: RDKafkaErrorCode, text: &str) -> bool {
+    seen.iter()
+        .any(|(error, reason)| error.rdkafka_error_code() == Some(code) && reason.contains(text))
+}
+
 #[tokio::test]
 async fn sasl_plain_users_are_checked() {
     let logbook = Logbook::default()
@@ -269,46 +316,21 @@ async fn sasl_plain_users_are_checked() {
         config
     };
 
-    let alice: FutureProducer = sasl("secret")
-        .set("acks", "all")
-        .create()
-        .expect("producer");
-    let delivery = alice
-        .send(
-            FutureRecord::to("secured")
-                .partition(0)
-                .key("k")
-                .payload("hello"),
-            TIMEOUT,
-        )
-        .await
-        .expect("alice's record delivered");
-    assert_eq!((delivery.partition, delivery.offset), (0, 0));
+    assert_eq!(
+        produce_acked(&sasl("secret"), "secured", "hello").await,
+        (0, 0)
+    );
 
-    let errors = Errors::default();
-    let intruder: FutureProducer<Errors> = sasl("wrong")
-        .set("message.timeout.ms", "5000")
-        .create_with_context(errors.clone())
-        .expect("producer");
-    let refused = intruder
-        .send(
-            FutureRecord::to("secured")
-                .partition(0)
-                .key("k")
-                .payload("intrusion"),
-            TIMEOUT,
-        )
-        .await;
-    assert!(refused.is_err(), "a wrong password produced: {refused:?}");
-    let seen = errors.0.lock().expect("errors").clone();
+    let (refused, seen) = produce_refused(&sasl("wrong"), "secured", "intrusion").await;
+    assert!(refused.is_some(), "a wrong password produced");
     assert!(
-        seen.iter().any(|(error, reason)| {
-            error.rdkafka_error_code() == Some(RDKafkaErrorCode::Authentication)
-                && reason.contains("Invalid username or password")
-        }),
+        reported(
+            &seen,
+            RDKafkaErrorCode::Authentication,
+            "Invalid username or password"
+        ),
         "no authentication failure reported: {seen:?}"
     );
-    drop(intruder);
 
     assert_eq!(
         read_partition(&sasl("secret"), "secured", 1).await,
@@ -385,52 +407,26 @@ async fn tls_serves_clients_that_trust_the_ca_and_refuses_others() {
         config
     };
 
-    let trusting: FutureProducer = tls(&ca).set("acks", "all").create().expect("producer");
-    let delivery = trusting
-        .send(
-            FutureRecord::to("private")
-                .partition(0)
-                .key("k")
-                .payload("over tls"),
-            TIMEOUT,
-        )
-        .await
-        .expect("delivered over TLS");
-    assert_eq!((delivery.partition, delivery.offset), (0, 0));
-    drop(trusting);
+    assert_eq!(
+        produce_acked(&tls(&ca), "private", "over tls").await,
+        (0, 0)
+    );
 
     // A client trusting another CA fails the handshake: its record times out undelivered,
     // and librdkafka reports why (certificate verify failed).
     let (other_ca, _, _) = certificates("some-other-ca");
-    let errors = Errors::default();
-    let untrusting: FutureProducer<Errors> = tls(&other_ca)
-        .set("message.timeout.ms", "5000")
-        .create_with_context(errors.clone())
-        .expect("producer");
-    let refused = untrusting
-        .send(
-            FutureRecord::to("private")
-                .partition(0)
-                .key("k")
-                .payload("from an untrusting client"),
-            TIMEOUT,
-        )
-        .await;
+    let (refused, seen) =
+        produce_refused(&tls(&other_ca), "private", "from an untrusting client").await;
     match refused {
-        Err((KafkaError::MessageProduction(code), _)) => {
+        Some(KafkaError::MessageProduction(code)) => {
             assert_eq!(code, RDKafkaErrorCode::MessageTimedOut)
         }
         other => panic!("a client not trusting the CA produced: {other:?}"),
     }
-    let seen = errors.0.lock().expect("errors").clone();
     assert!(
-        seen.iter().any(|(error, reason)| {
-            error.rdkafka_error_code() == Some(RDKafkaErrorCode::SSL)
-                && reason.contains("certificate verify failed")
-        }),
+        reported(&seen, RDKafkaErrorCode::SSL, "certificate verify failed"),
         "no TLS handshake failure reported: {seen:?}"
     );
-    drop(untrusting);
 
     assert_eq!(
         read_partition(&tls(&ca), "private", 1).await,
@@ -460,48 +456,22 @@ async fn tls_with_sasl_plain_users_is_sasl_ssl() {
         config
     };
 
-    let alice: FutureProducer = sasl_ssl("secret")
-        .set("acks", "all")
-        .create()
-        .expect("producer");
-    let delivery = alice
-        .send(
-            FutureRecord::to("secured")
-                .partition(0)
-                .key("k")
-                .payload("sasl over tls"),
-            TIMEOUT,
-        )
-        .await
-        .expect("alice's record delivered over SASL_SSL");
-    assert_eq!((delivery.partition, delivery.offset), (0, 0));
-    drop(alice);
+    assert_eq!(
+        produce_acked(&sasl_ssl("secret"), "secured", "sasl over tls").await,
+        (0, 0)
+    );
 
     // Past the handshake, the login is still checked.
-    let errors = Errors::default();
-    let intruder: FutureProducer<Errors> = sasl_ssl("wrong")
-        .set("message.timeout.ms", "5000")
-        .create_with_context(errors.clone())
-        .expect("producer");
-    let refused = intruder
-        .send(
-            FutureRecord::to("secured")
-                .partition(0)
-                .key("k")
-                .payload("intrusion"),
-            TIMEOUT,
-        )
-        .await;
-    assert!(refused.is_err(), "a wrong password produced: {refused:?}");
-    let seen = errors.0.lock().expect("errors").clone();
+    let (refused, seen) = produce_refused(&sasl_ssl("wrong"), "secured", "intrusion").await;
+    assert!(refused.is_some(), "a wrong password produced");
     assert!(
-        seen.iter().any(|(error, reason)| {
-            error.rdkafka_error_code() == Some(RDKafkaErrorCode::Authentication)
-                && reason.contains("Invalid username or password")
-        }),
+        reported(
+            &seen,
+            RDKafkaErrorCode::Authentication,
+            "Invalid username or password"
+        ),
         "no authentication failure reported: {seen:?}"
     );
-    drop(intruder);
 
     assert_eq!(
         read_partition(&sasl_ssl("secret"), "secured", 1).await,
