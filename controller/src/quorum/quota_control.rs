@@ -3,6 +3,7 @@
 //! writes a `ClientQuotaRecord` for every key that changes (a removal only for a key that
 //! is set). One request is one batch.
 
+use futures::StreamExt;
 use logbook_metadata::quotas::{
     entity_display, entity_of, EntityData, QuotaKeyType, QuotaValue, CLIENT_ID, IP, IP_KEYS, USER,
     USER_AND_CLIENT_KEYS,
@@ -56,28 +57,40 @@ type Altered = (Vec<MetadataRecord>, Vec<Result<(), QuorumError>>);
 /// unresolvable.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How many IP entities' host names are looked up at once: a request may name thousands,
+/// and each lookup holds a blocking-pool thread.
+const RESOLVE_CONCURRENCY: usize = 16;
+
 /// The IP entities' names that are neither an address nor a host name that resolves
-/// (Kafka's `InetAddress.getByName`), looked up concurrently, each within
-/// [`RESOLVE_TIMEOUT`].
+/// (Kafka's `InetAddress.getByName`), looked up [`RESOLVE_CONCURRENCY`] at a time, each
+/// within [`RESOLVE_TIMEOUT`].
 async fn unresolved_hosts(alterations: &[QuotaAlteration]) -> HashSet<String> {
-    let names: HashSet<&str> = alterations
+    let names: HashSet<String> = alterations
         .iter()
         .flat_map(|a| &a.entity)
         .filter(|part| part.entity_type == IP)
-        .filter_map(|part| part.entity_name.as_deref())
+        .filter_map(|part| part.entity_name.clone())
         .filter(|name| !name.is_empty() && name.parse::<std::net::IpAddr>().is_err())
         .collect();
-    let lookups = names.into_iter().map(|name| async move {
-        let found = tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((name, 0)))
-            .await
-            .is_ok_and(|r| r.is_ok_and(|mut addrs| addrs.next().is_some()));
-        (!found).then(|| name.to_owned())
-    });
-    futures::future::join_all(lookups)
-        .await
-        .into_iter()
-        .flatten()
+    let results: Vec<(String, bool)> = futures::stream::iter(names)
+        .map(|name| async move {
+            let found = resolves(&name).await;
+            (name, found)
+        })
+        .buffer_unordered(RESOLVE_CONCURRENCY)
         .collect()
+        .await;
+    results
+        .into_iter()
+        .filter_map(|(name, found)| (!found).then_some(name))
+        .collect()
+}
+
+/// Whether `name` resolves to an address within [`RESOLVE_TIMEOUT`].
+async fn resolves(name: &str) -> bool {
+    tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((name, 0)))
+        .await
+        .is_ok_and(|r| r.is_ok_and(|mut addrs| addrs.next().is_some()))
 }
 
 fn quota_records(
