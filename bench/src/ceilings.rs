@@ -206,6 +206,70 @@ impl DiskWitness {
     }
 }
 
+/// A noisy neighbour on the data disk (`--neighbour-mib`): a thread that writes `mib` MiB
+/// of buffered data (1 MiB writes, no fsync) to a new temporary file in the data
+/// directory, pauses a second and starts again, until [`Neighbour::finish`]; the last
+/// [`Neighbour::FILES_KEPT`] files stay until then, older ones are deleted.
+///
+/// Why: brokers share machines (in Docker, beside the services they serve), and a
+/// neighbour's page-cache writeback competes with the broker's own writes and fsyncs for
+/// the disk and for CPU. Issue 24 asks for the latency tail under exactly this, measured
+/// by the bench rather than by hand with `dd` in another shell.
+pub struct Neighbour {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Neighbour {
+    /// Files kept on disk at once.
+    const FILES_KEPT: usize = 2;
+
+    /// Starts writing in `dir`.
+    pub fn start(dir: &Path, mib: u64) -> Res<Self> {
+        let dir = dir.to_path_buf();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = std::sync::Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("neighbour".to_owned())
+            .spawn(move || {
+                let block = vec![0x5a_u8; 1 << 20];
+                let mut written = 0;
+                let running = || !stopped.load(std::sync::atomic::Ordering::Relaxed);
+                // The last files written stay: deleted at once, most of their pages would
+                // be dropped before the kernel's writeback reached them, and the disk
+                // would see little of the neighbour.
+                let mut kept = std::collections::VecDeque::new();
+                while running() {
+                    let Ok(mut file) = tempfile::tempfile_in(&dir) else {
+                        break;
+                    };
+                    for _ in 0..mib {
+                        if !running() || file.write_all(&block).is_err() {
+                            break;
+                        }
+                        written += 1;
+                    }
+                    kept.push_back(file);
+                    if kept.len() > Self::FILES_KEPT {
+                        kept.pop_front();
+                    }
+                    let pause = Instant::now();
+                    while running() && pause.elapsed() < Duration::from_secs(1) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                written
+            })?;
+        Ok(Neighbour { stop, thread })
+    }
+
+    /// Stops the neighbour; returns the MiB it wrote.
+    pub fn finish(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or(0)
+    }
+}
+
 /// Runs of [`reference_produce_cpu_s_per_gb`] per produce section; the median is used.
 pub const REFERENCE_RUNS: usize = 3;
 

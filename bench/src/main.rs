@@ -187,6 +187,13 @@ struct Opts {
     /// Seconds per latency run [default: 30, quick 5].
     #[arg(long)]
     latency_secs: Option<f64>,
+    /// A noisy neighbour beside each latency run: a thread writing this many MiB of
+    /// buffered data (no fsync) to a new file on the data disk, pausing a second and
+    /// starting again until the run ends (the last two files kept), as a service sharing
+    /// the machine would
+    /// (issue 24: the tail on a shared disk). 0: none.
+    #[arg(long, default_value_t = 0)]
+    neighbour_mib: u64,
     /// MiB of values per scenario in the txn section's throughput runs [default: 256, quick 64].
     #[arg(long)]
     txn_mib: Option<u64>,
@@ -509,6 +516,7 @@ fn summary_json(
             "produce_topic_config": bench.opts.produce_topic_config,
             "latency_rate": bench.opts.latency_rate,
             "latency_secs": bench.sizes.latency_secs,
+            "neighbour_mib": bench.opts.neighbour_mib,
             "txn_mib": bench.sizes.txn_mib,
             "txn_records": bench.opts.txn_records,
             "txn_commit_ms": bench.opts.txn_commit_ms,
@@ -1288,6 +1296,9 @@ impl Bench {
             let topic = self.topic(&format!("latency-acks{acks}"));
             kafka::create_topic(&self.rt, &bootstrap, &topic, 1)?;
             let witness = ceilings::DiskWitness::start(&self.data_root)?;
+            let neighbour = (self.opts.neighbour_mib > 0)
+                .then(|| ceilings::Neighbour::start(&self.data_root, self.opts.neighbour_mib))
+                .transpose()?;
             let start = Usage::sample(pid);
             let run = kafka::latency_run(
                 &bootstrap,
@@ -1301,8 +1312,14 @@ impl Bench {
                 self.opts.value_bytes,
             )?;
             let usage = start.since(pid);
+            let neighbour_mib = neighbour.map(ceilings::Neighbour::finish);
             let disk_stall = witness.finish();
             let key = format!("latency.acks_{acks}");
+            if let Some(mib) = neighbour_mib {
+                println!("   (neighbour: {mib} MiB written buffered beside the acks={acks} run)");
+                self.report
+                    .metric(format!("{key}.neighbour_mib"), Some(f(mib)));
+            }
             let (p50, p99, p999) = (
                 run.quantile_ms(0.5),
                 run.quantile_ms(0.99),
