@@ -27,13 +27,23 @@ pub enum FlushPolicy {
 /// that the flusher does not name `Partition`, which owns a `Flusher` (the two files would
 /// import each other).
 pub(crate) trait Flush: Send + Sync {
+    /// Starts writing appended data to the disk without waiting, ahead of [`Flush::flush`]
+    /// (see `logbook_storage::WritebackHandle`); runs on a flusher thread.
+    fn start_writeback(&self);
     /// Makes everything appended so far durable; runs on a flusher thread.
     fn flush(&self);
 }
 
 struct Queue {
-    dirty: VecDeque<Weak<dyn Flush>>,
+    dirty: VecDeque<Queued>,
     shutdown: bool,
+}
+
+/// A partition waiting for a flusher thread.
+struct Queued {
+    partition: Weak<dyn Flush>,
+    /// A thread has started its write-out ([`Flush::start_writeback`]) already.
+    writeback_started: bool,
 }
 
 struct Shared {
@@ -108,7 +118,10 @@ impl Flusher {
     /// it alive.
     pub(crate) fn enqueue(&self, dirty: Weak<dyn Flush>) {
         let mut queue = self.shared.queue.lock();
-        queue.dirty.push_back(dirty);
+        queue.dirty.push_back(Queued {
+            partition: dirty,
+            writeback_started: false,
+        });
         drop(queue);
         self.shared.wake.notify_one();
     }
@@ -120,22 +133,37 @@ impl Flusher {
     }
 }
 
+/// A flusher thread: takes the next queued partition and syncs it. Under `EveryWrite` it
+/// first starts the write-out of every partition queued so far whose write-out has not
+/// started, so their data is in flight together while the threads sync them one at a
+/// time each.
 fn run(shared: &Shared) {
     loop {
-        let next = {
+        let (next, head_start) = {
             let mut queue = shared.queue.lock();
             loop {
-                if let Some(p) = queue.dirty.pop_front() {
-                    break Some(p);
+                if let Some(mut next) = queue.dirty.pop_front() {
+                    let mut head_start = Vec::new();
+                    if shared.policy == FlushPolicy::EveryWrite && !queue.dirty.is_empty() {
+                        for queued in std::iter::once(&mut next).chain(queue.dirty.iter_mut()) {
+                            if !queued.writeback_started {
+                                queued.writeback_started = true;
+                                head_start.push(Weak::clone(&queued.partition));
+                            }
+                        }
+                    }
+                    break (next.partition, head_start);
                 }
                 if queue.shutdown {
-                    break None;
+                    return;
                 }
                 shared.wake.wait(&mut queue);
             }
         };
-        let Some(weak) = next else { return };
-        if let Some(partition) = weak.upgrade() {
+        for partition in head_start.iter().filter_map(Weak::upgrade) {
+            partition.start_writeback();
+        }
+        if let Some(partition) = next.upgrade() {
             partition.flush();
         }
     }

@@ -864,6 +864,17 @@ pub(crate) use logbook_common::now_ms;
 
 /// The flusher's view of a partition (`flusher::Flush`).
 impl Flush for Partition {
+    fn start_writeback(&self) {
+        let handle = self
+            .log
+            .lock()
+            .as_ref()
+            .map(|state| state.log.writeback_handle());
+        if let Some(handle) = handle {
+            handle.start();
+        }
+    }
+
     fn flush(&self) {
         Partition::flush(self);
     }

@@ -40,7 +40,7 @@ pub use error::Error;
 pub use leader_epoch_cache::{EpochEntry, LeaderEpoch, LeaderEpochFileCache};
 pub use log::{
     AppendInfo, AppendOutcome, CompactionConfig, FileSlice, Log, LogConfig, ReadResult,
-    SegmentDeletion, SliceRead, SyncHandle, Synced,
+    SegmentDeletion, SliceRead, SyncHandle, Synced, WritebackHandle,
 };
 pub use log_validator::{ValidatedBatch, ValidatedBatches, ValidationError};
 pub use offset::Offset;

@@ -170,6 +170,57 @@ impl FileSlice {
     }
 }
 
+/// The `.log` files holding appends not yet durable, whose write-out a flusher starts
+/// before it syncs a group of partitions ([`Log::writeback_handle`]).
+///
+/// Why: a flusher syncing several partitions one after another paid one full disk round
+/// (data write, journal commit, cache flush) per partition. Starting every partition's
+/// data write first puts all of it in flight at once, so the fsyncs that follow mostly
+/// find their data written and their metadata committed by the first one. 8 files of
+/// 16 KiB each, fsynced by 2 threads: 1.14-1.39 ms per round; with the write-out started
+/// first, 0.77-0.86 ms (p50 of 1,500 rounds, ext4 on the development VM). A 3-node
+/// cluster on one disk, RF=3 acks=all at 5,000 records/s over 8 partitions, 4
+/// alternating pairs: e2e p99 9.4-9.8 ms without, 8.8-9.1 with (one run 17.1).
+#[derive(Debug)]
+pub struct WritebackHandle {
+    files: Vec<Arc<File>>,
+}
+
+impl WritebackHandle {
+    /// Starts writing the files' dirty pages to the disk without waiting for them
+    /// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`). Only a head start: durability still
+    /// comes from [`SyncHandle::sync`]'s fdatasync, which waits for this write-out and
+    /// reports its errors, so a failure here is only logged.
+    pub fn start(&self) {
+        for file in &self.files {
+            if let Err(e) = sync_file_range_write(file) {
+                tracing::debug!(error = %e, "starting write-out ahead of the fsync failed; the fsync will tell");
+            }
+        }
+    }
+}
+
+/// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`: write-out of every dirty page of the
+/// file starts; nothing is waited for.
+fn sync_file_range_write(file: &File) -> rustix::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    #[expect(
+        unsafe_code,
+        reason = "sync_file_range has no safe wrapper in rustix or std"
+    )]
+    // SAFETY: the descriptor is open for as long as `file` is borrowed; the call takes no
+    // pointers.
+    let rc = unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(
+            rustix::io::Errno::from_io_error(&io::Error::last_os_error())
+                .unwrap_or(rustix::io::Errno::IO),
+        )
+    }
+}
+
 /// What to fsync to make every append made before its capture durable, and the
 /// durability work a roll left behind.
 ///
@@ -1082,6 +1133,20 @@ impl Log {
             txn_indexes,
             dir: self.dir.clone(),
         })
+    }
+
+    /// The `.log` files with appends above the recovery point, for a [`WritebackHandle`]
+    /// (the same files [`Log::sync_handle`] would fsync; nothing is captured or changed).
+    #[must_use]
+    pub fn writeback_handle(&self) -> WritebackHandle {
+        let mut files = Vec::new();
+        for segment in self.segments.iter().rev() {
+            if segment.next_offset() <= self.recovery_point {
+                break;
+            }
+            segment.sync_files(&mut files);
+        }
+        WritebackHandle { files }
     }
 
     /// Records what a [`SyncHandle::sync`] made durable. The durable offset is clamped

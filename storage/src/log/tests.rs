@@ -749,6 +749,31 @@ fn sync_handle_and_recovery_point() {
     assert!(rp[0] > 0);
 }
 
+// The write-out head start covers exactly the files the next sync will fsync: every
+// segment with appends above the recovery point, and none once they are durable.
+#[test]
+fn writeback_handle_names_the_files_the_sync_would() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open(dir.path(), small_config());
+    fill(&mut log, 40);
+    let writeback = log.writeback_handle();
+    writeback.start();
+    let handle = log.sync_handle().expect("sync handle");
+    assert!(handle.files.len() > 1, "rolled unsynced segments included");
+    let same = |a: &Arc<File>, b: &Arc<File>| Arc::ptr_eq(a, b);
+    assert_eq!(writeback.files.len(), handle.files.len());
+    assert!(writeback
+        .files
+        .iter()
+        .zip(&handle.files)
+        .all(|(a, b)| same(a, b)));
+    let durable = handle.sync().expect("sync");
+    log.mark_durable(durable);
+    assert!(log.writeback_handle().files.is_empty());
+    append(&mut log, 1, 1, 0);
+    assert_eq!(log.writeback_handle().files.len(), 1);
+}
+
 // Appending bytes that are not whole batches is refused without writing.
 #[test]
 fn append_rejects_partial_input() {
