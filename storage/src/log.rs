@@ -1103,13 +1103,7 @@ impl Log {
         let drop_cached = (tail > 0)
             .then(|| self.active_mut().trim_page_cache(tail))
             .flatten();
-        let mut files = Vec::new();
-        for segment in self.segments.iter().rev() {
-            if segment.next_offset() <= self.recovery_point {
-                break;
-            }
-            segment.sync_files(&mut files);
-        }
+        let files = self.unsynced_log_files();
         let txn_indexes = self
             .active_mut()
             .txn_index_mut()
@@ -1135,10 +1129,9 @@ impl Log {
         })
     }
 
-    /// The `.log` files with appends above the recovery point, for a [`WritebackHandle`]
-    /// (the same files [`Log::sync_handle`] would fsync; nothing is captured or changed).
-    #[must_use]
-    pub fn writeback_handle(&self) -> WritebackHandle {
+    /// The `.log` files of the segments with appends above the recovery point, newest
+    /// first: what a sync must fdatasync.
+    fn unsynced_log_files(&self) -> Vec<Arc<File>> {
         let mut files = Vec::new();
         for segment in self.segments.iter().rev() {
             if segment.next_offset() <= self.recovery_point {
@@ -1146,7 +1139,16 @@ impl Log {
             }
             segment.sync_files(&mut files);
         }
-        WritebackHandle { files }
+        files
+    }
+
+    /// The `.log` files with appends above the recovery point, for a [`WritebackHandle`]
+    /// (the same files [`Log::sync_handle`] would fsync; nothing is captured or changed).
+    #[must_use]
+    pub fn writeback_handle(&self) -> WritebackHandle {
+        WritebackHandle {
+            files: self.unsynced_log_files(),
+        }
     }
 
     /// Records what a [`SyncHandle::sync`] made durable. The durable offset is clamped
@@ -1295,14 +1297,7 @@ impl Log {
         if !std::mem::take(&mut self.roll_work).run(&self.dir)? {
             self.leader_epochs.mark_dirty();
         }
-        let mut files = Vec::new();
-        for segment in self.segments.iter().rev() {
-            if segment.next_offset() <= self.recovery_point {
-                break;
-            }
-            segment.sync_files(&mut files);
-        }
-        for file in files {
+        for file in self.unsynced_log_files() {
             file.sync_data()?;
         }
         self.sync_txn_indexes()?;
