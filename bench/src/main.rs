@@ -187,13 +187,17 @@ struct Opts {
     /// Seconds per latency run [default: 30, quick 5].
     #[arg(long)]
     latency_secs: Option<f64>,
-    /// A noisy neighbour beside each latency run: a thread writing this many MiB of
-    /// buffered data (no fsync) to a new file on the data disk, pausing a second and
-    /// starting again until the run ends (the last two files kept), as a service sharing
-    /// the machine would
-    /// (issue 24: the tail on a shared disk). 0: none.
+    /// A noisy neighbour beside each latency run: a process writing this many MiB of
+    /// buffered data to a new file on the data disk, pausing a second and starting again
+    /// until the run ends (the last two files kept), as a service sharing the machine
+    /// would (issue 24: the tail on a shared disk). 0: none.
     #[arg(long, default_value_t = 0)]
     neighbour_mib: u64,
+    /// The neighbour also fdatasyncs each file once written (as `dd conv=fdatasync`), so
+    /// its data reaches the disk during the run; without it the kernel keeps it dirty in
+    /// memory for 30 s and the files are gone before that.
+    #[arg(long)]
+    neighbour_sync: bool,
     /// MiB of values per scenario in the txn section's throughput runs [default: 256, quick 64].
     #[arg(long)]
     txn_mib: Option<u64>,
@@ -305,6 +309,7 @@ fn run() -> Res<bool> {
         Some("failover") => return failover::main(args.get(1..).unwrap_or_default()),
         Some("cluster") => return cluster::main(args.get(1..).unwrap_or_default()),
         Some("chaos") => return chaos::main(args.get(1..).unwrap_or_default()),
+        Some("neighbour") => return ceilings::neighbour_main(args.get(2..).unwrap_or_default()),
         _ => {}
     }
     let opts = Opts::parse();
@@ -517,6 +522,7 @@ fn summary_json(
             "latency_rate": bench.opts.latency_rate,
             "latency_secs": bench.sizes.latency_secs,
             "neighbour_mib": bench.opts.neighbour_mib,
+            "neighbour_sync": bench.opts.neighbour_sync,
             "txn_mib": bench.sizes.txn_mib,
             "txn_records": bench.opts.txn_records,
             "txn_commit_ms": bench.opts.txn_commit_ms,
@@ -1297,7 +1303,13 @@ impl Bench {
             kafka::create_topic(&self.rt, &bootstrap, &topic, 1)?;
             let witness = ceilings::DiskWitness::start(&self.data_root)?;
             let neighbour = (self.opts.neighbour_mib > 0)
-                .then(|| ceilings::Neighbour::start(&self.data_root, self.opts.neighbour_mib))
+                .then(|| {
+                    ceilings::Neighbour::start(
+                        &self.data_root,
+                        self.opts.neighbour_mib,
+                        self.opts.neighbour_sync,
+                    )
+                })
                 .transpose()?;
             let start = Usage::sample(pid);
             let run = kafka::latency_run(
@@ -1316,9 +1328,14 @@ impl Bench {
             let disk_stall = witness.finish();
             let key = format!("latency.acks_{acks}");
             if let Some(mib) = neighbour_mib {
-                println!("   (neighbour: {mib} MiB written buffered beside the acks={acks} run)");
+                let how = if self.opts.neighbour_sync {
+                    "and fdatasync'd"
+                } else {
+                    "buffered"
+                };
+                println!("   (neighbour: {mib} MiB written {how} beside the acks={acks} run)");
                 self.report
-                    .metric(format!("{key}.neighbour_mib"), Some(f(mib)));
+                    .metric(format!("{key}.neighbour_mib"), Some(mib));
             }
             let (p50, p99, p999) = (
                 run.quantile_ms(0.5),
