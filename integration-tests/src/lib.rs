@@ -308,8 +308,17 @@ pub(crate) fn startup_timeout() -> Duration {
 
 /// A port that was free a moment ago: bind port 0, read it, drop the listener.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local address").port()
+    let [port] = free_ports();
+    port
+}
+
+/// `N` distinct free ports on 127.0.0.1. All `N` stay bound until every one is chosen:
+/// ports asked for one at a time can repeat (a CI run drew the same port for a broker's
+/// PLAINTEXT and SSL listeners, and the broker rightly refused to start).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: [TcpListener; N] =
+        std::array::from_fn(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"));
+    listeners.map(|l| l.local_addr().expect("local address").port())
 }
 
 /// Path of the `logbook` binary, built once per test process.

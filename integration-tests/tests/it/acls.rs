@@ -40,7 +40,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use integration_tests::{free_port, Broker};
+use integration_tests::{free_ports, Broker};
 
 use crate::wire;
 
@@ -95,7 +95,7 @@ fn kafka_settings(plain: u16, sasl: u16) -> Vec<String> {
 }
 
 fn start_with_acls(extra: &[&str]) -> (Broker, SocketAddr, SocketAddr) {
-    let (plain, sasl) = (free_port(), free_port());
+    let [plain, sasl] = free_ports();
     let settings = kafka_settings(plain, sasl);
     let mut args = Vec::new();
     for setting in settings

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use integration_tests::{free_port, Broker};
+use integration_tests::{free_ports, Broker};
 
 use crate::python_client::{ensure_python_package, run_with_timeout};
 use crate::tls::{make_certificates, make_untrusted_ca};
@@ -23,7 +23,7 @@ fn librdkafka_plain_scram_oauthbearer_and_ssl() {
     let dir = tempfile::tempdir().expect("tempdir");
     make_certificates(dir.path());
     let other = make_untrusted_ca(dir.path());
-    let (plain, sasl, ssl) = (free_port(), free_port(), free_port());
+    let [plain, sasl, ssl] = free_ports();
     let listeners = format!(
         "listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},SSL://127.0.0.1:{ssl}"
     );

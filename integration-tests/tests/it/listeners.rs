@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use integration_tests::{free_port, Broker};
+use integration_tests::{free_port, free_ports, Broker};
 use kafka_protocol::messages::{
     DescribeClusterRequest, DescribeClusterResponse, FindCoordinatorRequest,
     FindCoordinatorResponse, MetadataRequest, MetadataResponse,
@@ -68,7 +68,7 @@ fn each_listener_answers_with_its_own_advertised_address() {
     // on each port name the broker at that listener's advertised address and no other;
     // records produced through one listener are consumed, and their offsets committed,
     // through the other, and the commit is read back through the first.
-    let (outer, inner) = (free_port(), free_port());
+    let [outer, inner] = free_ports();
     let listeners = format!("listeners=PLAINTEXT://127.0.0.1:{outer},INTERNAL://127.0.0.1:{inner}");
     let advertised =
         format!("advertised.listeners=PLAINTEXT://localhost:{outer},INTERNAL://127.0.0.1:{inner}");
@@ -201,7 +201,7 @@ fn testcontainers_kafka_environment_starts_a_broker_that_says_it_runs() {
     // script exports, with the ports moved to free ones, starts the broker; it prints the
     // readiness lines the Java and Rust modules wait for, Metadata on the PLAINTEXT port
     // names the advertised address, and a client produces and consumes there.
-    let (plain, broker_port, controller) = (free_port(), free_port(), free_port());
+    let [plain, broker_port, controller] = free_ports();
     let listeners = format!(
         "PLAINTEXT://0.0.0.0:{plain},BROKER://0.0.0.0:{broker_port},CONTROLLER://0.0.0.0:{controller}"
     );

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use integration_tests::{free_port, Broker};
+use integration_tests::{free_port, free_ports, Broker};
 use kafka_protocol::messages::{
     ApiVersionsRequest, MetadataRequest, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
@@ -24,7 +24,7 @@ const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 /// A broker with a PLAINTEXT listener and a SASL_PLAINTEXT one, with `settings` (Kafka
 /// names) besides; returns it with the SASL port.
 fn start_sasl_plaintext(settings: &[&str]) -> (Broker, u16) {
-    let (plain, sasl) = (free_port(), free_port());
+    let [plain, sasl] = free_ports();
     let listeners =
         format!("listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}");
     let mut args = vec!["--override", listeners.as_str()];
@@ -782,7 +782,7 @@ fn kafkajs_scram_over_sasl_plaintext_and_sasl_ssl() {
     // password gets kafkajs's SASL error carrying Kafka's SCRAM message.
     let dir = tempfile::tempdir().expect("tempdir");
     crate::tls::make_certificates(dir.path());
-    let (plain, sasl, sasl_ssl) = (free_port(), free_port(), free_port());
+    let [plain, sasl, sasl_ssl] = free_ports();
     let listeners = format!(
         "listeners=PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},SASL_SSL://127.0.0.1:{sasl_ssl}"
     );

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use integration_tests::{free_port, Broker};
+use integration_tests::{free_ports, Broker};
 
 use crate::python_client::{ensure_kafka_python, run_with_timeout};
 
@@ -216,7 +216,7 @@ fn python_client(bootstrap: &str, ca: &Path, client: Option<(&Path, &Path)>) -> 
 /// A broker with a PLAINTEXT listener and an SSL one (its keystore `dir/broker.pem`, and
 /// `extra` overrides); returns it with the SSL port.
 fn start_with_ssl(dir: &Path, extra: &[String]) -> (Broker, u16) {
-    let (plain, ssl) = (free_port(), free_port());
+    let [plain, ssl] = free_ports();
     let keystore: PathBuf = dir.join("broker.pem");
     let mut overrides = vec![
         format!("listeners=PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{ssl}"),
