@@ -225,12 +225,15 @@ impl DiskWitness {
 /// of its own (4 runs), and 7.9 against 6.0 for two such processes differing only in
 /// the sleep. `perf sched timehist` showed the broker's threads waiting over 1 ms for a
 /// CPU 2.5 times as often (run-queue delays, not the disk). The neighbour is
-/// `dd` or `fio`, which do not poll; a process that does is noted in the README. Why
-/// `sync`: on a machine with 24 GiB a buffered neighbour that
-/// keeps 512 MiB dirty never reaches the disk at all (`/proc/diskstats` showed 0 MiB
-/// written in 12 s): the kernel writes dirty pages back only after 30 s or above 10% of
-/// memory, and the files are gone before that. Only the `sync` neighbour contends for the
-/// disk itself.
+/// `dd` or `fio`, which do not poll; a process that does is noted in the README.
+///
+/// Why `sync`: on a machine with 24 GiB a buffered neighbour that keeps 512 MiB dirty
+/// never reaches the disk at all (`/proc/diskstats` showed 0 MiB written in 12 s): the
+/// kernel writes dirty pages back only after 30 s or above 10% of memory, and the files
+/// are gone before that. Only the `sync` neighbour contends for the disk itself.
+///
+/// If a run fails before [`Neighbour::finish`], dropping the `Child` closes its stdin and
+/// the neighbour exits on its own.
 pub struct Neighbour {
     child: std::process::Child,
 }
