@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use integration_tests::{broker_binary, free_port, Broker};
+use integration_tests::{broker_binary, free_ports, Broker};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -29,14 +29,20 @@ pub struct FaultyBroker {
 
 impl FaultyBroker {
     pub fn start() -> Self {
-        let metrics = format!("127.0.0.1:{}", free_port());
-        let broker = Broker::start_with(&[
-            "--metrics-listen",
-            &metrics,
-            "--fault-injection",
-            "--group-initial-rebalance-delay-ms",
-            "0",
-        ]);
+        // Both ports at once: two `free_port()` calls may hand back the same port.
+        let [metrics_port, port] = free_ports();
+        let metrics = format!("127.0.0.1:{metrics_port}");
+        let broker = Broker::start_on(
+            port,
+            &[
+                "--metrics-listen",
+                &metrics,
+                "--fault-injection",
+                "--group-initial-rebalance-delay-ms",
+                "0",
+            ],
+            &[],
+        );
         Self {
             broker,
             url: format!("http://{metrics}"),
@@ -112,8 +118,9 @@ fn the_fault_api_is_off_without_the_flag_and_refuses_bad_specs() {
     // saying how to turn it on; --fault-injection without --metrics-listen stops the
     // start; with the flag, an incomplete spec is refused (400, exit 1) with the reason,
     // and `clear` of an unknown id is refused.
-    let metrics = format!("127.0.0.1:{}", free_port());
-    let _plain = Broker::start_with(&["--metrics-listen", &metrics]);
+    let [metrics_port, port, unused] = free_ports();
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    let _plain = Broker::start_on(port, &["--metrics-listen", &metrics], &[]);
     let (code, out) = fault_cli(&format!("http://{metrics}"), &["list"]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("fault injection is off"), "{out}");
@@ -122,7 +129,7 @@ fn the_fault_api_is_off_without_the_flag_and_refuses_bad_specs() {
         .args([
             "--fault-injection",
             "--listen",
-            &format!("127.0.0.1:{}", free_port()),
+            &format!("127.0.0.1:{unused}"),
         ])
         .arg("--data-dir")
         .arg(tempfile::tempdir().expect("dir").path())

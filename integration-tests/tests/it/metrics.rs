@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use integration_tests::{free_port, target_dir, Broker};
+use integration_tests::{free_ports, target_dir, Broker};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -186,14 +186,18 @@ fn consume_and_commit(consumer: &BaseConsumer, until: i64) {
 
 #[test]
 fn metrics_follow_traffic_and_consumer_lag() {
-    let metrics_port = free_port();
+    let [metrics_port, port] = free_ports();
     let metrics_addr = format!("127.0.0.1:{metrics_port}");
-    let broker = Broker::start_with(&[
-        "--metrics-listen",
-        &metrics_addr,
-        "--group-initial-rebalance-delay-ms",
-        "0",
-    ]);
+    let broker = Broker::start_on(
+        port,
+        &[
+            "--metrics-listen",
+            &metrics_addr,
+            "--group-initial-rebalance-delay-ms",
+            "0",
+        ],
+        &[],
+    );
     let bootstrap = broker.bootstrap();
     assert_eq!(http_get(&metrics_addr, "/healthz").0, 200);
     assert_eq!(http_get(&metrics_addr, "/readyz").0, 200);
