@@ -22,16 +22,27 @@ pub struct RecordSummary {
 ///
 /// # Errors
 /// The decoder's message when the bytes do not parse.
+///
+/// Under LogAppendTime (attribute bit 3) every record's timestamp is the batch's
+/// `max_timestamp`, the broker's append time, as Kafka's `DefaultRecordBatch` reads it.
+/// The `kafka-protocol` decoder adds each record's delta to the first timestamp either
+/// way, which is the producer's create time there: ListOffsets by timestamp then answered
+/// with the producer's clock on a LogAppendTime topic, and a lookup at the append time
+/// found nothing.
 pub fn summarize(bytes: &Bytes) -> Result<Vec<RecordSummary>, String> {
     let mut buf = bytes.clone();
-    let sets = RecordBatchDecoder::decode_all(&mut buf).map_err(|e| e.to_string())?;
-    Ok(sets
-        .into_iter()
-        .flat_map(|set| set.records)
-        .map(|r| RecordSummary {
+    let mut summaries = Vec::new();
+    while !buf.is_empty() {
+        let append_time = logbook_storage::RecordBatchHeader::parse(&buf)
+            .ok()
+            .filter(|header| header.is_log_append_time())
+            .map(|header| header.max_timestamp);
+        let set = RecordBatchDecoder::decode(&mut buf).map_err(|e| e.to_string())?;
+        summaries.extend(set.records.into_iter().map(|r| RecordSummary {
             offset: r.offset,
-            timestamp: r.timestamp,
+            timestamp: append_time.unwrap_or(r.timestamp),
             has_key: r.key.is_some(),
-        })
-        .collect())
+        }));
+    }
+    Ok(summaries)
 }

@@ -28,6 +28,17 @@ pub const TRANSACTION_VERSION_FEATURE: &str = "transaction.version";
 /// Highest `transaction.version` this broker implements.
 pub const TRANSACTION_VERSION_MAX: i16 = 2;
 
+/// The lowest Produce version advertised, below the lowest served (`produce::VERSIONS`):
+/// Kafka 4.x still lists Produce from v0 (KAFKA-18659) although it serves v3 and up only.
+///
+/// Why: librdkafka before 2.10 compresses only when the broker's advertised Produce range
+/// includes the versions it associates with each codec, starting from v0; given a range
+/// starting at v3 it sent every batch uncompressed and still reported success (librdkafka
+/// 2.6.0 and 2.0.2 against Logbook: gzip, lz4 and snappy all stored uncompressed).
+/// Clients pick the highest common version, so none sends v0-2; a request that does is
+/// refused like any other unserved version.
+pub const PRODUCE_ADVERTISED_MIN_VERSION: i16 = 0;
+
 /// The epoch of the finalized features. Kafka uses the metadata log offset of the last
 /// feature change; clients keep the features of the highest epoch they have seen and ignore
 /// -1. Here the level can change only across a restart, so the epoch is the start time in
@@ -45,9 +56,14 @@ pub fn response(error_code: i16, transaction_version: i16) -> ApiVersionsRespons
     let api_keys = ApiKey::iter()
         .filter_map(|key| {
             super::supported_at(key, transaction_version).map(|range| {
+                let min = if key == ApiKey::Produce {
+                    PRODUCE_ADVERTISED_MIN_VERSION
+                } else {
+                    range.min
+                };
                 ApiVersion::default()
                     .with_api_key(key as i16)
-                    .with_min_version(range.min)
+                    .with_min_version(min)
                     .with_max_version(range.max)
             })
         })

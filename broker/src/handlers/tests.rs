@@ -723,6 +723,15 @@ fn api_versions_finalizes_transaction_version() {
     assert_eq!(versions(1, ApiKey::EndTxn), Some(4));
     assert_eq!(versions(1, ApiKey::TxnOffsetCommit), Some(4));
     assert_eq!(versions(1, ApiKey::Produce), versions(2, ApiKey::Produce));
+    // Produce is listed from v0 as Kafka 4.x lists it (old librdkafka compresses only then),
+    // while requests below v3 stay refused.
+    let produce = super::api_versions::response(0, 2)
+        .api_keys
+        .into_iter()
+        .find(|v| v.api_key == ApiKey::Produce as i16)
+        .expect("Produce advertised");
+    assert_eq!((produce.min_version, produce.max_version), (0, 13));
+    assert_eq!(super::supported(ApiKey::Produce).map(|r| r.min), Some(3));
     assert_eq!(
         super::supported_at(ApiKey::EndTxn, 1).map(|r| r.max),
         Some(4)

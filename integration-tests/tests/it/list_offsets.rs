@@ -230,3 +230,74 @@ fn list_offsets_answers_the_epoch_of_the_record_found() {
         "MAX_TIMESTAMP"
     );
 }
+
+#[test]
+fn log_append_time_topics_are_looked_up_by_their_append_time() {
+    // Proves: on a `message.timestamp.type=LogAppendTime` topic every record's timestamp
+    // is the broker's append time, for lookups as for consumers (Kafka's
+    // `DefaultRecordBatch`): records the producer stamped 20000..25000 (one batch) are
+    // found at offset 0 by a lookup at 25000 and at the wall clock before producing, with
+    // the append time as their timestamp; MAX_TIMESTAMP answers offset 0 and the append
+    // time; a time after the append answers -1. Before the fix the lookups used the
+    // producer's stamps: 25000 -> offset 1 (its 50000), the wall clock -> nothing.
+    let broker = Broker::start();
+    let bootstrap = broker.bootstrap();
+    create_topic(
+        &bootstrap,
+        "append-time",
+        1,
+        &[("message.timestamp.type", "LogAppendTime")],
+    );
+    let now_ms = || {
+        i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock after 1970")
+                .as_millis(),
+        )
+        .expect("milliseconds fit i64")
+    };
+    let before_ms = now_ms();
+    let timestamps = [
+        20_000, 50_000, 30_000, 30_000, 40_000, 21_000, 22_000, 23_000, 24_000, 25_000,
+    ];
+    let records: Vec<Record> = timestamps
+        .iter()
+        .enumerate()
+        .map(|(i, ts)| {
+            let mut record = Record::new(0, format!("k{i}"), format!("v{i}"));
+            record.timestamp = Some(*ts);
+            record
+        })
+        .collect();
+    let acked = produce_ok(&bootstrap, "append-time", &records, &[("linger.ms", "200")]);
+    assert_eq!(acked, (0..10).map(|o| (0, o)).collect::<Vec<_>>());
+    let after_ms = now_ms();
+
+    let (error, append_time, offset) = raw_list_offsets(&broker, "append-time", -3);
+    assert_eq!((error, offset), (0, 0), "MAX_TIMESTAMP");
+    assert!(
+        (before_ms..=after_ms).contains(&append_time),
+        "MAX_TIMESTAMP answered {append_time}, not an append time in {before_ms}..={after_ms}"
+    );
+    assert_eq!(
+        raw_list_offsets(&broker, "append-time", 25_000),
+        (0, append_time, 0),
+        "a producer's stamp is not what is looked up"
+    );
+    assert_eq!(
+        raw_list_offsets(&broker, "append-time", before_ms),
+        (0, append_time, 0),
+        "the wall clock before producing"
+    );
+    assert_eq!(
+        raw_list_offsets(&broker, "append-time", append_time + 1),
+        (0, -1, -1),
+        "after the append"
+    );
+    assert_eq!(
+        offset_for_time(&bootstrap, "append-time", before_ms),
+        Offset::Offset(0),
+        "librdkafka's offsets_for_times"
+    );
+}
