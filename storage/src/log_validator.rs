@@ -6,8 +6,9 @@
 //! without a sequence) and recomputes each batch's `maxTimestamp` from its records.
 //!
 //! The result, [`ValidatedBatches`], is what the log appends: its bytes are the bytes
-//! received, except where Kafka also rewrites them in place (`maxTimestamp` and the
-//! timestamp-type bit, with a new CRC).
+//! received, except where Kafka also rewrites them (`maxTimestamp` and the timestamp-type
+//! bit, with a new CRC; and a batch rebuilt in the topic's `compression.type` when that
+//! is not `producer` and differs from the batch's codec).
 //!
 //! Errors name Kafka's exceptions (`CorruptRecordException`, `InvalidRecordException`,
 //! `InvalidTimestampException`, `RecordTooLargeException`); the broker maps them to codes.
@@ -50,6 +51,10 @@ pub struct ValidatorConfig {
     pub now_ms: i64,
     /// Bound on one batch's decompressed records, against decompression bombs.
     pub decompressed_bytes_max: usize,
+    /// The topic's `compression.type` as a codec id (0 uncompressed, 1 gzip, 2 snappy,
+    /// 3 lz4, 4 zstd): a batch in another codec is rebuilt in this one, as Kafka's
+    /// `LogValidator` does. `None` for `producer`: batches are stored as sent.
+    pub target_codec: Option<u8>,
 }
 
 /// One batch of a [`ValidatedBatches`].
@@ -239,11 +244,24 @@ pub fn validate(
         });
     }
     let mut batches = Vec::with_capacity(summary.batch_count);
+    let mut recompressed = Vec::new();
     for (position, header) in record_batch::iter_headers(&bytes) {
         let batch = bytes
             .get(position..position + header.total_bytes())
             .unwrap_or_default();
-        batches.push(validate_batch(position, header, batch, config)?);
+        let (validated, records) = validate_batch(position, header, batch, config)?;
+        if let Some(records) = records {
+            recompressed.push((batches.len(), records));
+        }
+        batches.push(validated);
+    }
+    if !recompressed.is_empty() {
+        return Ok(rebuild_in_target_codec(
+            &bytes,
+            batches,
+            recompressed,
+            config,
+        )?);
     }
     // Kafka's setMaxTimestamp: rewrite (and re-checksum) only a batch whose stored
     // timestamp type or max timestamp differs from the validated one.
@@ -281,6 +299,60 @@ pub fn validate(
     })
 }
 
+/// The payload with the batches of `recompressed` (index, new records section) rebuilt
+/// in the topic's codec: new length, attributes, `maxTimestamp` and CRC; the others
+/// as validated. Kafka refuses a batch the new codec made larger than
+/// `max.message.bytes` (`RecordTooLargeException`), and so does this.
+fn rebuild_in_target_codec(
+    bytes: &Bytes,
+    mut batches: Vec<ValidatedBatch>,
+    recompressed: Vec<(usize, Vec<u8>)>,
+    config: &ValidatorConfig,
+) -> Result<ValidatedBatches, ValidationError> {
+    let mut out = BytesMut::with_capacity(bytes.len());
+    let mut sections = recompressed.into_iter().peekable();
+    for (i, b) in batches.iter_mut().enumerate() {
+        let original = bytes
+            .get(b.position..b.position + b.header.total_bytes())
+            .unwrap_or_default();
+        b.position = out.len();
+        match sections.next_if(|(at, _)| *at == i) {
+            Some((_, records)) => {
+                let rebuilt = record_batch::rebuilt_with_records(
+                    original,
+                    b.header.attributes,
+                    b.header.max_timestamp,
+                    &records,
+                )?;
+                if rebuilt.len() > config.max_message_bytes {
+                    return Err(ValidationError::MessageTooLarge {
+                        batch_bytes: rebuilt.len(),
+                        max_message_bytes: config.max_message_bytes,
+                    });
+                }
+                let stored = RecordBatchHeader::parse(&rebuilt)?;
+                (b.header.crc, b.header.batch_length) = (stored.crc, stored.batch_length);
+                out.extend_from_slice(&rebuilt);
+            }
+            None => {
+                // Kept in its codec: the timestamp rewrite `validate` does otherwise.
+                out.extend_from_slice(original);
+                let stored = out.get_mut(b.position..).expect("just written");
+                b.header.crc = record_batch::set_timestamps(
+                    stored,
+                    b.header.attributes,
+                    b.header.max_timestamp,
+                );
+            }
+        }
+    }
+    Ok(ValidatedBatches {
+        bytes: out.freeze(),
+        batches,
+        log_append_time_ms: config.log_append_time.then_some(config.now_ms),
+    })
+}
+
 /// The batch-level rules Kafka's `validateBatch` applies to client appends.
 fn validate_client_batch(header: &RecordBatchHeader) -> Result<(), ValidationError> {
     if header.is_control() {
@@ -304,13 +376,15 @@ fn validate_client_batch(header: &RecordBatchHeader) -> Result<(), ValidationErr
     Ok(())
 }
 
-/// Walks one whole batch's records; returns its header with the recomputed max timestamp.
+/// Walks one whole batch's records; returns its header with the recomputed max timestamp
+/// (and, for a batch to store in another codec, the codec bits of `attributes` changed)
+/// and, for such a batch, its records section in the topic's codec.
 fn validate_batch(
     position: usize,
     mut header: RecordBatchHeader,
     batch: &[u8],
     config: &ValidatorConfig,
-) -> Result<ValidatedBatch, ValidationError> {
+) -> Result<(ValidatedBatch, Option<Vec<u8>>), ValidationError> {
     if config.origin == AppendOrigin::Client {
         validate_client_batch(&header)?;
     }
@@ -336,7 +410,21 @@ fn validate_batch(
         walk.max_timestamp
     };
     header.max_timestamp = max_timestamp;
-    Ok(ValidatedBatch {
+    let recompressed = match config.target_codec {
+        Some(target) if target != header.compression_codec() && header.records_count > 0 => {
+            let section = if target == CODEC_NONE {
+                records.to_vec()
+            } else {
+                compression::compress(target, records).map_err(|e| {
+                    invalid(format!("recompressing the batch to codec {target}: {e}"))
+                })?
+            };
+            header.attributes = (header.attributes & !CODEC_BITS) | i16::from(target);
+            Some(section)
+        }
+        _ => None,
+    };
+    let validated = ValidatedBatch {
         position,
         header,
         offset_delta_of_max_timestamp: if config.log_append_time {
@@ -344,8 +432,12 @@ fn validate_batch(
         } else {
             walk.offset_delta_of_max_timestamp
         },
-    })
+    };
+    Ok((validated, recompressed))
 }
+
+/// Attribute bits 0-2: the batch's compression codec.
+const CODEC_BITS: i16 = 0x07;
 
 /// What walking a batch's records found.
 struct Walk {

@@ -427,5 +427,36 @@ pub(crate) fn set_timestamps(batch: &mut [u8], attributes: i16, max_timestamp: i
     crc
 }
 
+/// One whole batch with `header_of`'s header (the first [`BATCH_HEADER_BYTES`]) and
+/// `records` as its records section: `batchLength` fitted, `attributes` and
+/// `maxTimestamp` written and the CRC recomputed (Kafka rebuilding a batch in another
+/// codec, as `LogValidator` does for a topic's `compression.type`).
+///
+/// # Errors
+/// A records section too large for a batch.
+pub(crate) fn rebuilt_with_records(
+    header_of: &[u8],
+    attributes: i16,
+    max_timestamp: i64,
+    records: &[u8],
+) -> Result<Vec<u8>, BatchError> {
+    let header = header_of
+        .get(..BATCH_HEADER_BYTES)
+        .ok_or(BatchError::Truncated { position: 0 })?;
+    let length =
+        i32::try_from(BATCH_HEADER_BYTES - LOG_OVERHEAD_BYTES + records.len()).map_err(|_| {
+            BatchError::InvalidLength {
+                position: 0,
+                length: i32::MAX,
+            }
+        })?;
+    let mut batch = Vec::with_capacity(BATCH_HEADER_BYTES + records.len());
+    batch.extend_from_slice(header);
+    batch.extend_from_slice(records);
+    put(&mut batch, 8, &length.to_be_bytes());
+    set_timestamps(&mut batch, attributes, max_timestamp);
+    Ok(batch)
+}
+
 #[cfg(test)]
 mod tests;

@@ -156,6 +156,23 @@ fn validator_config(broker: &Broker, topic: &Topic) -> ValidatorConfig {
         timestamp_after_max_ms: long("message.timestamp.after.max.ms"),
         now_ms: now_ms(),
         decompressed_bytes_max: broker.config.limits.decompressed_batch_bytes_max,
+        target_codec: config
+            .get("compression.type", defaults)
+            .and_then(|name| target_codec(&name)),
+    }
+}
+
+/// The codec a topic's `compression.type` stores batches in (Kafka's
+/// `BrokerCompressionType`); `None` for `producer` (as sent). The config is validated
+/// when set, so an unknown name does not occur; it is treated as `producer`.
+fn target_codec(compression_type: &str) -> Option<u8> {
+    match compression_type {
+        "uncompressed" => Some(0),
+        "gzip" => Some(1),
+        "snappy" => Some(2),
+        "lz4" => Some(3),
+        "zstd" => Some(4),
+        _ => None,
     }
 }
 

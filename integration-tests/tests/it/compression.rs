@@ -72,3 +72,77 @@ fn codec_zstd() {
     // Proves: zstd-compressed batches round-trip 1000 records at offsets 0..1000.
     round_trip_with("zstd");
 }
+
+/// The codec id (attribute bits 0-2) of every batch in `topic`/0's first segment.
+fn stored_codecs(broker: &Broker, topic: &str) -> Vec<u8> {
+    let segment = broker
+        .data_dir()
+        .join(format!("{topic}-0"))
+        .join("00000000000000000000.log");
+    let bytes = std::fs::read(&segment).expect("read the segment");
+    let mut codecs = Vec::new();
+    let mut at = 0;
+    while at + 61 <= bytes.len() {
+        let length = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().expect("4 bytes"));
+        let attributes = i16::from_be_bytes(bytes[at + 21..at + 23].try_into().expect("2 bytes"));
+        codecs.push((attributes & 7) as u8);
+        at += 12 + usize::try_from(length).expect("positive batch length");
+    }
+    codecs
+}
+
+#[test]
+fn a_topics_compression_type_is_the_codec_batches_are_stored_in() {
+    // Proves: with the topic's `compression.type` set (not `producer`), batches sent
+    // uncompressed, in gzip and in snappy are stored in the topic's codec, as Kafka's
+    // LogValidator recompresses them, and read back exactly; `producer` stores each as
+    // sent. Before the fix every batch kept the producer's codec (a gzip-only client such
+    // as kafkajs could not read a `gzip` topic that a snappy producer wrote to).
+    let broker = Broker::start();
+    let bootstrap = broker.bootstrap();
+    for (topic_codec, expected) in [
+        ("zstd", [4, 4, 4]),
+        ("lz4", [3, 3, 3]),
+        ("gzip", [1, 1, 1]),
+        ("uncompressed", [0, 0, 0]),
+        ("producer", [0, 1, 2]),
+    ] {
+        let topic = format!("stored-as-{topic_codec}");
+        create_topic(&bootstrap, &topic, 1, &[("compression.type", topic_codec)]);
+        let mut all = Vec::new();
+        for (round, producer_codec) in ["none", "gzip", "snappy"].iter().enumerate() {
+            let records: Vec<Record> = (0..20)
+                .map(|i| {
+                    let mut record = Record::new(
+                        0,
+                        format!("key-{round}-{i}"),
+                        format!("{producer_codec} {i} {}", "xyz".repeat(i)),
+                    );
+                    record.headers = vec![("h".to_owned(), Some(vec![round as u8]))];
+                    record
+                })
+                .collect();
+            // One batch per producer codec: linger long enough to hold all 20.
+            let acked = produce_ok(
+                &bootstrap,
+                &topic,
+                &records,
+                &[("compression.type", producer_codec), ("linger.ms", "100")],
+            );
+            let first = round as i64 * 20;
+            assert_eq!(
+                acked,
+                (first..first + 20).map(|o| (0, o)).collect::<Vec<_>>(),
+                "{topic}: offsets of the {producer_codec} batch"
+            );
+            all.extend(records);
+        }
+        assert_eq!(
+            stored_codecs(&broker, &topic),
+            expected,
+            "{topic}: stored codecs"
+        );
+        let consumed = consume(&bootstrap, &topic, 0, 0, 60, &[]);
+        assert_records(&consumed, &all, 0);
+    }
+}

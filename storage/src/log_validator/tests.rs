@@ -19,6 +19,7 @@ fn config() -> ValidatorConfig {
         timestamp_after_max_ms: i64::MAX,
         now_ms: NOW_MS,
         decompressed_bytes_max: 1 << 20,
+        target_codec: None,
     }
 }
 
@@ -443,4 +444,104 @@ fn validate_cost_per_record() {
         "validate: {per_record:.1} ns per 100 B record ({} B batch)",
         batch.len()
     );
+}
+
+// A topic's `compression.type` other than `producer`: a batch in another codec is stored
+// rebuilt in the topic's codec (Kafka's LogValidator recompresses), with its records,
+// producer fields and timestamps unchanged, a fitted length and a correct CRC; a batch
+// already in that codec keeps its bytes.
+#[test]
+fn a_batch_is_stored_in_the_topics_codec() {
+    let rs = records(5);
+    let raw: Vec<u8> = rs.iter().flat_map(TestRecord::encode).collect();
+    for source in [CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD] {
+        for target in [CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD] {
+            let batch = TestBatch {
+                attributes: i16::from(source),
+                producer_id: 7,
+                producer_epoch: 1,
+                base_sequence: 3,
+                ..TestBatch::default()
+            }
+            .build(&rs);
+            let topic = ValidatorConfig {
+                target_codec: Some(target),
+                ..config()
+            };
+            let validated = validate(Bytes::from(batch.clone()), &topic)
+                .unwrap_or_else(|e| panic!("{source} -> {target}: {e}"));
+            let stored = validated.bytes().clone();
+            if source == target {
+                assert_eq!(&stored[..], &batch[..], "{source}: bytes untouched");
+            }
+            // Whole, with a correct CRC, in the target codec.
+            record_batch::validate_batches(&stored).expect("stored batch is valid");
+            let header = RecordBatchHeader::parse(&stored).expect("header");
+            assert_eq!(header.compression_codec(), target, "{source} -> {target}");
+            assert_eq!(header.total_bytes(), stored.len());
+            assert_eq!(validated.batches()[0].header, header, "reported header");
+            let sent = RecordBatchHeader::parse(&batch).expect("header");
+            assert_eq!(
+                (
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence
+                ),
+                (7, 1, 3)
+            );
+            assert_eq!(
+                (
+                    header.base_timestamp,
+                    header.max_timestamp,
+                    header.records_count
+                ),
+                (sent.base_timestamp, sent.max_timestamp, sent.records_count)
+            );
+            let section = stored.get(BATCH_HEADER_BYTES..).expect("records");
+            let records = if target == CODEC_NONE {
+                section.to_vec()
+            } else {
+                compression::decompress(target, section, 1 << 20).expect("decompress")
+            };
+            assert_eq!(records, raw, "{source} -> {target}: the same records");
+        }
+    }
+    // Recompressed larger than max.message.bytes (random values grow under gzip):
+    // RecordTooLarge, as Kafka.
+    let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+    let mut random_byte = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state.to_be_bytes()[0]
+    };
+    let incompressible = [TestRecord {
+        key: None,
+        value: Some((0..20_000).map(|_| random_byte()).collect()),
+        headers: Vec::new(),
+        ..TestRecord::nth(0)
+    }];
+    let batch = TestBatch::default().build(&incompressible);
+    let tight = ValidatorConfig {
+        target_codec: Some(CODEC_GZIP),
+        max_message_bytes: batch.len(),
+        ..config()
+    };
+    check_ok_at_its_size(&batch);
+    assert!(
+        matches!(
+            validate(Bytes::from(batch), &tight),
+            Err(ValidationError::MessageTooLarge { .. })
+        ),
+        "a batch gzip makes larger than max.message.bytes"
+    );
+}
+
+/// `batch` passes uncompressed with `max.message.bytes` equal to its size.
+fn check_ok_at_its_size(batch: &[u8]) {
+    let exact = ValidatorConfig {
+        max_message_bytes: batch.len(),
+        ..config()
+    };
+    validate(Bytes::copy_from_slice(batch), &exact).expect("fits as sent");
 }

@@ -358,6 +358,7 @@ impl Cluster {
             timestamp_after_max_ms: i64::MAX,
             now_ms: 1_000,
             decompressed_bytes_max: 1 << 20,
+            target_codec: None,
         };
         let validated = log_validator::validate(Bytes::from(batch(records, None)), &config)
             .expect("valid batch");

@@ -20,6 +20,7 @@ fn validator() -> ValidatorConfig {
         timestamp_after_max_ms: i64::MAX,
         now_ms: 1_000,
         decompressed_bytes_max: 1 << 20,
+        target_codec: None,
     }
 }
 

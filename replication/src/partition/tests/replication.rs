@@ -146,6 +146,7 @@ fn validated() -> ValidatedBatches {
         timestamp_after_max_ms: i64::MAX,
         now_ms: 1_000,
         decompressed_bytes_max: 1 << 20,
+        target_codec: None,
     };
     log_validator::validate(bytes::Bytes::from(batch()), &config).expect("valid batch")
 }
