@@ -116,7 +116,9 @@ pub fn broker_config_error(e: &TopicError) -> ResponseError {
 pub fn topic_error(e: &TopicError) -> ResponseError {
     match e {
         TopicError::AlreadyExists(_) => ResponseError::TopicAlreadyExists,
-        TopicError::InvalidName { .. } => ResponseError::InvalidTopicException,
+        TopicError::InvalidName { .. } | TopicError::Collides { .. } => {
+            ResponseError::InvalidTopicException
+        }
         TopicError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
         TopicError::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
         TopicError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,

@@ -95,6 +95,16 @@ pub enum TopicError {
         /// What is wrong with it, in Kafka's words.
         reason: String,
     },
+    /// The name differs from an existing topic's only by `.` against `_` (Kafka's
+    /// `Topic.hasCollision`: metric names replace `.` with `_`, so the two would share
+    /// them); Kafka's message.
+    #[error("Topic '{name}' collides with existing topic: {existing}")]
+    Collides {
+        /// The name asked for.
+        name: String,
+        /// The existing topic it collides with.
+        existing: String,
+    },
     /// Partition count ≤ 0 or above the limit.
     #[error("invalid partition count {0}")]
     InvalidPartitions(i32),
@@ -638,6 +648,21 @@ impl Topics {
         self.check_partition_budget(u64::try_from(new.partitions).unwrap_or(0))
     }
 
+    /// An existing topic whose name equals `name` once `.` and `_` are made the same
+    /// (Kafka's `Topic.unifyCollisionChars`); only names holding either can collide.
+    fn collision_with(&self, name: &str) -> Option<String> {
+        let unify = |n: &str| n.replace('.', "_");
+        if !name.contains(['.', '_']) {
+            return None;
+        }
+        let unified = unify(name);
+        self.by_name
+            .read()
+            .keys()
+            .find(|existing| existing.as_str() != name && unify(existing) == unified)
+            .map(ToString::to_string)
+    }
+
     /// The checks every creation shares, internal or not: name, existence, partition
     /// count and replication factor (the last left to the controller for a manual
     /// assignment, which may name registered brokers that are fenced now, as Kafka allows).
@@ -645,6 +670,12 @@ impl Topics {
         validate_topic_name(new.name)?;
         if self.by_name.read().contains_key(new.name) {
             return Err(TopicError::AlreadyExists(new.name.to_string()));
+        }
+        if let Some(existing) = self.collision_with(new.name) {
+            return Err(TopicError::Collides {
+                name: new.name.to_string(),
+                existing,
+            });
         }
         if new.partitions <= 0 || new.partitions > self.partitions_max {
             return Err(TopicError::InvalidPartitions(new.partitions));

@@ -199,9 +199,17 @@ fn create_topics_error_messages_read_as_kafka_writes_them() {
     // command : <message>"), so scripts/kafka-tools-test compares it.
     let broker = Broker::start();
     create_topic(&broker.bootstrap(), "taken", 1, &[]);
+    create_topic(&broker.bootstrap(), "metric_name", 1, &[]);
     let too_long = "a".repeat(250);
     let cases = [
         ("taken", 36, "Topic 'taken' already exists.".to_owned()),
+        // Only `.` against `_` apart: the two would share metric names (Kafka's
+        // `Topic.hasCollision`).
+        (
+            "metric.name",
+            17,
+            "Topic 'metric.name' collides with existing topic: metric_name".to_owned(),
+        ),
         (
             "bad/name",
             17,
