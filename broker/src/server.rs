@@ -1215,12 +1215,19 @@ async fn shutdown_signal() {
     }
 }
 
+/// When the first retention pass runs after start, at most (Kafka's
+/// `log.initial.task.delay.ms`, 30 s).
+const RETENTION_INITIAL_DELAY: Duration = Duration::from_secs(30);
+
 /// Has the replica manager apply `retention.ms` / `retention.bytes` and producer-id expiry
-/// to every partition periodically.
+/// to every partition periodically: first after 30 s as Kafka's `LogManager` (sooner when
+/// the check interval is shorter), then every `log.retention.check.interval.ms`. Waiting a
+/// whole interval (5 minutes by default) left expired data readable for minutes after a
+/// restart where Kafka had deleted it.
 async fn retention_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
     let period = Duration::from_millis(broker.config.log_retention_check_interval_ms.max(100));
-    let mut ticker = tokio::time::interval(period);
-    ticker.tick().await;
+    let first = tokio::time::Instant::now() + period.min(RETENTION_INITIAL_DELAY);
+    let mut ticker = tokio::time::interval_at(first, period);
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,

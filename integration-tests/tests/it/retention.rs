@@ -122,6 +122,31 @@ fn idle_topic_loses_expired_data() {
     assert_eq!(watermarks(&bootstrap, "idle"), (10, 13));
 }
 
+// With the default check interval (5 minutes) the first retention pass still runs 30 s
+// after start, as Kafka's `log.initial.task.delay.ms`: expired records are gone within
+// 45 s, not 5 minutes.
+#[test]
+fn the_first_retention_pass_runs_30_seconds_after_start() {
+    let broker = Broker::start();
+    let bootstrap = broker.bootstrap();
+    let started = Instant::now();
+    create_topic(&bootstrap, "first-pass", 1, &[("retention.ms", "2000")]);
+    let at = produce_ok(
+        &bootstrap,
+        "first-pass",
+        &records(10, "old", now_ms() - 60_000),
+        &[],
+    );
+    assert_eq!(at.last(), Some(&(0, 9)));
+    let seen = wait_for_earliest(&bootstrap, "first-pass", 10, Duration::from_secs(45));
+    assert_eq!(seen, (10, 10), "(earliest, latest) 45 s after start");
+    assert!(
+        started.elapsed() >= Duration::from_secs(25),
+        "retention ran {:?} after start, before the 30 s delay",
+        started.elapsed()
+    );
+}
+
 // Small segments and a short retention: the segments holding only expired records go,
 // the newest (holding the fresh records) stay, and every fresh record is still read at
 // its offset. Earliest is exactly the base of the first segment kept.
