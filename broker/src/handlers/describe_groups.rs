@@ -76,6 +76,11 @@ pub fn handle(
                             group_id.0.as_str()
                         )));
                     }
+                    if matches!(e, GroupError::GroupIdNotFound) {
+                        // Kafka's `GroupMetadataManager.describeGroups` also names the
+                        // state of a group it does not know: Dead.
+                        d.group_state = StrBytes::from_static_str("Dead");
+                    }
                     d
                 }
             }

@@ -603,10 +603,11 @@ fn admin_list_describe_delete_groups_and_offsets() {
         (unknown_v5.error_code, unknown_v5.group_state.as_str()),
         (0, "Dead")
     );
+    let unknown_v6 = describe(&broker, "ghost", 6);
     assert_eq!(
-        describe(&broker, "ghost", 6).error_code,
-        69,
-        "GROUP_ID_NOT_FOUND"
+        (unknown_v6.error_code, unknown_v6.group_state.as_str()),
+        (69, "Dead"),
+        "GROUP_ID_NOT_FOUND, and the state Kafka names: Dead"
     );
 
     // OffsetFetch v1 (one group) and v8 (several groups), with the metadata string.
