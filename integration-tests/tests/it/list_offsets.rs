@@ -119,6 +119,21 @@ fn raw_list_offsets(broker: &Broker, topic: &str, timestamp: i64) -> (i16, i64, 
     (p.error_code, p.timestamp, p.offset)
 }
 
+/// 10 records on partition 0 stamped out of order, the largest (50000) at offset 1.
+fn out_of_order_stamps() -> Vec<Record> {
+    [
+        20_000, 50_000, 30_000, 30_000, 40_000, 21_000, 22_000, 23_000, 24_000, 25_000,
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, ts)| {
+        let mut record = Record::new(0, format!("k{i}"), format!("v{i}"));
+        record.timestamp = Some(*ts);
+        record
+    })
+    .collect()
+}
+
 #[test]
 fn raw_list_offsets_earliest_latest_max_timestamp() {
     // Proves, on ListOffsets v7: EARLIEST (-2) -> 0, LATEST (-1) -> high
@@ -129,18 +144,7 @@ fn raw_list_offsets_earliest_latest_max_timestamp() {
     let broker = Broker::start();
     let bootstrap = broker.bootstrap();
     create_topic(&bootstrap, "max-ts", 1, &[]);
-    let timestamps = [
-        20_000, 50_000, 30_000, 30_000, 40_000, 21_000, 22_000, 23_000, 24_000, 25_000,
-    ];
-    let records: Vec<Record> = timestamps
-        .iter()
-        .enumerate()
-        .map(|(i, ts)| {
-            let mut record = Record::new(0, format!("k{i}"), format!("v{i}"));
-            record.timestamp = Some(*ts);
-            record
-        })
-        .collect();
+    let records = out_of_order_stamps();
     let acked = produce_ok(&bootstrap, "max-ts", &records, &[("linger.ms", "200")]);
     assert_eq!(acked, (0..10).map(|o| (0, o)).collect::<Vec<_>>());
 
@@ -258,18 +262,7 @@ fn log_append_time_topics_are_looked_up_by_their_append_time() {
         .expect("milliseconds fit i64")
     };
     let before_ms = now_ms();
-    let timestamps = [
-        20_000, 50_000, 30_000, 30_000, 40_000, 21_000, 22_000, 23_000, 24_000, 25_000,
-    ];
-    let records: Vec<Record> = timestamps
-        .iter()
-        .enumerate()
-        .map(|(i, ts)| {
-            let mut record = Record::new(0, format!("k{i}"), format!("v{i}"));
-            record.timestamp = Some(*ts);
-            record
-        })
-        .collect();
+    let records = out_of_order_stamps();
     let acked = produce_ok(&bootstrap, "append-time", &records, &[("linger.ms", "200")]);
     assert_eq!(acked, (0..10).map(|o| (0, o)).collect::<Vec<_>>());
     let after_ms = now_ms();
