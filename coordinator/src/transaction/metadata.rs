@@ -422,7 +422,8 @@ impl TransactionMetadata {
         };
         let mut next = self.to_state(state, now_ms);
         next.partitions.clear();
-        next.start_ms = -1;
+        // The finished transaction's start time stays (Kafka's `prepareComplete` keeps
+        // `txnStartTimestamp`): DescribeTransactions and kafka-transactions show it.
         if self.client_transaction_version >= TRANSACTION_VERSION_2
             && self.next_producer_id != NO_PRODUCER_ID
         {

@@ -94,6 +94,14 @@ impl ProducerContext for Collector {
 /// A producer whose delivery reports are collected.
 pub type TestProducer = BaseProducer<Collector>;
 
+/// The wall clock in milliseconds since the epoch, as the broker stamps times.
+pub fn now_ms() -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970");
+    i64::try_from(since.as_millis()).expect("milliseconds fit an i64")
+}
+
 /// A producer for `bootstrap` with short timeouts; `extra` overrides settings.
 pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> TestProducer {
     let mut config = ClientConfig::new();

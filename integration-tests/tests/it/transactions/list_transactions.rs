@@ -7,7 +7,7 @@ use rdkafka::producer::Producer;
 
 use super::txn_requests::{describe, list, list_at, Listed, Listing};
 use super::{records, send_in_txn, transactional, SMALL_INTERNAL_TOPICS};
-use crate::common::{create_topic, CLIENT_TIMEOUT};
+use crate::common::{create_topic, now_ms, CLIENT_TIMEOUT};
 
 /// `(id, producer id, state)` rows as `list` sorts them.
 fn rows(rows: &[(&str, i64, &str)]) -> Vec<Listed> {
@@ -37,6 +37,7 @@ fn list_transactions_filters_by_state_and_producer_id() {
     let bootstrap = broker.bootstrap();
     let addr = broker.addr();
     create_topic(&bootstrap, "txn-list", 1, &[]);
+    let before_ms = now_ms();
     let ongoing = transactional(&bootstrap, "txn-list-ongoing", "60000");
     ongoing.begin_transaction().expect("begin");
     send_in_txn(&ongoing, "txn-list", &records(0, "ongoing", 1));
@@ -62,6 +63,21 @@ fn list_transactions_filters_by_state_and_producer_id() {
         pid("txn-list-committed"),
         pid("txn-list-aborted"),
         pid("txn-list-empty"),
+    );
+    // A finished transaction keeps its start time, as Kafka's `prepareComplete` keeps
+    // `txnStartTimestamp`; an id with no transaction yet has none (-1).
+    let after_ms = now_ms();
+    for id in ["txn-list-ongoing", "txn-list-committed", "txn-list-aborted"] {
+        let start = describe(addr, id).transaction_start_time_ms;
+        assert!(
+            (before_ms..=after_ms).contains(&start),
+            "{id}: start time {start} outside [{before_ms}, {after_ms}]"
+        );
+    }
+    assert_eq!(
+        describe(addr, "txn-list-empty").transaction_start_time_ms,
+        -1,
+        "an id without a transaction"
     );
     let all = [
         ("txn-list-ongoing", o, "Ongoing"),
