@@ -231,12 +231,19 @@ pub fn txn_error(
 
 /// The code of a transactional produce the coordinator could not verify (KIP-890 part 1),
 /// as Kafka's `ReplicaManager` translates it: a partition not in the transaction is
-/// INVALID_TXN_STATE; retriable coordinator errors become NOT_ENOUGH_REPLICAS (older
-/// clients retry it without a metadata refresh); a fenced epoch is INVALID_PRODUCER_EPOCH.
+/// INVALID_TXN_STATE, or TRANSACTION_ABORTABLE for a client that knows it (`abortable`:
+/// Produce v11+, Kafka's `genericErrorSupported`), which then aborts and goes on where
+/// INVALID_TXN_STATE is fatal; retriable coordinator errors become NOT_ENOUGH_REPLICAS
+/// (older clients retry it without a metadata refresh); a fenced epoch is
+/// INVALID_PRODUCER_EPOCH.
 #[must_use]
-pub fn produce_verification_error(e: &crate::coordinator::transaction::TxnError) -> ResponseError {
+pub fn produce_verification_error(
+    e: &crate::coordinator::transaction::TxnError,
+    abortable: bool,
+) -> ResponseError {
     use crate::coordinator::transaction::TxnError;
     match e {
+        TxnError::InvalidTxnState if abortable => ResponseError::TransactionAbortable,
         TxnError::ConcurrentTransactions
         | TxnError::CoordinatorLoadInProgress
         | TxnError::CoordinatorNotAvailable

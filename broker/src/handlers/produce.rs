@@ -58,6 +58,11 @@ const TOPIC_ID_VERSION: i16 = 13;
 /// partition to the transaction.
 const TRANSACTION_V2_VERSION: i16 = 12;
 
+/// First version whose client knows TRANSACTION_ABORTABLE (KIP-890; Kafka's
+/// `genericErrorSupported`): a transactional batch for a partition not in the transaction
+/// gets it instead of INVALID_TXN_STATE.
+const TRANSACTION_ABORTABLE_VERSION: i16 = 11;
+
 /// First version whose responses carry the current leader on NOT_LEADER_OR_FOLLOWER
 /// (KIP-951).
 const CURRENT_LEADER_VERSION: i16 = 10;
@@ -246,6 +251,8 @@ fn append_partition(
 struct TxnVerification<'a> {
     transactional_id: &'a str,
     adds_partition: bool,
+    /// The client knows TRANSACTION_ABORTABLE (Produce v11+).
+    abortable: bool,
 }
 
 impl TxnVerification<'_> {
@@ -290,7 +297,7 @@ impl TxnVerification<'_> {
         tracing::debug!(partition = %partition.topic_partition(), transactional_id, error = %e, "transactional produce not verified");
         Err(partition_error(
             index,
-            errors::produce_verification_error(&e),
+            errors::produce_verification_error(&e, self.abortable),
             Some(format!(
                 "Partition was not verified in the transaction: {e}"
             )),
@@ -400,8 +407,14 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
     let may_use_transactional_id = may_use_transactional_id(ctx, &request);
     let transactional_id = request.transactional_id.as_ref().map(|t| t.0.as_str());
     let faults = crate::fault_injector::for_request(ctx);
+    let refusal = (!may_use_transactional_id).then(|| {
+        request
+            .transactional_id
+            .is_none()
+            .then(|| "transactional records without a transactional id".to_owned())
+    });
     for (topic_index, data) in request.topic_data.iter().enumerate() {
-        let resolved = if may_use_transactional_id {
+        let resolved = if refusal.is_none() {
             resolve_topic(ctx, data, version)
         } else {
             Err(ResponseError::TransactionalIdAuthorizationFailed)
@@ -416,6 +429,7 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
                     transactional_id,
                     adds_partition,
                     acks,
+                    version,
                     faults: faults.as_ref(),
                 };
                 target.append_all(&data.partition_data, &mut waits)
@@ -423,7 +437,7 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
             (-1..=1, Err(error)) => data
                 .partition_data
                 .iter()
-                .map(|p| partition_error(p.index, error, None))
+                .map(|p| partition_error(p.index, error, refusal.clone().flatten()))
                 .collect(),
             _ => data
                 .partition_data
@@ -482,16 +496,36 @@ fn record_quota(ctx: &super::RequestContext, request: &ProduceRequest) -> i32 {
     throttle_ms
 }
 
-/// A transactional produce needs WRITE on its transactional id; without it every
-/// partition is refused (Kafka answers the whole request with the error).
+/// A request carrying transactional batches needs a transactional id, and WRITE on it;
+/// without either every partition is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+/// as Kafka's `handleProduceRequest` answers the whole request. A transactional batch with
+/// no transactional id would open a transaction no coordinator owns: nothing would ever
+/// end it, and read_committed consumers would stop at it for good.
 fn may_use_transactional_id(ctx: &super::RequestContext, request: &ProduceRequest) -> bool {
-    request.transactional_id.as_ref().is_none_or(|id| {
+    if !has_transactional_records(request) {
+        return true;
+    }
+    request.transactional_id.as_ref().is_some_and(|id| {
         ctx.authorize(
             AclOperation::Write,
             ResourceType::TransactionalId,
             id.as_str(),
         )
     })
+}
+
+/// Whether any batch of the request is transactional (Kafka's
+/// `ProduceRequest.hasTransactionalRecords`); reads batch headers only.
+fn has_transactional_records(request: &ProduceRequest) -> bool {
+    request
+        .topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .filter_map(|p| p.records.as_ref())
+        .any(|records| {
+            logbook_storage::record_batch::iter_headers(records)
+                .any(|(_, header)| header.is_transactional())
+        })
 }
 
 /// acks=0 gets no answer: Kafka closes the connection of a failed acks=0 request, so the
@@ -511,6 +545,8 @@ struct TopicAppend<'a> {
     transactional_id: Option<&'a str>,
     adds_partition: bool,
     acks: i16,
+    /// The request's version.
+    version: i16,
     /// The fault injector and this request's scope, when faults are armed.
     faults: Option<&'a (
         &'a crate::fault_injector::FaultInjector,
@@ -541,6 +577,7 @@ impl TopicAppend<'_> {
                     .map(|transactional_id| TxnVerification {
                         transactional_id,
                         adds_partition: self.adds_partition,
+                        abortable: self.version >= TRANSACTION_ABORTABLE_VERSION,
                     });
                 let (response, pending) =
                     append_partition(self.broker, self.topic, p, verification.as_ref(), self.acks);

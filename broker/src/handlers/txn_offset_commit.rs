@@ -238,7 +238,7 @@ fn verify_transaction(
         )
         .map_err(|e| {
             tracing::debug!(group = group_id, transactional_id = %request.transactional_id.as_str(), error = %e, "transactional offset commit not verified");
-            match errors::produce_verification_error(&e) {
+            match errors::produce_verification_error(&e, false) {
                 ResponseError::NotEnoughReplicas => ResponseError::CoordinatorNotAvailable,
                 other => other,
             }

@@ -18,6 +18,7 @@ use crate::wire::{self, connect};
 const CORRUPT_MESSAGE: i16 = 2;
 const INVALID_TIMESTAMP: i16 = 32;
 const INVALID_RECORD: i16 = 87;
+const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 
 const ATTR_GZIP: i16 = 1;
 const ATTR_TRANSACTIONAL: i16 = 0x10;
@@ -193,6 +194,9 @@ fn poison_batches_are_refused_and_consumers_read_only_valid_records() {
             ),
             CORRUPT_MESSAGE,
         ),
+        // A transactional batch (a control batch is one) in a request without a
+        // transactional id is refused before it is validated, as Kafka's
+        // `handleProduceRequest` refuses it.
         (
             "control batch from a client",
             batch(
@@ -204,7 +208,7 @@ fn poison_batches_are_refused_and_consumers_read_only_valid_records() {
                 },
                 &good_records("x"),
             ),
-            INVALID_RECORD,
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         ),
         (
             "transactional batch without a producer id",
@@ -215,7 +219,7 @@ fn poison_batches_are_refused_and_consumers_read_only_valid_records() {
                 },
                 &good_records("y"),
             ),
-            INVALID_RECORD,
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
         ),
         (
             "idempotent batch without a sequence",

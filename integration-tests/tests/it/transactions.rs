@@ -14,6 +14,7 @@
 mod late_offset_commit;
 mod list_transactions;
 mod marker_recovery;
+mod produce_checks;
 mod transactional_id_expiry;
 mod txn_requests;
 
