@@ -256,12 +256,7 @@ pub fn validate(
         batches.push(validated);
     }
     if !recompressed.is_empty() {
-        return Ok(rebuild_in_target_codec(
-            &bytes,
-            batches,
-            recompressed,
-            config,
-        )?);
+        return rebuild_in_target_codec(&bytes, batches, recompressed, config);
     }
     // Kafka's setMaxTimestamp: rewrite (and re-checksum) only a batch whose stored
     // timestamp type or max timestamp differs from the validated one.
