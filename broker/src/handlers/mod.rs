@@ -329,7 +329,7 @@ pub static APIS: &[Api] = &[
     api!(DescribeConfigs, describe_configs, now),
     api!(DeleteGroups, delete_groups, now),
     api!(CreatePartitions, create_partitions, now),
-    api!(OffsetDelete, offset_delete, now),
+    api!(OffsetDelete, offset_delete, later),
     api!(DeleteRecords, delete_records, later),
     api!(DescribeLogDirs, describe_log_dirs, now),
     api!(ElectLeaders, elect_leaders, now),

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use super::classic_group::GroupState;
-use super::{now_ms, persistence, CoordinatorResult, GroupCoordinator, GroupError};
+use super::{now_ms, persistence, CommitResult, CoordinatorResult, GroupCoordinator, GroupError};
 
 /// One group as ListGroups shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,7 +152,9 @@ impl GroupCoordinator {
     }
 
     /// OffsetDelete: removes committed offsets, except of topics a member subscribes to.
-    /// Returns one result per requested (topic, partition).
+    /// Returns one result per requested (topic, partition), and the tombstones' append to
+    /// wait for: the deletion shows in OffsetFetch once it is committed (OffsetFetch reads
+    /// as of the high watermark), so the answer must wait for it too, as Kafka's does.
     ///
     /// # Errors
     /// GROUP_ID_NOT_FOUND; NON_EMPTY_GROUP for a non-consumer group with members.
@@ -160,7 +162,7 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         partitions: &[(String, i32)],
-    ) -> Result<Vec<Option<GroupError>>, GroupError> {
+    ) -> Result<CommitResult, GroupError> {
         let group = self.lookup(group_id)?.ok_or(GroupError::GroupIdNotFound)?;
         let mut g = group.lock();
         let subscribed = match g.state {
@@ -195,6 +197,10 @@ impl GroupCoordinator {
             records,
             response: results,
         };
-        Ok(self.write(&mut g, None, result)?.response)
+        let written = self.write(&mut g, None, result)?;
+        Ok(CommitResult {
+            errors: written.response,
+            durable: written.committable,
+        })
     }
 }
