@@ -103,6 +103,14 @@ pub struct Config {
         default_value_t = 86_400_000
     )]
     pub producer_id_expiration_ms: i64,
+    /// How often producers silent for `producer.id.expiration.ms` are looked for
+    /// (`producer.id.expiration.check.interval.ms`).
+    #[arg(
+        long,
+        env = "LOGBOOK_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS",
+        default_value_t = 600_000
+    )]
+    pub producer_id_expiration_check_interval_ms: u64,
     /// How often retention is applied.
     #[arg(
         long,

@@ -218,6 +218,7 @@ async fn serve(
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     tracker.spawn(retention_loop(Arc::clone(broker), shutdown.clone()));
+    tracker.spawn(producer_expiry_loop(Arc::clone(broker), shutdown.clone()));
     accept_connections(broker, listeners, &shutdown, &tracker).await;
     tracing::info!("shutting down");
     if let Some(metrics) = metrics {
@@ -1219,8 +1220,8 @@ async fn shutdown_signal() {
 /// `log.initial.task.delay.ms`, 30 s).
 const RETENTION_INITIAL_DELAY: Duration = Duration::from_secs(30);
 
-/// Has the replica manager apply `retention.ms` / `retention.bytes` and producer-id expiry
-/// to every partition periodically: first after 30 s as Kafka's `LogManager` (sooner when
+/// Has the replica manager apply `retention.ms` / `retention.bytes` to every partition
+/// periodically: first after 30 s as Kafka's `LogManager` (sooner when
 /// the check interval is shorter), then every `log.retention.check.interval.ms`. Waiting a
 /// whole interval (5 minutes by default) left expired data readable for minutes after a
 /// restart where Kafka had deleted it.
@@ -1234,14 +1235,38 @@ async fn retention_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
             _ = ticker.tick() => {}
         }
         let now = logbook_common::now_ms();
-        let expiration_ms = broker.config.producer_id_expiration_ms;
         // On the blocking pool: checkpoint fsyncs and file deletions must not stall an
         // async worker (block_in_place would, and would take its other tasks with it).
         let replicas = Arc::clone(&broker.replicas);
-        let check =
-            tokio::task::spawn_blocking(move || replicas.apply_retention(now, expiration_ms));
+        let check = tokio::task::spawn_blocking(move || replicas.apply_retention(now));
         if let Err(e) = check.await {
             tracing::error!(error = %e, "retention check panicked");
+        }
+    }
+}
+
+/// Forgets idempotent producers silent for `producer.id.expiration.ms`, every
+/// `producer.id.expiration.check.interval.ms` (first after one interval), as Kafka's
+/// `PeriodicProducerExpirationCheck`: a retry after that is no longer deduplicated.
+async fn producer_expiry_loop(broker: Arc<Broker>, shutdown: CancellationToken) {
+    let period = Duration::from_millis(
+        broker
+            .config
+            .producer_id_expiration_check_interval_ms
+            .max(1),
+    );
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        let expired = broker.replicas.expire_producers(
+            logbook_common::now_ms(),
+            broker.config.producer_id_expiration_ms,
+        );
+        if expired > 0 {
+            tracing::info!(producers = expired, "expired idle producer ids");
         }
     }
 }

@@ -721,23 +721,17 @@ impl Partition {
 
     /// Applies `retention.ms` / `retention.bytes` and the log start as of `now_ms`, never
     /// past the high watermark (Kafka's `deleteOldSegments`; an idle partition whose data
-    /// all expired rolls a new empty segment and loses the rest), and forgets idempotent
-    /// producers silent for `producer_id_expiration_ms`; returns the segments removed.
-    /// Blocking (the log-start checkpoint's fsyncs, file deletions): call off the async
+    /// all expired rolls a new empty segment and loses the rest); returns the segments
+    /// removed. Blocking (the log-start checkpoint's fsyncs, file deletions): call off the async
     /// workers. The log lock is held only to pick the segments, never for the I/O.
     ///
     /// # Errors
     /// Storage errors; the partition being closed.
-    pub fn apply_retention(
-        &self,
-        now_ms: i64,
-        producer_id_expiration_ms: i64,
-    ) -> Result<usize, Error> {
+    pub fn apply_retention(&self, now_ms: i64) -> Result<usize, Error> {
         // Serialises log-start checkpoints with each other and with close.
         let _syncing = self.sync_lock.lock();
         let high_watermark = self.high_watermark();
         let (deletion, roll_work) = self.with_log(|log| {
-            log.remove_expired_producers(now_ms, producer_id_expiration_ms);
             let deletion = log.take_retention_deletion(now_ms, high_watermark)?;
             Ok((deletion, log.has_roll_work()))
         })?;
@@ -751,6 +745,19 @@ impl Partition {
         let count = deletion.segment_count();
         deletion.run()?;
         Ok(count)
+    }
+
+    /// Forgets idempotent producers silent for `producer_id_expiration_ms` (Kafka's
+    /// `PeriodicProducerExpirationCheck`); returns how many.
+    ///
+    /// # Errors
+    /// The partition being closed.
+    pub fn expire_producers(
+        &self,
+        now_ms: i64,
+        producer_id_expiration_ms: i64,
+    ) -> Result<usize, Error> {
+        self.with_log(|log| Ok(log.remove_expired_producers(now_ms, producer_id_expiration_ms)))
     }
 
     /// Raises the log start to `offset` (DeleteRecords; [`DELETE_TO_HIGH_WATERMARK`] means

@@ -792,12 +792,21 @@ impl ReplicaManager {
         }
     }
 
-    /// Applies retention to every hosted partition and forgets idempotent producers
-    /// silent for `producer_id_expiration_ms`. Blocking: run it off the async workers.
-    pub fn apply_retention(&self, now_ms: i64, producer_id_expiration_ms: i64) {
+    /// Forgets, in every hosted partition, the idempotent producers silent for
+    /// `producer_id_expiration_ms`; returns how many.
+    pub fn expire_producers(&self, now_ms: i64, producer_id_expiration_ms: i64) -> usize {
+        let all: Vec<Arc<Partition>> = self.partitions.read().values().flatten().cloned().collect();
+        all.iter()
+            .filter_map(|p| p.expire_producers(now_ms, producer_id_expiration_ms).ok())
+            .sum()
+    }
+
+    /// Applies retention to every hosted partition. Blocking: run it off the async
+    /// workers.
+    pub fn apply_retention(&self, now_ms: i64) {
         let all: Vec<Arc<Partition>> = self.partitions.read().values().flatten().cloned().collect();
         for partition in all {
-            match partition.apply_retention(now_ms, producer_id_expiration_ms) {
+            match partition.apply_retention(now_ms) {
                 Ok(0) => {}
                 Ok(n) => {
                     tracing::info!(partition = %partition.topic_partition(), segments = n, "retention removed segments");

@@ -550,6 +550,14 @@ pub static SETTINGS: &[Setting] = &[
         3
     ),
     numeric!(
+        "producer.id.expiration.check.interval.ms",
+        producer_id_expiration_check_interval_ms,
+        u64,
+        1,
+        "an integer >= 1",
+        3
+    ),
+    numeric!(
         "transaction.abort.timed.out.transaction.cleanup.interval.ms",
         transaction_abort_timed_out_transaction_cleanup_interval_ms,
         u64,

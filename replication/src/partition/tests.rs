@@ -188,11 +188,11 @@ async fn log_start_moves_only_below_the_high_watermark() {
     })
     .expect("config");
     let now = 1_000_000;
-    assert_eq!(p.apply_retention(now, i64::MAX).expect("retention"), 0);
+    assert_eq!(p.apply_retention(now).expect("retention"), 0);
     assert_eq!(p.offsets().expect("offsets").log_start_offset, Offset(3));
     p.append(&batch()).expect("append");
     p.wait_durable(Offset(5), timeout).await.expect("durable");
-    assert_eq!(p.apply_retention(now, i64::MAX).expect("retention"), 1);
+    assert_eq!(p.apply_retention(now).expect("retention"), 1);
     let offsets = p.offsets().expect("offsets");
     assert_eq!(
         (offsets.log_start_offset, offsets.log_end_offset),

@@ -107,7 +107,8 @@ async fn transactional_produce_needs_the_partition_in_the_transaction() {
 
 // Transaction protocol v2 (KIP-890 part 2): a transactional Produce v12 adds its partition
 // to the transaction itself (no AddPartitionsToTxn), and the batch is appended; at v11 (the
-// highest version a v1-flow Kafka client sends) the partition is only verified.
+// highest version a v1-flow Kafka client sends) the partition is only verified, and one not
+// in the transaction is TRANSACTION_ABORTABLE (INVALID_TXN_STATE below v11).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produce_v12_adds_the_partition_to_the_transaction() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -119,8 +120,12 @@ async fn produce_v12_adds_the_partition_to_the_transaction() {
         .await
         .expect("init");
     assert_eq!(
-        produce_at(&broker, txn_batch(pid, epoch, 2), 11).await,
+        produce_at(&broker, txn_batch(pid, epoch, 2), 10).await,
         (kafka_protocol::ResponseError::InvalidTxnState.code(), -1)
+    );
+    assert_eq!(
+        produce_at(&broker, txn_batch(pid, epoch, 2), 11).await,
+        (kafka_protocol::ResponseError::TransactionAbortable.code(), -1)
     );
     assert_eq!(
         produce_at(&broker, txn_batch(pid, epoch, 2), 12).await,

@@ -3,7 +3,8 @@
 //! a transactional id the whole request is refused, as Kafka's `handleProduceRequest`
 //! does, so no transaction opens that no coordinator would ever end; for a partition not
 //! added to the transaction, INVALID_TXN_STATE up to v10 and TRANSACTION_ABORTABLE from
-//! v11 (KIP-890), which a client can abort and go on from.
+//! v11 (KIP-890), which a client can abort and go on from. And when an idempotent
+//! producer's state expires.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -63,9 +64,14 @@ fn init_producer_id(addr: SocketAddr, transactional_id: Option<&str>) -> (i64, i
 /// One uncompressed transactional batch of `count` records from `producer`, sequences
 /// from 0.
 fn transactional_batch(producer: (i64, i16), count: i32) -> Bytes {
+    producer_batch(producer, count, true)
+}
+
+/// One uncompressed batch of `count` records from `producer`, sequences from 0.
+fn producer_batch(producer: (i64, i16), count: i32, transactional: bool) -> Bytes {
     let records: Vec<Record> = (0..count)
         .map(|i| Record {
-            transactional: true,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: 0,
@@ -195,5 +201,40 @@ fn transactional_batches_without_a_transaction_are_refused() {
         last_stable_offset(addr, "txn-unadded"),
         0,
         "nothing was appended"
+    );
+}
+
+#[test]
+fn idle_producer_ids_expire_at_the_check_interval() {
+    // Proves: `producer.id.expiration.check.interval.ms` is a broker setting (a Kafka
+    // `server.properties` with it starts) and sets how often producers silent for
+    // `producer.id.expiration.ms` are forgotten: a retry of the first batch is
+    // deduplicated (offset 0 again) until then, and appended anew after it, as Kafka does.
+    // Before, expiry ran with the retention pass (every 5 minutes, first after 30 s).
+    let broker = Broker::start_with(&[
+        "--producer-id-expiration-ms",
+        "1500",
+        "--override",
+        "producer.id.expiration.check.interval.ms=250",
+    ]);
+    let addr = broker.addr();
+    create_topic(&broker.bootstrap(), "pid-expiry", 1, &[]);
+    let producer = init_producer_id(addr, None);
+    let batch = producer_batch(producer, 2, false);
+    assert_eq!(
+        produce(addr, 9, None, "pid-expiry", batch.clone()),
+        (NONE, 0),
+        "first send"
+    );
+    assert_eq!(
+        produce(addr, 9, None, "pid-expiry", batch.clone()),
+        (NONE, 0),
+        "a retry is deduplicated"
+    );
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert_eq!(
+        produce(addr, 9, None, "pid-expiry", batch),
+        (NONE, 2),
+        "after expiry the same batch is new"
     );
 }
