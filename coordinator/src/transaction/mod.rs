@@ -1281,7 +1281,8 @@ impl TransactionCoordinator {
     }
 
     /// ListTransactions: every id of every loaded shard, filtered by state names, producer
-    /// ids and (v1) a minimum running time (`duration_filter_ms`, -1 for none).
+    /// ids and (v1) a minimum time since its transaction started (`duration_filter_ms`, -1
+    /// for none).
     #[must_use]
     pub fn list(
         &self,
@@ -1300,10 +1301,10 @@ impl TransactionCoordinator {
             .filter(|m| m.state != TransactionState::Dead)
             .filter(|m| states.is_empty() || states.iter().any(|s| s == m.state.name()))
             .filter(|m| producer_ids.is_empty() || producer_ids.contains(&m.producer_id))
+            // Any state, as Kafka's `listTransactionStates`: a finished transaction keeps
+            // its start time, an id that never began one has -1 and always passes.
             .filter(|m| {
-                duration_filter_ms < 0
-                    || (m.state == TransactionState::Ongoing
-                        && now.saturating_sub(m.start_ms) > duration_filter_ms)
+                duration_filter_ms < 0 || now.saturating_sub(m.start_ms) > duration_filter_ms
             })
             .collect();
         out.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));

@@ -125,7 +125,10 @@ async fn produce_v12_adds_the_partition_to_the_transaction() {
     );
     assert_eq!(
         produce_at(&broker, txn_batch(pid, epoch, 2), 11).await,
-        (kafka_protocol::ResponseError::TransactionAbortable.code(), -1)
+        (
+            kafka_protocol::ResponseError::TransactionAbortable.code(),
+            -1
+        )
     );
     assert_eq!(
         produce_at(&broker, txn_batch(pid, epoch, 2), 12).await,

@@ -5,7 +5,7 @@
 use integration_tests::Broker;
 use rdkafka::producer::Producer;
 
-use super::txn_requests::{describe, list, list_at, Listed, Listing};
+use super::txn_requests::{describe, list, list_at, list_older_than, Listed, Listing};
 use super::{records, send_in_txn, transactional, SMALL_INTERNAL_TOPICS};
 use crate::common::{create_topic, now_ms, CLIENT_TIMEOUT};
 
@@ -125,6 +125,20 @@ fn list_transactions_filters_by_state_and_producer_id() {
         list(addr, &["Bogus"], &[]),
         listing(&[], &["Bogus"]),
         "only an unknown state"
+    );
+    // The duration filter keeps, in any state, the ids whose last transaction started
+    // longer ago than it, as Kafka's `listTransactionStates`; an id that never began one
+    // has start time -1, so Kafka keeps it under any filter.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(
+        list_older_than(addr, 10),
+        listing(&all, &[]),
+        "every transaction started over 10 ms ago"
+    );
+    assert_eq!(
+        list_older_than(addr, 3_600_000),
+        listing(&[all[3]], &[]),
+        "none started an hour ago; the id with no transaction stays"
     );
 }
 

@@ -58,7 +58,18 @@ pub fn list_at(
         .with_producer_id_filters(producer_ids.iter().map(|p| ProducerId(*p)).collect())
         .with_duration_filter(-1)
         .with_transactional_id_pattern(pattern.map(|p| StrBytes::from_string(p.to_owned())));
-    let response = round_trip(&mut connect(addr), version, 1, &request);
+    listing_of(addr, version, &request)
+}
+
+/// ListTransactions v1 of the transactions that started more than `duration_ms` ago.
+pub fn list_older_than(addr: SocketAddr, duration_ms: i64) -> Listing {
+    let request = ListTransactionsRequest::default().with_duration_filter(duration_ms);
+    listing_of(addr, 1, &request)
+}
+
+/// Sends `request` at `version`; asserts the answer's error code is 0.
+fn listing_of(addr: SocketAddr, version: i16, request: &ListTransactionsRequest) -> Listing {
+    let response = round_trip(&mut connect(addr), version, 1, request);
     assert_eq!(response.error_code, 0, "ListTransactions error code");
     let mut transactions: Vec<Listed> = response
         .transaction_states
