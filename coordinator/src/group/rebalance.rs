@@ -104,13 +104,16 @@ impl GroupCoordinator {
         req: JoinRequest,
         tx: oneshot::Sender<JoinResult>,
     ) {
-        // The client id part is cut so the member id fits an int16-length string.
-        let client_part: String = req
-            .client_id
+        // A static member's id starts with its instance id, another's with its client id
+        // (Kafka's `generateMemberId`), cut so the member id fits an int16-length string.
+        let prefix: String = req
+            .group_instance_id
+            .as_deref()
+            .unwrap_or(&req.client_id)
             .chars()
             .take(persistence::STRING_BYTES_MAX / 8)
             .collect();
-        let member_id = format!("{client_part}-{}", uuid::Uuid::new_v4());
+        let member_id = format!("{prefix}-{}", uuid::Uuid::new_v4());
         if let Some(instance) = req.group_instance_id.clone() {
             if let Some(old_member_id) = g.static_members.get(&instance).cloned() {
                 self.replace_static_member(g, req, &old_member_id, member_id, tx);

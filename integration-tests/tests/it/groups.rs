@@ -417,7 +417,7 @@ fn generation_of(broker: &Broker, group: &str, member_id: &str) -> i32 {
 fn static_member_restart_does_not_rebalance() {
     // Proves: a static member (group.instance.id) that restarts within its session timeout
     // gets its previous assignment back with the generation unchanged, and the other member
-    // sees no rebalance at all.
+    // sees no rebalance at all; its member id starts with its instance id.
     let broker = Broker::start_with(FAST_GROUPS);
     let bootstrap = broker.bootstrap();
     common::create_topic(&bootstrap, "static", 4, &[]);
@@ -437,6 +437,10 @@ fn static_member_restart_does_not_rebalance() {
             .expect("static member listed")
     };
     let s2_id = member_of(&described, "s2");
+    assert!(
+        s2_id.starts_with("s2-"),
+        "a static member's id starts with its instance id, as Kafka's: {s2_id}"
+    );
     let generation = generation_of(&broker, "static-g", &s2_id);
     let s2_events = s2.context().events().len();
 
