@@ -93,6 +93,11 @@ fn partitions_and_factor(broker: &Broker, t: &CreatableTopic) -> Result<(i32, i1
             "partitions must be numbered 0..n".into(),
         ));
     }
+    if t.assignments.iter().any(|a| a.broker_ids.is_empty()) {
+        return Err(TopicError::InvalidReplicaAssignment(
+            "The manual partition assignment includes an empty replica list.".into(),
+        ));
+    }
     let factor = t.assignments[0].broker_ids.len();
     for a in &t.assignments {
         if a.broker_ids.len() != factor {

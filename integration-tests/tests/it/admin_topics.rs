@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use integration_tests::Broker;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
+use kafka_protocol::messages::{BrokerId, CreateTopicsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::admin::{NewTopic, TopicReplication};
 use rdkafka::error::RDKafkaErrorCode;
@@ -272,6 +272,46 @@ fn create_topics_error_messages_read_as_kafka_writes_them() {
         .map(|(name, code, message)| ((*name).to_owned(), *code, Some(message.clone())))
         .collect();
     assert_eq!(answers, expected);
+}
+
+#[test]
+fn an_empty_replica_list_is_an_invalid_replica_assignment() {
+    // Proves: a manual assignment giving a partition no replicas is refused with
+    // INVALID_REPLICA_ASSIGNMENT (39) and Kafka's reason, and nothing is created (it was
+    // refused as an invalid replication factor, 38, which Java reports as
+    // InvalidReplicationFactorException).
+    let broker = Broker::start();
+    let assignment = |partition: i32, brokers: Vec<i32>| {
+        CreatableReplicaAssignment::default()
+            .with_partition_index(partition)
+            .with_broker_ids(brokers.into_iter().map(BrokerId).collect())
+    };
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("no-replicas")))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+            .with_assignments(vec![
+                assignment(0, vec![1]),
+                assignment(1, vec![]),
+            ])]);
+    let response = wire::round_trip(&mut wire::connect(broker.addr()), 7, 1, &request);
+    let topic = &response.topics[0];
+    assert_eq!(topic.error_code, 39, "INVALID_REPLICA_ASSIGNMENT");
+    let message = topic.error_message.as_ref().map(|m| m.as_str().to_owned());
+    assert!(
+        message.as_deref().is_some_and(
+            |m| m.ends_with("The manual partition assignment includes an empty replica list.")
+        ),
+        "{message:?}"
+    );
+    assert!(
+        !list_topics(&broker.bootstrap())
+            .iter()
+            .any(|(name, _)| name == "no-replicas"),
+        "nothing created"
+    );
 }
 
 #[test]
