@@ -12,9 +12,11 @@
 //!
 //! Transactional batches (KIP-890 part 1, Kafka's `transaction.partition.verification.enable`,
 //! on by default): before the append, the transaction coordinator must hold the partition in
-//! the producer's ongoing transaction, else INVALID_TXN_STATE, so a hanging transaction
-//! cannot start from a late write. The check is one branch on the first batch's
-//! transactional bit, so plain produce is unchanged.
+//! the producer's ongoing transaction, else INVALID_TXN_STATE (TRANSACTION_ABORTABLE from
+//! v11), so a hanging transaction cannot start from a late write. The check is one branch
+//! on the first batch's transactional bit, so plain produce is unchanged. Transactional
+//! batches in a request without a transactional id are refused outright
+//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED): no coordinator could ever end their transaction.
 //!
 //! Transaction protocol v2 (KIP-890 part 2): a client that uses it sends Produce v12+ (Kafka's
 //! clients cap transactional produce at v11 in the v1 flow) and never sends
