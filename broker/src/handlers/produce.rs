@@ -409,14 +409,11 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
     let may_use_transactional_id = may_use_transactional_id(ctx, &request);
     let transactional_id = request.transactional_id.as_ref().map(|t| t.0.as_str());
     let faults = crate::fault_injector::for_request(ctx);
-    let refusal = (!may_use_transactional_id).then(|| {
-        request
-            .transactional_id
-            .is_none()
-            .then(|| "transactional records without a transactional id".to_owned())
-    });
+    // Why every partition is refused when the reason is not the ACL.
+    let no_transactional_id = (!may_use_transactional_id && request.transactional_id.is_none())
+        .then(|| "transactional records without a transactional id".to_owned());
     for (topic_index, data) in request.topic_data.iter().enumerate() {
-        let resolved = if refusal.is_none() {
+        let resolved = if may_use_transactional_id {
             resolve_topic(ctx, data, version)
         } else {
             Err(ResponseError::TransactionalIdAuthorizationFailed)
@@ -439,7 +436,7 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
             (-1..=1, Err(error)) => data
                 .partition_data
                 .iter()
-                .map(|p| partition_error(p.index, error, refusal.clone().flatten()))
+                .map(|p| partition_error(p.index, error, no_transactional_id.clone()))
                 .collect(),
             _ => data
                 .partition_data
