@@ -1139,26 +1139,37 @@ fn offsets_are_gone_once_offset_delete_answers() {
     let broker = Broker::start_with(FAST_GROUPS);
     common::create_topic(&broker.bootstrap(), "del-race", 1, &[]);
     let mut stream = raw(&broker);
+    let deadline = Instant::now() + Duration::from_secs(30);
     for round in 0..40_i64 {
-        let commit = wire::round_trip(
-            &mut stream,
-            8,
-            1,
-            &OffsetCommitRequest::default()
-                .with_group_id(group_id("del-race"))
-                .with_generation_id_or_member_epoch(-1)
-                .with_topics(vec![
-                    offset_commit_request::OffsetCommitRequestTopic::default()
-                        .with_name(topic_name("del-race"))
-                        .with_partitions(vec![
-                            offset_commit_request::OffsetCommitRequestPartition::default()
-                                .with_partition_index(0)
-                                .with_committed_offset(round + 1),
-                        ]),
-                ]),
-        );
+        let mut commit = || {
+            wire::round_trip(
+                &mut stream,
+                8,
+                1,
+                &OffsetCommitRequest::default()
+                    .with_group_id(group_id("del-race"))
+                    .with_generation_id_or_member_epoch(-1)
+                    .with_topics(vec![
+                        offset_commit_request::OffsetCommitRequestTopic::default()
+                            .with_name(topic_name("del-race"))
+                            .with_partitions(vec![
+                                offset_commit_request::OffsetCommitRequestPartition::default()
+                                    .with_partition_index(0)
+                                    .with_committed_offset(round + 1),
+                            ]),
+                    ]),
+            )
+        };
+        // The coordinator may still be loading its partition at first, as clients retry.
+        let mut committed = commit();
+        while matches!(committed.topics[0].partitions[0].error_code, 14..=16)
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(100));
+            committed = commit();
+        }
         assert_eq!(
-            commit.topics[0].partitions[0].error_code, 0,
+            committed.topics[0].partitions[0].error_code, 0,
             "round {round}: commit"
         );
         let deleted = wire::round_trip(

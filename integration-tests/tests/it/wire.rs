@@ -164,9 +164,7 @@ fn is_timeout(e: &std::io::Error) -> bool {
 /// timestamps `first_timestamp`, `first_timestamp + 1`, …: what a raw-socket test produces
 /// when it needs well-formed records rather than hand-made bytes.
 pub fn record_batch(records: &[(Option<Bytes>, Option<Bytes>)], first_timestamp: i64) -> Bytes {
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
+    use kafka_protocol::records::{Record, TimestampType};
     let records: Vec<Record> = records
         .iter()
         .zip(0_i32..)
@@ -188,10 +186,16 @@ pub fn record_batch(records: &[(Option<Bytes>, Option<Bytes>)], first_timestamp:
             headers: Default::default(),
         })
         .collect();
+    encode_uncompressed(&records)
+}
+
+/// `records` encoded as uncompressed v2 batches (one per run of `offset - sequence`).
+pub fn encode_uncompressed(records: &[kafka_protocol::records::Record]) -> Bytes {
+    use kafka_protocol::records::{Compression, RecordBatchEncoder, RecordEncodeOptions};
     let mut buf = BytesMut::new();
     RecordBatchEncoder::encode(
         &mut buf,
-        &records,
+        records,
         &RecordEncodeOptions {
             version: 2,
             compression: Compression::None,

@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use integration_tests::Broker;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -18,13 +18,11 @@ use kafka_protocol::messages::{
     TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Record, TimestampType};
 
 use super::SMALL_INTERNAL_TOPICS;
 use crate::common::{create_topic, now_ms};
-use crate::wire::{connect, record_batch, round_trip};
+use crate::wire::{connect, encode_uncompressed, record_batch, round_trip};
 
 const NONE: i16 = 0;
 const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
@@ -86,17 +84,7 @@ fn producer_batch(producer: (i64, i16), count: i32, transactional: bool) -> Byte
             headers: Default::default(),
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("encode batch");
-    buf.freeze()
+    encode_uncompressed(&records)
 }
 
 /// Produce (acks=all) of `records` to partition 0 of `topic`: `(error code, base offset)`.
