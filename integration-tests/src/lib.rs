@@ -321,48 +321,82 @@ pub fn free_ports<const N: usize>() -> [u16; N] {
     listeners.map(|l| l.local_addr().expect("local address").port())
 }
 
-/// Path of the `logbook` binary, built once per test process.
+/// Path of the `logbook` binary, built once per test process (`LOGBOOK_BIN` overrides it).
 pub fn broker_binary() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        if let Ok(path) = std::env::var("LOGBOOK_BIN") {
-            return PathBuf::from(path);
-        }
-        let target_dir = target_dir();
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("integration-tests lives inside the workspace")
-            .to_path_buf();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        // Built with the same feature unification as `cargo test --release
-        // --workspace` (dev-dependencies of every member active), so every
-        // dependency artifact that command just built is reused and only the
-        // binary is linked (seconds, not the minutes a `-p logbook-broker` build
-        // with its own feature set takes). If another member's tests do not
-        // compile, fall back to building the broker package alone.
-        let build = |args: &[&str]| {
-            Command::new(&cargo)
-                .current_dir(&workspace)
-                .env("CARGO_TARGET_DIR", &target_dir)
-                .args(args)
-                .status()
-                .expect("run cargo build for the broker")
-                .success()
-        };
-        let built = build(&["build", "--release", "--workspace", "--tests", "--bins"])
-            || build(&[
-                "build",
-                "--release",
-                "-p",
-                "logbook-broker",
-                "--bin",
-                "logbook",
-            ]);
-        assert!(built, "cargo build of the broker failed");
-        let binary = target_dir.join("release").join("logbook");
-        assert!(binary.is_file(), "{} missing after build", binary.display());
-        binary
+    BINARY.get_or_init(|| match std::env::var("LOGBOOK_BIN") {
+        Ok(path) => PathBuf::from(path),
+        Err(_) => workspace_binary("logbook-broker", "logbook"),
     })
+}
+
+/// Path of the binary `bin` of workspace member `package`, in this test's target
+/// directory, after building every workspace binary once per test process.
+///
+/// The build has the same feature unification as `cargo test --release --workspace`
+/// (dev-dependencies of every member active), so every artifact that command just built
+/// is reused and only binaries are linked: seconds, not the minutes a `-p` build with
+/// its own feature set takes (the fuzzer's `-p logbook-wire-fuzz` build recompiled
+/// kafka-protocol, zstd and clap for 1.5 minutes in CI). If another member's tests do
+/// not compile, `bin` is built from its package alone.
+pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
+    static WORKSPACE_BUILT: OnceLock<bool> = OnceLock::new();
+    let target_dir = target_dir();
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("integration-tests lives inside the workspace")
+        .to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let build = |args: &[&str]| {
+        let mut command = Command::new(&cargo);
+        without_cargo_test_env(&mut command);
+        command
+            .current_dir(&workspace)
+            .env("CARGO_TARGET_DIR", &target_dir)
+            .args(args)
+            .status()
+            .expect("run cargo build")
+            .success()
+    };
+    let built = *WORKSPACE_BUILT
+        .get_or_init(|| build(&["build", "--release", "--workspace", "--tests", "--bins"]))
+        || build(&["build", "--release", "-p", package, "--bin", bin]);
+    assert!(built, "cargo build of {package}'s {bin} failed");
+    let binary = target_dir.join("release").join(bin);
+    assert!(binary.is_file(), "{} missing after build", binary.display());
+    binary
+}
+
+/// Removes from `command`'s environment what `cargo test` sets for the test process
+/// it runs (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, …). A nested cargo must not see them:
+/// build scripts that read them through `rerun-if-env-changed` (ring's reads
+/// `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME`) then count as dirty, and the nested build
+/// recompiles ring, rustls and every crate above them. In CI that was 13 minutes before
+/// the bench guard's first run, and the guard then measured a disk still writing the
+/// build's output back.
+fn without_cargo_test_env(command: &mut Command) {
+    const SET_BY_CARGO: [&str; 9] = [
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "OUT_DIR",
+        "DEBUG",
+        "OPT_LEVEL",
+        "PROFILE",
+    ];
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_MANIFEST_")
+            || name.starts_with("CARGO_BIN_EXE_")
+            || name.starts_with("CARGO_CFG_")
+            || SET_BY_CARGO.contains(&name)
+        {
+            command.env_remove(name);
+        }
+    }
 }
 
 /// The target directory this test binary was built into: `CARGO_TARGET_DIR` if

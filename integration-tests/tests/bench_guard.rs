@@ -18,13 +18,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use integration_tests::{broker_binary, target_dir};
+use integration_tests::{broker_binary, target_dir, workspace_binary};
 
 #[test]
 fn quick_bench_shows_no_gross_regression() {
     let broker = broker_binary();
-    let bench = target_dir().join("release").join("logbook-bench");
-    assert!(bench.is_file(), "{} missing after build", bench.display());
+    let bench = workspace_binary("logbook-bench", "logbook-bench");
     let baseline = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/baseline-quick.json");
     // Each run's output is kept in <target>/bench-guard-run<N>.log and its JSON line in
     // <target>/bench-guard-run<N>.json (a passing test's output is otherwise hidden).

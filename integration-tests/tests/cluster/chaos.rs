@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use integration_tests::{broker_binary, target_dir};
+use integration_tests::{broker_binary, workspace_binary};
 
 // Proves, for one random fault schedule (its seed is printed), that nothing acknowledged
 // is lost, duplicated, reordered or moved, that every input reaches the output exactly
@@ -16,12 +16,7 @@ use integration_tests::{broker_binary, target_dir};
 fn chaos_trial_loses_nothing_acknowledged_and_keeps_transactions_atomic() {
     let _serial = crate::serial();
     let broker = broker_binary();
-    let bench = target_dir().join("release").join("logbook-bench");
-    assert!(
-        bench.is_file(),
-        "{} missing (built with the broker)",
-        bench.display()
-    );
+    let bench = workspace_binary("logbook-bench", "logbook-bench");
     let json = tempfile::NamedTempFile::new().expect("temporary file");
     let output = Command::new(&bench)
         .args(["chaos", "--target", "logbook", "--trials", "1"])

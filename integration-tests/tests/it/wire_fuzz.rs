@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use integration_tests::{target_dir, Broker};
+use integration_tests::{workspace_binary, Broker};
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
 use crate::common::assert_round_trip;
@@ -24,21 +24,7 @@ fn fuzz_binary() -> &'static PathBuf {
         if let Ok(path) = std::env::var("LOGBOOK_WIRE_FUZZ_BIN") {
             return PathBuf::from(path);
         }
-        let target_dir = target_dir();
-        let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("integration-tests lives inside the workspace")
-            .to_path_buf();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let built = Command::new(cargo)
-            .current_dir(&workspace)
-            .env("CARGO_TARGET_DIR", &target_dir)
-            .args(["build", "--release", "-p", "logbook-wire-fuzz"])
-            .status()
-            .expect("run cargo build for the fuzzer")
-            .success();
-        assert!(built, "cargo build of logbook-wire-fuzz failed");
-        target_dir.join("release").join("logbook-wire-fuzz")
+        workspace_binary("logbook-wire-fuzz", "logbook-wire-fuzz")
     })
 }
 
