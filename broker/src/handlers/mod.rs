@@ -327,7 +327,7 @@ pub static APIS: &[Api] = &[
     api!(DescribeTransactions, describe_transactions, now),
     api!(ListTransactions, list_transactions, now),
     api!(DescribeConfigs, describe_configs, now),
-    api!(DeleteGroups, delete_groups, now),
+    api!(DeleteGroups, delete_groups, later),
     api!(CreatePartitions, create_partitions, now),
     api!(OffsetDelete, offset_delete, later),
     api!(DeleteRecords, delete_records, later),

@@ -3,6 +3,7 @@
 use bytes::Bytes;
 
 use super::classic_group::GroupState;
+use super::Committable;
 use super::{now_ms, persistence, CommitResult, CoordinatorResult, GroupCoordinator, GroupError};
 
 /// One group as ListGroups shows it.
@@ -118,11 +119,14 @@ impl GroupCoordinator {
     }
 
     /// DeleteGroups of one group: only an Empty group may go; its offsets and metadata are
-    /// removed with tombstones.
+    /// removed with tombstones. The group is gone from memory at once; the returned
+    /// append is what to wait for before answering, so that a deletion the client saw
+    /// succeed cannot come back after a crash (the tombstones are then durable), as
+    /// Kafka answers only once its records are committed.
     ///
     /// # Errors
     /// GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, or a storage failure.
-    pub fn delete_group(&self, group_id: &str) -> Result<(), GroupError> {
+    pub fn delete_group(&self, group_id: &str) -> Result<Option<Committable>, GroupError> {
         let group = self.lookup(group_id)?.ok_or(GroupError::GroupIdNotFound)?;
         let mut g = group.lock();
         match g.state {
@@ -143,12 +147,12 @@ impl GroupCoordinator {
             records,
             response: (),
         };
-        self.write(&mut g, None, result)?;
+        let written = self.write(&mut g, None, result)?;
         g.transition_to(GroupState::Dead, now_ms());
         drop(g);
         self.remove_group(group_id, &group);
         tracing::info!(group = group_id, "deleted group");
-        Ok(())
+        Ok(written.committable)
     }
 
     /// OffsetDelete: removes committed offsets, except of topics a member subscribes to.
