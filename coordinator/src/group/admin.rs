@@ -30,7 +30,7 @@ pub struct MemberDescription {
     pub client_host: String,
     /// Metadata for the selected protocol (Stable groups only, as Kafka).
     pub metadata: Bytes,
-    /// Assignment (Stable groups only).
+    /// Assignment: the member's current one, in every state (metadata is Stable-only).
     pub assignment: Bytes,
 }
 
@@ -108,11 +108,9 @@ impl GroupCoordinator {
                     } else {
                         Bytes::new()
                     },
-                    assignment: if stable {
-                        m.assignment.clone()
-                    } else {
-                        Bytes::new()
-                    },
+                    // Kafka's `describeNoMetadata`: outside Stable the member's last
+                    // assignment is still shown (empty once a rebalance reset it).
+                    assignment: m.assignment.clone(),
                 })
                 .collect(),
         })

@@ -983,6 +983,100 @@ fn leader_rejoining_during_completing_rebalance_gets_the_members() {
     );
 }
 
+#[test]
+fn describe_during_a_rebalance_shows_each_members_last_assignment() {
+    // Proves: DescribeGroups of a group in PreparingRebalance shows each member's last
+    // assignment (without metadata), as Kafka's `describeNoMetadata` does, so
+    // `kafka-consumer-groups --describe --members --verbose` still shows who owns what while
+    // a rebalance waits. Before, every member's assignment was empty outside Stable.
+    let broker = Broker::start_with(&["--group-initial-rebalance-delay-ms", "1500"]);
+    common::create_topic(&broker.bootstrap(), "desc-reb", 4, &[]);
+    let ((mut leader, joined), (mut follower, follower_joined)) =
+        two_members_join(&broker, "desc-reb-g", "desc-reb");
+    let sync = |member: &JoinGroupResponse, assignments| {
+        SyncGroupRequest::default()
+            .with_group_id(group_id("desc-reb-g"))
+            .with_generation_id(1)
+            .with_member_id(member.member_id.clone())
+            .with_assignments(assignments)
+    };
+    let assign = |member: &JoinGroupResponse, partitions: &[i32]| {
+        sync_group_request::SyncGroupRequestAssignment::default()
+            .with_member_id(member.member_id.clone())
+            .with_assignment(assignment_of("desc-reb", partitions))
+    };
+    let leader_synced = wire::round_trip(
+        &mut leader,
+        3,
+        4,
+        &sync(
+            &joined,
+            vec![assign(&joined, &[0, 1]), assign(&follower_joined, &[2, 3])],
+        ),
+    );
+    assert_eq!(leader_synced.error_code, 0);
+    let follower_synced = wire::round_trip(&mut follower, 3, 3, &sync(&follower_joined, vec![]));
+    assert_eq!(follower_synced.error_code, 0);
+    assert_eq!(
+        describe(&broker, "desc-reb-g", 5).group_state.as_str(),
+        "Stable"
+    );
+
+    // A third member's join starts a rebalance that waits for the two to rejoin.
+    let newcomer = std::thread::spawn({
+        let mut stream = raw(&broker);
+        move || {
+            let _ = join_with_member_id(&mut stream, "desc-reb-g", "desc-reb");
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let described = loop {
+        let described = describe(&broker, "desc-reb-g", 5);
+        if described.group_state.as_str() == "PreparingRebalance" {
+            break described;
+        }
+        assert!(Instant::now() < deadline, "no rebalance: {described:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(described.error_code, 0);
+    assert_eq!(
+        described.protocol_data.as_str(),
+        "",
+        "no protocol outside Stable"
+    );
+    let mut shown: Vec<(String, BTreeSet<i32>, usize)> = described
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.member_id.to_string(),
+                assigned(&m.member_assignment, "desc-reb"),
+                m.member_metadata.len(),
+            )
+        })
+        .collect();
+    shown.sort();
+    let newcomer_id = described
+        .members
+        .iter()
+        .map(|m| m.member_id.to_string())
+        .find(|id| *id != joined.member_id.as_str() && *id != follower_joined.member_id.as_str())
+        .expect("the newcomer is listed");
+    let mut expected = vec![
+        (joined.member_id.to_string(), BTreeSet::from([0, 1]), 0),
+        (
+            follower_joined.member_id.to_string(),
+            BTreeSet::from([2, 3]),
+            0,
+        ),
+        (newcomer_id, BTreeSet::new(), 0),
+    ];
+    expected.sort();
+    assert_eq!(shown, expected, "(member, last assignment, metadata bytes)");
+    drop((leader, follower));
+    let _ = newcomer.join();
+}
+
 /// An OffsetCommit of offset 7 to partition 0 of `topic` at `version`.
 fn commit_as(
     stream: &mut TcpStream,
