@@ -15,6 +15,9 @@ use kafka_protocol::ResponseError;
 /// Versions served.
 pub const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
+/// First version whose ProtocolType and ProtocolName must be present.
+const MANDATORY_PROTOCOL_VERSION: i16 = 5;
+
 /// Upper bound on a parked SyncGroup; the coordinator answers well before (the pending-sync
 /// timer is the group's rebalance timeout).
 const SYNC_WAIT_MAX: Duration = Duration::from_secs(10 * 60);
@@ -22,6 +25,15 @@ const SYNC_WAIT_MAX: Duration = Duration::from_secs(10 * 60);
 /// Hands the request to the coordinator and returns the future of its answer.
 pub fn handle(ctx: &super::RequestContext, request: SyncGroupRequest) -> ResponseFuture {
     let (broker, version) = (&ctx.broker, ctx.api_version);
+    // From v5 both fields are mandatory; Kafka refuses a request without them before it
+    // reaches the group (`areMandatoryProtocolTypeAndNamePresent`).
+    if version >= MANDATORY_PROTOCOL_VERSION
+        && (request.protocol_type.is_none() || request.protocol_name.is_none())
+    {
+        let response = SyncGroupResponse::default()
+            .with_error_code(ResponseError::InconsistentGroupProtocol.code());
+        return super::ready(ResponseKind::SyncGroup(response));
+    }
     if !ctx.authorize(AclOperation::Read, ResourceType::Group, &request.group_id) {
         let response = SyncGroupResponse::default()
             .with_error_code(ResponseError::GroupAuthorizationFailed.code());

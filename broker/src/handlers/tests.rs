@@ -286,6 +286,7 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
                 .with_member_id(StrBytes::from_static_str("m"));
             if version >= 5 {
                 r.with_protocol_type(Some(StrBytes::from_static_str("consumer")))
+                    .with_protocol_name(Some(StrBytes::from_static_str("range")))
             } else {
                 r
             }

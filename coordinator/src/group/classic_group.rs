@@ -264,16 +264,21 @@ impl ClassicGroup {
         self.leader_id.as_deref() == Some(member_id)
     }
 
-    /// True when `group_instance_id` names a static member whose current id is not `member_id`.
+    /// The error for a request naming `group_instance_id` with `member_id` (Kafka's
+    /// `ClassicGroup.validateMember`): an instance id the group does not know is
+    /// UNKNOWN_MEMBER_ID, one held by another member id FENCED_INSTANCE_ID; `None` when
+    /// no instance id is given or it belongs to `member_id`.
     #[must_use]
-    pub fn is_static_member_fenced(
+    pub fn static_member_error(
         &self,
         group_instance_id: Option<&str>,
         member_id: &str,
-    ) -> bool {
-        group_instance_id
-            .and_then(|id| self.static_members.get(id))
-            .is_some_and(|current| current != member_id)
+    ) -> Option<GroupError> {
+        match self.static_members.get(group_instance_id?) {
+            None => Some(GroupError::UnknownMemberId),
+            Some(current) if current != member_id => Some(GroupError::FencedInstanceId),
+            Some(_) => None,
+        }
     }
 
     /// Adds a member; the first member of a group becomes its leader.

@@ -339,14 +339,8 @@ fn validate_offset_commit(
         return Ok(());
     }
     if generation_id >= 0 || !member_id.is_empty() || group_instance_id.is_some() {
-        if let Some(instance) = group_instance_id {
-            match g.static_members.get(instance) {
-                None => return Err(GroupError::UnknownMemberId),
-                Some(current) if current != member_id => {
-                    return Err(GroupError::FencedInstanceId);
-                }
-                Some(_) => {}
-            }
+        if let Some(e) = g.static_member_error(group_instance_id, member_id) {
+            return Err(e);
         }
         if !g.members.contains_key(member_id) {
             return Err(GroupError::UnknownMemberId);

@@ -149,8 +149,8 @@ impl GroupCoordinator {
             self.add_member_and_rebalance(g, req, member_id, tx);
             return;
         }
-        if g.is_static_member_fenced(req.group_instance_id.as_deref(), &member_id) {
-            let _ = tx.send(JoinResult::error(&member_id, GroupError::FencedInstanceId));
+        if let Some(e) = g.static_member_error(req.group_instance_id.as_deref(), &member_id) {
+            let _ = tx.send(JoinResult::error(&member_id, e));
             return;
         }
         let Some(member) = g.members.get(&member_id) else {
@@ -731,8 +731,8 @@ impl GroupCoordinator {
         if g.state == GroupState::Dead {
             return Err(GroupError::CoordinatorNotAvailable);
         }
-        if g.is_static_member_fenced(group_instance_id, member_id) {
-            return Err(GroupError::FencedInstanceId);
+        if let Some(e) = g.static_member_error(group_instance_id, member_id) {
+            return Err(e);
         }
         let timeout = g
             .members
@@ -793,8 +793,8 @@ impl GroupCoordinator {
             } else if g.pending_members.remove(member_id).is_some() {
                 self.check_join_complete(&mut g);
                 Ok(())
-            } else if g.is_static_member_fenced(instance.as_deref(), member_id) {
-                Err(GroupError::FencedInstanceId)
+            } else if let Some(e) = g.static_member_error(instance.as_deref(), member_id) {
+                Err(e)
             } else if !g.members.contains_key(member_id) {
                 Err(GroupError::UnknownMemberId)
             } else {
@@ -894,8 +894,8 @@ fn validate_sync_group(
 ) -> Option<GroupError> {
     if g.state == GroupState::Dead {
         Some(GroupError::CoordinatorNotAvailable)
-    } else if g.is_static_member_fenced(group_instance_id, member_id) {
-        Some(GroupError::FencedInstanceId)
+    } else if let Some(e) = g.static_member_error(group_instance_id, member_id) {
+        Some(e)
     } else if !g.members.contains_key(member_id) {
         Some(GroupError::UnknownMemberId)
     } else if generation_id != g.generation_id {

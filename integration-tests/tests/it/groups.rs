@@ -1077,6 +1077,104 @@ fn describe_during_a_rebalance_shows_each_members_last_assignment() {
     let _ = newcomer.join();
 }
 
+#[test]
+fn an_unknown_instance_id_or_missing_protocol_is_refused_as_kafka_does() {
+    // Proves: Heartbeat, SyncGroup and LeaveGroup naming a group.instance.id the group does
+    // not know answer UNKNOWN_MEMBER_ID (Kafka's `ClassicGroup.validateMember`), and the
+    // member the request named stays; SyncGroup v5 without its protocol type or name is
+    // INCONSISTENT_GROUP_PROTOCOL (mandatory from v5). Before, all four were accepted: the
+    // LeaveGroup removed the member and the nameless SyncGroup completed the generation.
+    let broker = Broker::start_with(&["--group-initial-rebalance-delay-ms", "1500"]);
+    common::create_topic(&broker.bootstrap(), "inst", 2, &[]);
+    let ((mut leader, joined), (mut follower, follower_joined)) =
+        two_members_join(&broker, "inst-g", "inst");
+    let sync = |member: &JoinGroupResponse| {
+        SyncGroupRequest::default()
+            .with_group_id(group_id("inst-g"))
+            .with_generation_id(1)
+            .with_member_id(member.member_id.clone())
+            .with_protocol_type(Some(StrBytes::from_static_str("consumer")))
+            .with_protocol_name(Some(StrBytes::from_static_str("range")))
+    };
+    let unknown = Some(StrBytes::from_static_str("inst-unknown"));
+    // While the group waits for the leader's assignment (CompletingRebalance).
+    let nameless = wire::round_trip(&mut leader, 5, 4, &sync(&joined).with_protocol_name(None));
+    assert_eq!(
+        nameless.error_code, 23,
+        "SyncGroup v5 without a protocol name"
+    );
+    let typeless = wire::round_trip(&mut leader, 5, 5, &sync(&joined).with_protocol_type(None));
+    assert_eq!(
+        typeless.error_code, 23,
+        "SyncGroup v5 without a protocol type"
+    );
+    let foreign = wire::round_trip(
+        &mut leader,
+        5,
+        6,
+        &sync(&joined).with_group_instance_id(unknown.clone()),
+    );
+    assert_eq!(
+        foreign.error_code, 25,
+        "SyncGroup with an unknown instance id"
+    );
+    let assignments = vec![
+        sync_group_request::SyncGroupRequestAssignment::default()
+            .with_member_id(joined.member_id.clone())
+            .with_assignment(assignment_of("inst", &[0])),
+        sync_group_request::SyncGroupRequestAssignment::default()
+            .with_member_id(follower_joined.member_id.clone())
+            .with_assignment(assignment_of("inst", &[1])),
+    ];
+    let synced = wire::round_trip(
+        &mut leader,
+        5,
+        7,
+        &sync(&joined).with_assignments(assignments),
+    );
+    assert_eq!(synced.error_code, 0, "the leader's SyncGroup");
+    let follower_synced = wire::round_trip(&mut follower, 5, 3, &sync(&follower_joined));
+    assert_eq!(follower_synced.error_code, 0);
+    assert_eq!(
+        assigned(&follower_synced.assignment, "inst"),
+        BTreeSet::from([1])
+    );
+
+    let heartbeat = |stream: &mut TcpStream, member: &JoinGroupResponse, instance| {
+        wire::round_trip(
+            stream,
+            4,
+            8,
+            &HeartbeatRequest::default()
+                .with_group_id(group_id("inst-g"))
+                .with_member_id(member.member_id.clone())
+                .with_group_instance_id(instance)
+                .with_generation_id(1),
+        )
+        .error_code
+    };
+    assert_eq!(heartbeat(&mut leader, &joined, unknown.clone()), 25);
+    let left = wire::round_trip(
+        &mut leader,
+        5,
+        9,
+        &LeaveGroupRequest::default()
+            .with_group_id(group_id("inst-g"))
+            .with_members(vec![leave_group_request::MemberIdentity::default()
+                .with_member_id(follower_joined.member_id.clone())
+                .with_group_instance_id(unknown)]),
+    );
+    assert_eq!(
+        (left.error_code, left.members[0].error_code),
+        (0, 25),
+        "LeaveGroup naming an unknown instance id"
+    );
+    // Both members are still there, in the same generation.
+    assert_eq!(heartbeat(&mut leader, &joined, None), 0);
+    assert_eq!(heartbeat(&mut follower, &follower_joined, None), 0);
+    assert_eq!(describe(&broker, "inst-g", 5).members.len(), 2);
+}
+
 /// An OffsetCommit of offset 7 to partition 0 of `topic` at `version`.
 fn commit_as(
     stream: &mut TcpStream,
