@@ -175,6 +175,11 @@ impl AclBinding {
                 self.principal
             ));
         }
+        // Kafka refuses an empty host ("*" is the wildcard); an ACL with one would match
+        // no connection but still be listed and deleted by filters.
+        if self.host.is_empty() {
+            return Err("Host pattern cannot be null or empty".to_string());
+        }
         Ok(())
     }
 }

@@ -169,4 +169,10 @@ fn new_acl_checks() {
         b.validate(),
         Err("Resource name should not be empty".to_string())
     );
+    b.resource_name = "t".to_string();
+    b.host = String::new();
+    assert_eq!(
+        b.validate(),
+        Err("Host pattern cannot be null or empty".to_string())
+    );
 }
