@@ -50,7 +50,15 @@ pub fn handle(
             .collect();
         return AlterUserScramCredentialsResponse::default().with_results(results);
     }
-    let (changes, mut refused) = checked_changes(&request);
+    let image = ctx
+        .broker
+        .topics
+        .cluster()
+        .map(|cluster| cluster.metadata.image())
+        .unwrap_or_default();
+    let (changes, mut refused) = checked_changes(&request, |name, mechanism| {
+        image.scram_credential(name, mechanism).is_some()
+    });
     let outcomes = commit(ctx, &changes);
     let mut results = Vec::new();
     for (change, outcome) in changes.iter().zip(outcomes) {
@@ -82,8 +90,12 @@ fn result(user: StrBytes, outcome: Result<(), Refusal>) -> AlterUserScramCredent
 
 /// The changes to commit (deletions first, then upsertions) and the users refused before
 /// the controller is asked, as Kafka's `ScramControlManager::alterCredentials` sorts them.
+/// A deletion of a credential that `exists` does not know refuses its user at once, so an
+/// upsertion of the same user later in the request is not looked at (Kafka validates
+/// deletions first); the controller checks existence again when it commits.
 fn checked_changes(
     request: &AlterUserScramCredentialsRequest,
+    exists: impl Fn(&str, i8) -> bool,
 ) -> (Vec<ScramChange>, BTreeMap<StrBytes, Refusal>) {
     let duplicate = || {
         (
@@ -111,6 +123,10 @@ fn checked_changes(
             continue;
         }
         let change = check_user(name, mechanism).and_then(|mechanism| match upsertion {
+            None if !exists(name, mechanism.code()) => Err((
+                ResponseError::ResourceNotFound,
+                "Attempt to delete a user credential that does not exist".to_string(),
+            )),
             None => Ok(ScramChange::Delete {
                 name: name.to_string(),
                 mechanism: mechanism.code(),

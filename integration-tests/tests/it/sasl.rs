@@ -355,10 +355,57 @@ fn user_scram_credentials_on_the_wire() {
     );
     assert_eq!(outcome("bob"), (93, "Too few iterations".to_owned()));
 
+    // Deletions are validated first, as Kafka's ScramControlManager does: deleting a
+    // credential that does not exist refuses the user, and its upsertion in the same
+    // request is not looked at (it was DUPLICATE_RESOURCE); deleting one that exists and
+    // upserting it again is DUPLICATE_RESOURCE. Neither changes anything.
+    let both = wire::round_trip(
+        &mut stream,
+        0,
+        4,
+        &AlterUserScramCredentialsRequest::default()
+            .with_deletions(vec![
+                ScramCredentialDeletion::default()
+                    .with_name(name("erin"))
+                    .with_mechanism(1),
+                ScramCredentialDeletion::default()
+                    .with_name(name("alice"))
+                    .with_mechanism(1),
+            ])
+            .with_upsertions(vec![upsert("erin", 8192), upsert("alice", 4096)]),
+    );
+    let mut codes: Vec<(String, i16, String)> = both
+        .results
+        .iter()
+        .map(|r| {
+            (
+                r.user.to_string(),
+                r.error_code,
+                r.error_message.as_deref().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    codes.sort();
+    assert_eq!(
+        codes,
+        [
+            (
+                "alice".to_owned(),
+                92,
+                "A user credential cannot be altered twice in the same request".to_owned()
+            ),
+            (
+                "erin".to_owned(),
+                91,
+                "Attempt to delete a user credential that does not exist".to_owned()
+            ),
+        ]
+    );
+
     let described = wire::round_trip(
         &mut stream,
         0,
-        2,
+        5,
         &DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
             UserName::default().with_name(name("alice")),
             UserName::default().with_name(name("carol")),
