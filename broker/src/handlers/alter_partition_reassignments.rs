@@ -35,7 +35,11 @@ pub fn handle(
     let response = AlterPartitionReassignmentsResponse::default()
         .with_allow_replication_factor_change(request.allow_replication_factor_change);
     if !ctx.authorize_cluster(AclOperation::Alter) {
-        return response.with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+        return response
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                super::acls::CLUSTER_AUTHORIZATION_FAILED,
+            )));
     }
     let Some(cluster) = ctx.broker.topics.cluster() else {
         return response.with_error_code(ResponseError::NotController.code());

@@ -33,7 +33,10 @@ pub fn handle(ctx: &RequestContext, request: DescribeQuorumRequest) -> DescribeQ
     let version = ctx.api_version;
     if !ctx.authorize_cluster(AclOperation::Describe) {
         return DescribeQuorumResponse::default()
-            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                super::acls::CLUSTER_AUTHORIZATION_FAILED,
+            )));
     }
     let asks_metadata_log = request.topics.len() == 1
         && request.topics[0].topic_name.as_str() == METADATA_TOPIC

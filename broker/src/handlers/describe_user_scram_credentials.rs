@@ -28,7 +28,10 @@ pub fn handle(
 ) -> DescribeUserScramCredentialsResponse {
     if !ctx.authorize_cluster(AclOperation::Describe) {
         return DescribeUserScramCredentialsResponse::default()
-            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                super::acls::CLUSTER_AUTHORIZATION_FAILED,
+            )));
     }
     let image = ctx
         .broker
@@ -62,11 +65,11 @@ pub fn handle(
             .filter(|(i, user)| !named[..*i].contains(user))
             .map(|(_, user)| {
                 if named.iter().filter(|u| *u == user).count() > 1 {
-                    refused(user, ResponseError::DuplicateResource, "Cannot describe SCRAM credentials for the same user twice in a single request")
+                    refused(user, ResponseError::DuplicateResource, &format!("Cannot describe SCRAM credentials for the same user twice in a single request: {user}"))
                 } else if let Some(infos) = known.remove(user) {
                     found(user, infos)
                 } else {
-                    refused(user, ResponseError::ResourceNotFound, "Attempt to describe a user credential that does not exist")
+                    refused(user, ResponseError::ResourceNotFound, &format!("Attempt to describe a user credential that does not exist: {user}"))
                 }
             })
             .collect()

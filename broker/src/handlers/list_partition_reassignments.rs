@@ -58,7 +58,10 @@ pub fn handle(
 ) -> ListPartitionReassignmentsResponse {
     if !ctx.authorize_cluster(AclOperation::Describe) {
         return ListPartitionReassignmentsResponse::default()
-            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                super::acls::CLUSTER_AUTHORIZATION_FAILED,
+            )));
     }
     let Some(cluster) = ctx.broker.topics.cluster() else {
         return ListPartitionReassignmentsResponse::default()

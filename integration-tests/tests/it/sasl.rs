@@ -414,6 +414,20 @@ fn user_scram_credentials_on_the_wire() {
         ])),
     );
     assert_eq!(described.error_code, 0);
+    // Kafka's messages name the user.
+    let messages: Vec<&str> = described
+        .results
+        .iter()
+        .map(|r| r.error_message.as_deref().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "",
+            "Attempt to describe a user credential that does not exist: carol",
+            "Cannot describe SCRAM credentials for the same user twice in a single request: dave",
+        ]
+    );
     let summary: Vec<(String, i16, Vec<(i8, i32)>)> = described
         .results
         .iter()
