@@ -94,6 +94,7 @@ pub fn handle(ctx: &super::RequestContext, request: JoinGroupRequest) -> Respons
             .map(|p| (p.name.to_string(), p.metadata))
             .collect(),
         require_known_member_id: version >= 4,
+        supports_skip_assignment: version >= 9,
     };
     let member_id = join.member_id.clone();
     let wait = Duration::from_millis(

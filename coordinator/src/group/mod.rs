@@ -189,6 +189,9 @@ pub struct JoinRequest {
     pub protocols: Vec<(String, Bytes)>,
     /// v4+: a first join gets MEMBER_ID_REQUIRED and must rejoin with the id (KIP-394).
     pub require_known_member_id: bool,
+    /// v9+: a static leader rejoining a Stable group may be told to skip the assignment
+    /// (KIP-814); an older one is answered as a follower.
+    pub supports_skip_assignment: bool,
 }
 
 /// How long a member that joined has to complete its first rebalance (Kafka's

@@ -195,6 +195,7 @@ impl GroupCoordinator {
         tx: oneshot::Sender<JoinResult>,
     ) {
         let old_protocol = g.protocol_name.clone();
+        let old_leader = g.leader_id.clone().unwrap_or_default();
         g.replace_static_member(old_member_id, &new_member_id);
         let req = JoinRequest {
             member_id: new_member_id.clone(),
@@ -204,8 +205,16 @@ impl GroupCoordinator {
             GroupState::Stable => {
                 update_member(g, &req);
                 if g.select_protocol() == old_protocol {
-                    let is_leader = g.is_leader(&new_member_id);
-                    let _ = tx.send(current_generation(g, &new_member_id, is_leader));
+                    // Kafka: a leader on v9+ gets the members with skip_assignment; anyone
+                    // else is named the leader as it was before the replacement, so an
+                    // old leader's client does not think it leads and assign (a Stable
+                    // group would not hand that assignment out).
+                    let skip = g.is_leader(&new_member_id) && req.supports_skip_assignment;
+                    let mut result = current_generation(g, &new_member_id, skip);
+                    if !skip {
+                        result.leader = old_leader;
+                    }
+                    let _ = tx.send(result);
                     self.schedule_session(g, &new_member_id, req.session_timeout_ms);
                     let _ = self.store_group(g);
                 } else {

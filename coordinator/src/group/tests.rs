@@ -36,6 +36,7 @@ fn join(member_id: &str, instance: Option<&str>, protocols: &[&str]) -> JoinRequ
             .map(|p| ((*p).to_string(), Bytes::from(format!("meta-{p}"))))
             .collect(),
         require_known_member_id: true,
+        supports_skip_assignment: true,
     }
 }
 
@@ -278,6 +279,36 @@ async fn static_member_rejoins_without_rebalance() {
         c.heartbeat("g", &old_id, Some("i1"), 1),
         Err(GroupError::FencedInstanceId)
     );
+    // Before JoinGroup v9 the leader cannot be told to skip the assignment, so it is
+    // answered as a follower: no members, and the leader named as it was before this join.
+    let leader_before = again.member_id.clone();
+    let old_client = recv(c.join_group(JoinRequest {
+        supports_skip_assignment: false,
+        ..join("", Some("i1"), &["range"])
+    }))
+    .await;
+    assert_eq!(old_client.error, None);
+    assert_eq!(old_client.generation_id, 1, "no rebalance");
+    assert_ne!(old_client.member_id, leader_before);
+    assert_eq!(
+        (
+            old_client.leader.as_str(),
+            old_client.members.len(),
+            old_client.skip_assignment
+        ),
+        (leader_before.as_str(), 0, false)
+    );
+    let synced = recv(c.sync_group(
+        "g",
+        1,
+        &old_client.member_id,
+        Some("i1"),
+        None,
+        None,
+        vec![],
+    ))
+    .await;
+    assert_eq!(synced.assignment, Bytes::from("mine"));
     // LeaveGroup by instance id alone.
     let left = c
         .leave_group("g", &[(String::new(), Some("i1".into()))])

@@ -91,6 +91,7 @@ fn join(member_id: &str) -> JoinRequest {
         protocol_type: "consumer".into(),
         protocols: vec![("range".into(), Bytes::from_static(b"m"))],
         require_known_member_id: true,
+        supports_skip_assignment: true,
     }
 }
 
