@@ -54,8 +54,9 @@ const fn def(
 const LONG_MAX: Option<&str> = Some("9223372036854775807");
 const COMPRESSION: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
 
-/// Broker configs that are defaults of topic configs, with Kafka 4.x's types and defaults.
-/// All are dynamic in Kafka (`DynamicLogConfig`). Broker settings that are not topic
+/// Broker configs that are defaults of topic configs, with Kafka 4.x's types and defaults,
+/// and the replication throttle rates. All are dynamic in Kafka (`DynamicLogConfig`,
+/// `DynamicReplicationConfig`). Broker settings that are not topic
 /// defaults (`num.partitions`, `node.id`, …) are static: see `config::SETTINGS`.
 pub const BROKER_DEFINITIONS: &[BrokerDefinition] = &[
     def("compression.gzip.level", Kind::Int(-1), Some("-1"), true),
@@ -70,6 +71,20 @@ pub const BROKER_DEFINITIONS: &[BrokerDefinition] = &[
         "compression.zstd.level",
         Kind::Int(-131_072),
         Some("3"),
+        true,
+    ),
+    // Replication throttles (what `kafka-reassign-partitions --throttle` sets and
+    // `--verify` removes): stored and described, not enforced; see README "A cluster".
+    def(
+        "follower.replication.throttled.rate",
+        Kind::Long(0),
+        LONG_MAX,
+        true,
+    ),
+    def(
+        "leader.replication.throttled.rate",
+        Kind::Long(0),
+        LONG_MAX,
         true,
     ),
     def(
@@ -173,6 +188,12 @@ pub const BROKER_DEFINITIONS: &[BrokerDefinition] = &[
     ),
     def("message.max.bytes", Kind::Int(0), Some("1048588"), true),
     def("min.insync.replicas", Kind::Int(1), Some("1"), true),
+    def(
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+        Kind::Long(0),
+        LONG_MAX,
+        true,
+    ),
     def(
         "unclean.leader.election.enable",
         Kind::Bool,
@@ -304,9 +325,17 @@ fn broker_synonyms(name: &str) -> &'static [(&'static str, i64)] {
     TOPIC_SYNONYMS
         .iter()
         .map(|(_, synonyms)| *synonyms)
+        .chain(BROKER_ONLY_SYNONYMS.iter().copied())
         .find(|synonyms| synonyms.iter().any(|(n, _)| *n == name))
         .unwrap_or(&[])
 }
+
+/// Broker configs that are no topic's default: each is its own only synonym.
+const BROKER_ONLY_SYNONYMS: &[&[(&str, i64)]] = &[
+    &[("follower.replication.throttled.rate", 1)],
+    &[("leader.replication.throttled.rate", 1)],
+    &[("replica.alter.log.dirs.io.max.bytes.per.second", 1)],
+];
 
 /// Which dynamic layer an AlterConfigs on a BROKER resource changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

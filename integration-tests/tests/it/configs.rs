@@ -189,6 +189,67 @@ fn alter_configs_replaces_the_set_and_applies_at_once() {
 // SET, APPEND, SUBTRACT and DELETE change only the configs they name; every refusal has
 // Kafka's code and a message naming the key; validate_only changes nothing.
 #[test]
+fn replication_throttle_rates_are_dynamic_broker_configs() {
+    // Proves: what `kafka-reassign-partitions --throttle` sets before it moves anything
+    // (the two rates on every broker) is accepted and described as a dynamic broker config,
+    // and `--verify`'s DELETE removes it; before, the SET was refused ("Cannot update these
+    // configs dynamically"), so the tool stopped before the reassignment. Not enforced.
+    let broker = Broker::start();
+    let rates = [
+        "leader.replication.throttled.rate",
+        "follower.replication.throttled.rate",
+        "replica.alter.log.dirs.io.max.bytes.per.second",
+    ];
+    let set = incremental(
+        &broker,
+        vec![resource(
+            BROKER,
+            "1",
+            &rates.map(|name| (name, SET, Some("50000000"))),
+        )],
+        false,
+    );
+    assert_eq!(set, vec![(0, None)]);
+    let configs = describe(&broker, BROKER, "1");
+    for name in rates {
+        assert_eq!(
+            entry(&configs, name),
+            (Some("50000000".into()), 2), // DYNAMIC_BROKER_CONFIG
+            "{name}"
+        );
+    }
+    let refused = incremental(
+        &broker,
+        vec![resource(
+            BROKER,
+            "1",
+            &[("leader.replication.throttled.rate", SET, Some("-1"))],
+        )],
+        false,
+    );
+    // As every broker config with a bad value (Kafka validates the broker layer whole).
+    assert_eq!(refused[0].0, INVALID_REQUEST, "{refused:?}");
+    let deleted = incremental(
+        &broker,
+        vec![resource(
+            BROKER,
+            "1",
+            &rates.map(|name| (name, DELETE, None)),
+        )],
+        false,
+    );
+    assert_eq!(deleted, vec![(0, None)]);
+    let configs = describe(&broker, BROKER, "1");
+    for name in rates {
+        assert_eq!(
+            entry(&configs, name),
+            (Some("9223372036854775807".into()), 5),
+            "{name}"
+        );
+    }
+}
+
+#[test]
 fn incremental_alter_operations_and_errors() {
     let broker = Broker::start();
     let bootstrap = broker.bootstrap();
