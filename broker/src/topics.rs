@@ -779,8 +779,10 @@ impl Topics {
         Ok(topic)
     }
 
-    /// Returns the topic, creating it with the default partition count if `auto_create`
-    /// allows and the name is legal.
+    /// Returns the topic, creating it with `partitions` and `replication_factor` (the
+    /// broker's `num.partitions` and `default.replication.factor`, as Kafka's
+    /// `AutoTopicCreationManager` creates them) if `auto_create` allows and the name is
+    /// legal.
     ///
     /// # Errors
     /// `Unknown` when it does not exist and may not be created; creation errors.
@@ -789,6 +791,7 @@ impl Topics {
         name: &str,
         auto_create: bool,
         partitions: i32,
+        replication_factor: i16,
     ) -> Result<Arc<Topic>, TopicError> {
         if let Some(t) = self.get(name) {
             return Ok(t);
@@ -803,7 +806,7 @@ impl Topics {
         match self.create(NewTopic {
             name,
             partitions,
-            replication_factor: 1,
+            replication_factor,
             config: TopicConfig::default(),
         }) {
             Err(TopicError::AlreadyExists(_)) => self

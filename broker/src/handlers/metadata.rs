@@ -363,9 +363,12 @@ fn topic_or_auto_create(
         );
     }
     let result = tokio::task::block_in_place(|| {
-        broker
-            .topics
-            .get_or_create(name.as_str(), auto_create, broker.config.num_partitions)
+        broker.topics.get_or_create(
+            name.as_str(),
+            auto_create,
+            broker.config.num_partitions,
+            broker.config.default_replication_factor,
+        )
     });
     match result {
         Ok(topic) => describe_topic(broker, &topic, operations),

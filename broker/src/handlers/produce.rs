@@ -389,6 +389,7 @@ fn resolve_any_topic(
             data.name.as_str(),
             broker.config.auto_create_topics_enable,
             broker.config.num_partitions,
+            broker.config.default_replication_factor,
         )
     })
     .map_err(|e| match e {

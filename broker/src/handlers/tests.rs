@@ -648,7 +648,7 @@ fn request(key: ApiKey, version: i16, topic_id: uuid::Uuid) -> Option<RequestKin
 async fn every_advertised_version_encodes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = broker(dir.path());
-    let topic = broker.topics.get_or_create("t", true, 1).expect("topic");
+    let topic = broker.topics.get_or_create("t", true, 1, 1).expect("topic");
     let mut untested = Vec::new();
     for key in ApiKey::iter() {
         let Some(range) = super::supported(key) else {

@@ -63,7 +63,7 @@ fn clients_cannot_create_internal_topics_but_coordinators_can() {
         Err(TopicError::Internal(_))
     ));
     assert!(matches!(
-        topics.get_or_create("__transaction_state", true, 1),
+        topics.get_or_create("__transaction_state", true, 1, 1),
         Err(TopicError::Internal(_))
     ));
     assert!(matches!(

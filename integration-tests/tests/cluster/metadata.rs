@@ -54,7 +54,9 @@ fn shown(bootstrap: &str, topic: Option<&str>) -> Option<Shown> {
 #[test]
 fn three_voters_form_a_cluster_and_place_replicas() {
     let _serial = crate::serial();
-    let cluster = Cluster::start(&ClusterSpec::quorum(3));
+    let mut spec = ClusterSpec::quorum(3);
+    spec.extra_args = vec!["--default-replication-factor".into(), "3".into()];
+    let cluster = Cluster::start(&spec);
     for node in cluster.nodes() {
         let brokers = wait_until(TIMEOUT, || {
             shown(&node.bootstrap(), None).filter(|(b, _)| b.len() == 3)
@@ -114,6 +116,24 @@ fn three_voters_form_a_cluster_and_place_replicas() {
             "one leader per broker on node {}",
             node.node_id()
         );
+    }
+    // A topic a client makes by asking for it (auto-creation) gets default.replication.factor
+    // replicas, as Kafka's AutoTopicCreationManager creates it; it had one.
+    let asking: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", cluster.node(3).bootstrap())
+        .set("allow.auto.create.topics", "true")
+        .create()
+        .expect("consumer");
+    let _ = asking.fetch_metadata(Some("auto-made"), Duration::from_secs(5));
+    let auto = wait_until(TIMEOUT, || {
+        let _ = asking.fetch_metadata(Some("auto-made"), Duration::from_secs(5));
+        shown(&cluster.node(1).bootstrap(), Some("auto-made")).filter(|(_, p)| !p.is_empty())
+    });
+    let Some((_, partitions)) = auto else {
+        panic!("auto-made was never created\n{}", cluster.log_tails());
+    };
+    for (partition, _, replicas, _) in &partitions {
+        assert_eq!(replicas, &vec![1, 2, 3], "auto-made partition {partition}");
     }
     // RF above the live brokers: Kafka's INVALID_REPLICATION_FACTOR.
     let topic = NewTopic::new("too-many", 1, TopicReplication::Fixed(4));

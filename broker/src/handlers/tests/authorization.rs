@@ -92,7 +92,7 @@ async fn handlers_ask_only_what_kafka_asks() {
     let dir = tempfile::tempdir().expect("tempdir");
     let recording = Recording::new(true);
     let broker = broker_with(dir.path(), recording.clone());
-    let topic = broker.topics.get_or_create("t", true, 1).expect("topic");
+    let topic = broker.topics.get_or_create("t", true, 1, 1).expect("topic");
     let unchecked = [
         ApiKey::ApiVersions,
         ApiKey::SaslHandshake,
@@ -126,7 +126,7 @@ async fn handlers_ask_only_what_kafka_asks() {
 async fn a_denied_request_gets_kafkas_authorization_codes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = broker_with(dir.path(), Recording::new(false));
-    let topic = broker.topics.get_or_create("t", true, 1).expect("topic");
+    let topic = broker.topics.get_or_create("t", true, 1, 1).expect("topic");
     let codes = [
         ResponseError::TopicAuthorizationFailed,
         ResponseError::GroupAuthorizationFailed,

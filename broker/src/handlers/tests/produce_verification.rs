@@ -76,7 +76,7 @@ async fn produce_at(broker: &Arc<Broker>, batch: Bytes, version: i16) -> (i16, i
 async fn transactional_produce_needs_the_partition_in_the_transaction() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = broker(dir.path());
-    broker.topics.get_or_create("t", true, 1).expect("topic");
+    broker.topics.get_or_create("t", true, 1, 1).expect("topic");
     let (pid, epoch) = broker
         .transactions
         .init_producer_id("tx", 60_000, None)
@@ -113,7 +113,7 @@ async fn transactional_produce_needs_the_partition_in_the_transaction() {
 async fn produce_v12_adds_the_partition_to_the_transaction() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = broker(dir.path());
-    broker.topics.get_or_create("t", true, 1).expect("topic");
+    broker.topics.get_or_create("t", true, 1, 1).expect("topic");
     let (pid, epoch) = broker
         .transactions
         .init_producer_id("tx", 60_000, None)

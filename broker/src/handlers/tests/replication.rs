@@ -151,7 +151,7 @@ async fn produce(broker: &Arc<Broker>, acks: i16, version: i16) -> (i16, i64, (i
 async fn offset_for_leader_epoch_answers_from_the_epoch_cache() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = broker(dir.path());
-    broker.topics.get_or_create("t", true, 1).expect("topic");
+    broker.topics.get_or_create("t", true, 1, 1).expect("topic");
     assert_eq!(produce(&broker, -1, 9).await.0, 0);
     assert_eq!(produce(&broker, -1, 9).await.0, 0);
     assert_eq!(epoch_end(&broker, 0, -1, 0).await, (0, 0, 2));
@@ -186,7 +186,7 @@ async fn offset_for_leader_epoch_answers_from_the_epoch_cache() {
 async fn follower_fetch_reads_to_log_end_and_moves_the_high_watermark() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = broker(dir.path());
-    broker.topics.get_or_create("t", true, 1).expect("topic");
+    broker.topics.get_or_create("t", true, 1, 1).expect("topic");
     assert_eq!(produce(&broker, -1, 9).await.0, 0);
     let partition = broker.replicas.partition("t", 0).expect("partition");
     partition
@@ -313,7 +313,7 @@ async fn latest_offset(broker: &Arc<Broker>, replica_id: i32) -> (i16, i64) {
 async fn list_offsets_from_a_replica_answers_the_log_end() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = broker(dir.path());
-    broker.topics.get_or_create("t", true, 1).expect("topic");
+    broker.topics.get_or_create("t", true, 1, 1).expect("topic");
     assert_eq!(produce(&broker, -1, 9).await.0, 0);
     let partition = broker.replicas.partition("t", 0).expect("partition");
     partition
@@ -383,7 +383,7 @@ async fn fetched_offset(broker: &Arc<Broker>) -> i64 {
 async fn offset_fetch_answers_only_commits_under_the_high_watermark() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = broker(dir.path());
-    broker.topics.get_or_create("t", true, 1).expect("topic");
+    broker.topics.get_or_create("t", true, 1, 1).expect("topic");
     assert_eq!(commit_offset(&broker, 5).await, 0);
     assert_eq!(fetched_offset(&broker).await, 5);
 
@@ -457,7 +457,7 @@ async fn delete_records(broker: &Arc<Broker>, offset: i64, timeout_ms: i32) -> (
 async fn delete_records_waits_for_the_followers_log_start() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = broker(dir.path());
-    broker.topics.get_or_create("t", true, 1).expect("topic");
+    broker.topics.get_or_create("t", true, 1, 1).expect("topic");
     for expected in 0..3 {
         assert_eq!(produce(&broker, -1, 9).await.1, expected);
     }
@@ -520,7 +520,7 @@ async fn abort_marker_for_offsets(broker: &Arc<Broker>, index: i32) -> i16 {
 async fn txn_markers_wait_for_the_group_shard_to_load() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = broker(dir.path());
-    broker.topics.get_or_create("t", true, 1).expect("topic");
+    broker.topics.get_or_create("t", true, 1, 1).expect("topic");
     assert_eq!(commit_offset(&broker, 5).await, 0);
     let index = broker.groups.partition_for("g");
     let partition = broker

@@ -143,7 +143,7 @@ async fn producers(broker: &Arc<Broker>) -> Vec<describe_producers_response::Pro
 async fn read_committed_stops_at_the_lso_and_lists_aborts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = broker(dir.path());
-    broker.topics.get_or_create("t", true, 1).expect("topic");
+    broker.topics.get_or_create("t", true, 1, 1).expect("topic");
     let partition = broker
         .replicas
         .get_partition_or_error(
@@ -210,7 +210,7 @@ async fn read_committed_stops_at_the_lso_and_lists_aborts() {
 async fn read_committed_long_poll_wakes_on_the_marker() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = broker(dir.path());
-    broker.topics.get_or_create("t", true, 1).expect("topic");
+    broker.topics.get_or_create("t", true, 1, 1).expect("topic");
     let partition = broker
         .replicas
         .get_partition_or_error(
