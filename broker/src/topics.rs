@@ -680,10 +680,17 @@ impl Topics {
         if new.partitions <= 0 || new.partitions > self.partitions_max {
             return Err(TopicError::InvalidPartitions(new.partitions));
         }
-        let brokers = self
-            .cluster
-            .as_ref()
-            .map_or(1, |c| c.metadata.image().unfenced_brokers().count());
+        // Registered brokers, fenced ones included, as Kafka's placer counts them: with a
+        // broker down the controller still places its replicas (outside the ISR), so long
+        // as one broker is active.
+        let brokers = self.cluster.as_ref().map_or(1, |c| {
+            let image = c.metadata.image();
+            if image.unfenced_brokers().next().is_some() {
+                image.brokers().count()
+            } else {
+                0
+            }
+        });
         if self.cluster.is_some() && new.replication_factor > 0 && is_internal(new.name) {
             // Internal topics are capped by the live brokers at creation (plan §3.5).
             return Ok(());

@@ -513,12 +513,59 @@ fn place_topic(
     if topic.assignment.is_empty() {
         // Leaders of consecutive topics start on consecutive brokers.
         let start = PlacementStart::fixed(image.topics().count() + created);
-        placement::assign(partitions, rf, usable, 0, start)
-            .map_err(QuorumError::from)
-            .map(|a| (a, Vec::new()))
+        place(image, partitions, rf, usable, 0, start)
     } else {
         manual_assignment(image, &topic.assignment).map(|isrs| (topic.assignment.clone(), isrs))
     }
+}
+
+/// Places `partitions` new partitions on the active brokers `usable`, or, when the
+/// replication factor needs more brokers than are active but no more than are registered,
+/// as Kafka's `StripedReplicaPlacer` does: fenced brokers take the replicas the active
+/// ones cannot, every partition is led by an active broker, and the fenced replicas start
+/// outside the ISR and catch up when their broker returns (so one broker down does not
+/// stop topic creation or partition growth). Returns the replica lists and, in the second
+/// case, each partition's ISR (its active replicas, leader first); empty when all are in
+/// sync.
+fn place(
+    image: &MetadataImage,
+    partitions: i32,
+    rf: i16,
+    usable: &[BrokerId],
+    first_partition_id: i32,
+    start: PlacementStart,
+) -> Result<Placed, QuorumError> {
+    let registered: Vec<BrokerId> = image.brokers().map(|b| b.broker_id).collect();
+    let needed = usize::try_from(rf).unwrap_or(0);
+    if needed <= usable.len() || usable.is_empty() {
+        // All active (or none: `assign` refuses, naming no usable broker).
+        let assignment = placement::assign(partitions, rf, usable, first_partition_id, start)?;
+        return Ok((assignment, Vec::new()));
+    }
+    if needed > registered.len() {
+        return Err(QuorumError::InvalidReplicationFactor {
+            replication_factor: rf,
+            usable_brokers: registered.len(),
+        });
+    }
+    let mut assignment = placement::assign(partitions, rf, &registered, first_partition_id, start)?;
+    let active = |b: &BrokerId| usable.contains(b);
+    let mut isrs = Vec::with_capacity(assignment.len());
+    for (i, replicas) in assignment.iter_mut().enumerate() {
+        if !replicas.iter().any(active) {
+            // Only fenced brokers drawn: the last replica goes to an active broker
+            // (one not in the list exists, as none of the list is active).
+            let spare = usable[i % usable.len()];
+            if let Some(last) = replicas.last_mut() {
+                *last = spare;
+            }
+        }
+        if let Some(lead) = replicas.iter().position(active) {
+            replicas[..=lead].rotate_right(1);
+        }
+        isrs.push(replicas.iter().copied().filter(active).collect());
+    }
+    Ok((assignment, isrs))
 }
 
 /// The records of a new topic: the topic, its partitions (leader = first replica, all in
@@ -662,9 +709,18 @@ fn grow_topic(
         .map_or(1, |p| i16::try_from(p.replicas.len()).unwrap_or(i16::MAX));
     if new.assignment.is_empty() {
         let start = PlacementStart::fixed(image.topics().count());
-        let assignment =
-            placement::assign(count - current, rf, &image.usable_brokers(), current, start)?;
-        return Ok(partition_records(topic.id, current, &assignment).collect());
+        let (assignment, isrs) = place(
+            image,
+            count - current,
+            rf,
+            &image.usable_brokers(),
+            current,
+            start,
+        )?;
+        let mut records: Vec<MetadataRecord> =
+            partition_records(topic.id, current, &assignment).collect();
+        restrict_isrs(&mut records, &isrs);
+        return Ok(records);
     }
     let adding = usize::try_from(count - current).unwrap_or(0);
     if new.assignment.len() != adding {

@@ -510,6 +510,64 @@ async fn create_topics_checks_replication_factor_and_existence() {
     qc.shutdown().await.expect("shutdown");
 }
 
+// With a registered broker fenced, a replication factor above the active brokers but not
+// above the registered ones is still placed (Kafka's StripedReplicaPlacer): every
+// partition is led by an active broker and the fenced replica starts outside the ISR; at
+// creation and when partitions are added. With every broker fenced, nothing is placed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_broker_still_takes_replicas_outside_the_isr() {
+    let dir = TempDir::new().expect("dir");
+    let clock = Arc::new(ManualClock::default());
+    let qc = start_single(dir.path(), &clock).await;
+    register_unfenced(&qc, 1).await;
+    register_unfenced(&qc, 2).await;
+    qc.register_broker(registration(3, Uuid::new_v4()))
+        .await
+        .expect("register 3, left fenced");
+    assert!(qc.image().broker(3).is_some_and(|b| b.fenced));
+    create(&qc, topic("down", 3, 3)).await.expect("placed");
+    let grown = qc
+        .create_partitions(vec![NewPartitions {
+            name: "down".to_string(),
+            count: 5,
+            assignment: Vec::new(),
+        }])
+        .await
+        .expect("create_partitions");
+    assert!(grown[0].1.is_ok(), "{grown:?}");
+    let placed = partitions(&qc.image(), "down");
+    assert_eq!(placed.len(), 5);
+    for (i, (replicas, isr, leader, _, _)) in placed.iter().enumerate() {
+        let mut sorted = replicas.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, vec![1, 2, 3], "partition {i}");
+        let mut in_sync = isr.clone();
+        in_sync.sort_unstable();
+        assert_eq!(
+            in_sync,
+            vec![1, 2],
+            "partition {i}: the fenced replica is out"
+        );
+        assert_eq!(
+            *leader, replicas[0],
+            "partition {i}: the first replica leads"
+        );
+        assert_ne!(*leader, 3, "partition {i}");
+    }
+    let too_many = create(&qc, topic("four", 1, 4)).await;
+    assert!(
+        matches!(
+            too_many,
+            Err(QuorumError::InvalidReplicationFactor {
+                replication_factor: 4,
+                usable_brokers: 3
+            })
+        ),
+        "{too_many:?}"
+    );
+    qc.shutdown().await.expect("shutdown");
+}
+
 // AlterPartition is validated as Kafka does: sender not leader, stale leader epoch, stale
 // partition epoch, ineligible replica (wrong broker epoch, in controlled shutdown); a
 // valid shrink commits without a leader epoch bump; dropping the leader elects another.

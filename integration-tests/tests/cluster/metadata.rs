@@ -300,4 +300,44 @@ fn create_topics_places_a_manual_assignment() {
             RDKafkaErrorCode::InvalidReplicationFactor
         ))]
     );
+
+    // Placed by the controller with broker 3 down, as Kafka's StripedReplicaPlacer places
+    // it: replication factor 3 still gets all three brokers, broker 3 outside the ISR and
+    // never leading; so do partitions added then. Broker 3 catches up when it returns.
+    // (Before, both were INVALID_REPLICATION_FACTOR: "only 2 broker(s) are registered".)
+    let topic = NewTopic::new("placed-without-3", 2, TopicReplication::Fixed(3));
+    assert_eq!(
+        create_topics(&survivors, &[topic], &admin_options()),
+        vec![Ok("placed-without-3".to_owned())],
+        "{}",
+        cluster.log_tails()
+    );
+    let admin = crate::common::admin(&survivors);
+    let more = rdkafka::admin::NewPartitions::new("placed-without-3", 3);
+    assert_eq!(
+        crate::common::block_on(admin.create_partitions([&more], &admin_options()))
+            .expect("CreatePartitions request"),
+        vec![Ok("placed-without-3".to_owned())]
+    );
+    let placed = wait_until(TIMEOUT, || {
+        assigned(&survivors, "placed-without-3").filter(|p| p.len() == 3)
+    })
+    .expect("three partitions shown");
+    for (partition, leader, replicas, isr) in &placed {
+        let mut all = replicas.clone();
+        all.sort_unstable();
+        assert_eq!(all, vec![1, 2, 3], "partition {partition}");
+        assert_eq!(isr, &vec![1, 2], "partition {partition}");
+        assert_eq!(*leader, replicas[0], "partition {partition}: {placed:?}");
+    }
+    cluster.node_mut(3).restart();
+    let caught_up = wait_until(Duration::from_secs(60), || {
+        assigned(&survivors, "placed-without-3")
+            .filter(|p| p.len() == 3 && p.iter().all(|(_, _, _, isr)| isr == &vec![1, 2, 3]))
+    });
+    assert!(
+        caught_up.is_some(),
+        "broker 3 never joined the ISR\n{}",
+        cluster.log_tails()
+    );
 }
