@@ -50,12 +50,7 @@ pub fn handle(
             .collect();
         return AlterUserScramCredentialsResponse::default().with_results(results);
     }
-    let image = ctx
-        .broker
-        .topics
-        .cluster()
-        .map(|cluster| cluster.metadata.image())
-        .unwrap_or_default();
+    let image = ctx.metadata_image();
     let (changes, mut refused) = checked_changes(&request, |name, mechanism| {
         image.scram_credential(name, mechanism).is_some()
     });

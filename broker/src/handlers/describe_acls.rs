@@ -48,12 +48,7 @@ pub fn handle(ctx: &RequestContext, request: DescribeAclsRequest) -> DescribeAcl
     if let Err(message) = filter.validate() {
         return refuse(ResponseError::InvalidRequest, &message);
     }
-    let image = ctx
-        .broker
-        .topics
-        .cluster()
-        .map(|cluster| cluster.metadata.image())
-        .unwrap_or_default();
+    let image = ctx.metadata_image();
     let mut resources: BTreeMap<(i8, &str, i8), Vec<AclDescription>> = BTreeMap::new();
     for acl in image
         .acls()

@@ -47,12 +47,7 @@ pub fn handle(
         Ok(filter) => filter,
         Err((error, message)) => return refused(error, Some(message)),
     };
-    let image = ctx
-        .broker
-        .topics
-        .cluster()
-        .map(|cluster| cluster.metadata.image())
-        .unwrap_or_default();
+    let image = ctx.metadata_image();
     let entries = image
         .client_quotas()
         .iter()

@@ -33,12 +33,7 @@ pub fn handle(
                 super::acls::CLUSTER_AUTHORIZATION_FAILED,
             )));
     }
-    let image = ctx
-        .broker
-        .topics
-        .cluster()
-        .map(|cluster| cluster.metadata.image())
-        .unwrap_or_default();
+    let image = ctx.metadata_image();
     let mut known: BTreeMap<&str, Vec<CredentialInfo>> = BTreeMap::new();
     for credential in image.scram_credentials() {
         known.entry(credential.name.as_str()).or_default().push(

@@ -107,6 +107,17 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
+    /// The cluster's metadata image as this broker has it (ACLs, SCRAM credentials, client
+    /// quotas); empty on a broker without one.
+    #[must_use]
+    pub fn metadata_image(&self) -> logbook_metadata::MetadataImage {
+        self.broker
+            .topics
+            .cluster()
+            .map(|cluster| cluster.metadata.image())
+            .unwrap_or_default()
+    }
+
     /// A context for one request.
     #[must_use]
     pub fn new(
