@@ -889,6 +889,30 @@ fn two_members_join(
     }
 }
 
+/// `member`'s SyncGroup (v3 fields) of generation 1 of `group`, handing in `assignments`.
+fn generation_one_sync(
+    group: &str,
+    member: &JoinGroupResponse,
+    assignments: Vec<sync_group_request::SyncGroupRequestAssignment>,
+) -> SyncGroupRequest {
+    SyncGroupRequest::default()
+        .with_group_id(group_id(group))
+        .with_generation_id(1)
+        .with_member_id(member.member_id.clone())
+        .with_assignments(assignments)
+}
+
+/// A leader's SyncGroup entry giving `member` `partitions` of `topic`.
+fn assignment_to(
+    member: &JoinGroupResponse,
+    topic: &str,
+    partitions: &[i32],
+) -> sync_group_request::SyncGroupRequestAssignment {
+    sync_group_request::SyncGroupRequestAssignment::default()
+        .with_member_id(member.member_id.clone())
+        .with_assignment(assignment_of(topic, partitions))
+}
+
 /// A consumer-protocol assignment (version 0) of `partitions` of `topic`.
 fn assignment_of(topic: &str, partitions: &[i32]) -> Bytes {
     let mut buf = BytesMut::new();
@@ -950,16 +974,10 @@ fn leader_rejoining_during_completing_rebalance_gets_the_members() {
     );
 
     let sync = |member: &JoinGroupResponse, assignments| {
-        SyncGroupRequest::default()
-            .with_group_id(group_id("lead-rejoin-g"))
-            .with_generation_id(1)
-            .with_member_id(member.member_id.clone())
-            .with_assignments(assignments)
+        generation_one_sync("lead-rejoin-g", member, assignments)
     };
     let assign = |member: &JoinGroupResponse, partitions: &[i32]| {
-        sync_group_request::SyncGroupRequestAssignment::default()
-            .with_member_id(member.member_id.clone())
-            .with_assignment(assignment_of("lead-rejoin", partitions))
+        assignment_to(member, "lead-rejoin", partitions)
     };
     let leader_synced = wire::round_trip(
         &mut leader,
@@ -994,16 +1012,10 @@ fn describe_during_a_rebalance_shows_each_members_last_assignment() {
     let ((mut leader, joined), (mut follower, follower_joined)) =
         two_members_join(&broker, "desc-reb-g", "desc-reb");
     let sync = |member: &JoinGroupResponse, assignments| {
-        SyncGroupRequest::default()
-            .with_group_id(group_id("desc-reb-g"))
-            .with_generation_id(1)
-            .with_member_id(member.member_id.clone())
-            .with_assignments(assignments)
+        generation_one_sync("desc-reb-g", member, assignments)
     };
     let assign = |member: &JoinGroupResponse, partitions: &[i32]| {
-        sync_group_request::SyncGroupRequestAssignment::default()
-            .with_member_id(member.member_id.clone())
-            .with_assignment(assignment_of("desc-reb", partitions))
+        assignment_to(member, "desc-reb", partitions)
     };
     let leader_synced = wire::round_trip(
         &mut leader,
