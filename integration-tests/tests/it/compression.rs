@@ -122,12 +122,19 @@ fn a_topics_compression_type_is_the_codec_batches_are_stored_in() {
                     record
                 })
                 .collect();
-            // One batch per producer codec: linger long enough to hold all 20.
+            // One batch per producer codec: librdkafka sends the batch once all 20 are
+            // queued, and the long linger keeps it from sending part of them earlier when
+            // this thread is descheduled mid-loop (a 100 ms linger split a batch in two on
+            // a loaded 2-core CI machine).
             let acked = produce_ok(
                 &bootstrap,
                 &topic,
                 &records,
-                &[("compression.type", producer_codec), ("linger.ms", "100")],
+                &[
+                    ("compression.type", producer_codec),
+                    ("batch.num.messages", "20"),
+                    ("linger.ms", "10000"),
+                ],
             );
             let first = round as i64 * 20;
             assert_eq!(
