@@ -39,7 +39,9 @@ pub struct LogConfig {
     /// `segment.bytes`: roll when the active segment would exceed this. Capped at
     /// `i32::MAX` like Kafka's, so file positions fit an index entry. Default 1 GiB.
     pub segment_bytes: u64,
-    /// `segment.ms`: roll when the active segment's first append is older. Default 7 days.
+    /// `segment.ms`: roll when an append's largest timestamp is this much past the active
+    /// segment's first batch's (by the wall clock since the first append when that batch
+    /// has no timestamp), as Kafka's `timeWaitedForRoll`. Default 7 days.
     pub segment_ms: u64,
     /// `index.interval.bytes`: bytes between offset (and time) index entries. Default 4096.
     pub index_interval_bytes: u32,
@@ -583,7 +585,8 @@ impl Log {
     /// Assigns offsets from the log end: the stored batches get new base offsets and
     /// leader epochs (as [`assign_offsets`] would write them) while `batches` itself is
     /// left as received; rolls first if the active segment is non-empty and would
-    /// exceed `segment_bytes`, is older than `segment_ms`, has a full index, or would
+    /// exceed `segment_bytes`, has waited `segment_ms` (see [`LogConfig::segment_ms`]),
+    /// has a full index, or would
     /// overflow u32 relative offsets; then one vectored positional write of the patched
     /// headers and the untouched rest (page cache, no fsync, no copy of the batches) and
     /// the index entries in memory. `batches` must be whole v2 batches (else `CorruptBatch`,
@@ -692,7 +695,18 @@ impl Log {
         if let Some(duplicate) = self.check_producers(&headers)? {
             return Ok(AppendOutcome::Duplicate(duplicate));
         }
-        if self.should_roll(batches.len() as u64, offsets, now_ms) {
+        let incoming_max_timestamp = headers
+            .iter()
+            .map(|(_, h)| h.max_timestamp)
+            .max()
+            .unwrap_or(-1);
+        self.active_mut().load_rolling_timestamp();
+        if self.should_roll(
+            batches.len() as u64,
+            offsets,
+            now_ms,
+            incoming_max_timestamp,
+        ) {
             self.roll()?;
         }
         let first_offset = self.end();
@@ -718,16 +732,11 @@ impl Log {
         }
         self.leader_epochs
             .assign(LeaderEpoch(leader_epoch), first_offset);
-        let max_timestamp = headers
-            .iter()
-            .map(|(_, h)| h.max_timestamp)
-            .max()
-            .unwrap_or(-1);
         assert!(self.end() == next, "log end {} != {next}", self.end());
         Ok(AppendOutcome::Appended(AppendInfo {
             first_offset: Offset(first_offset),
             last_offset: Offset(next - 1),
-            max_timestamp,
+            max_timestamp: incoming_max_timestamp,
             log_end_offset: Offset(next),
         }))
     }
@@ -782,14 +791,17 @@ impl Log {
         }
     }
 
-    fn should_roll(&self, bytes: u64, offsets: i64, now_ms: i64) -> bool {
+    /// Kafka's `LogSegment.shouldRoll` for an append of `bytes` in `offsets` offsets whose
+    /// batches' largest timestamp is `max_timestamp`.
+    fn should_roll(&self, bytes: u64, offsets: i64, now_ms: i64, max_timestamp: i64) -> bool {
         let active = self.active();
         if active.is_empty() {
             return false;
         }
         let config = &self.config;
+        let waited = active.waited_for_roll_ms(now_ms, max_timestamp);
         u64::from(active.size()) + bytes > config.segment_bytes
-            || u64::try_from(active.age_ms(now_ms)).unwrap_or(0) > config.segment_ms
+            || u64::try_from(waited).unwrap_or(0) > config.segment_ms
             || active.index_full(config.segment_index_bytes)
             || active.next_offset() + offsets - 1 - active.base_offset() > i64::from(u32::MAX)
     }

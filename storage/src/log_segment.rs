@@ -98,8 +98,16 @@ pub(crate) struct LogSegment {
     max_timestamp: i64,
     /// Last offset of the first batch that reached `max_timestamp`.
     offset_of_max_timestamp: Option<i64>,
-    /// Wall-clock time of the first append, for `segment_ms` rolls.
+    /// Wall-clock time of the first append, for `segment_ms` rolls of a segment whose first
+    /// batch has no timestamp, and for rolls of an idle segment.
     first_append_ms: Option<i64>,
+    /// The first batch's max timestamp (when it has one), from which an append's
+    /// `segment_ms` roll is counted (Kafka's `rollingBasedTimestamp`); `None` also while not
+    /// yet read back from the file after a restart ([`Self::rolling_timestamp_known`]).
+    rolling_timestamp: Option<i64>,
+    /// Whether `rolling_timestamp` is known (always, but for a reopened non-empty segment
+    /// until [`Self::load_rolling_timestamp`]).
+    rolling_timestamp_known: bool,
     /// End of the disk space reserved for the `.log` (>= `size` while reserving; 0 when
     /// nothing is reserved past `size` or the file system cannot reserve).
     preallocated: u64,
@@ -193,6 +201,9 @@ impl LogSegment {
             max_timestamp,
             offset_of_max_timestamp,
             first_append_ms: (size > 0).then_some(first_append_ms).flatten(),
+            // Read on first need (an append), not here: a restart opens every segment.
+            rolling_timestamp: None,
+            rolling_timestamp_known: size == 0,
             preallocated: 0,
             preallocate_unsupported: false,
             uncached_below: 0,
@@ -256,6 +267,36 @@ impl LogSegment {
         let bytes = segment_index_bytes as usize;
         self.offset_index.len() >= bytes / crate::offset_index::OFFSET_INDEX_ENTRY_BYTES
             || self.time_index.len() >= bytes / crate::time_index::TIME_INDEX_ENTRY_BYTES
+    }
+
+    /// Reads the first batch's max timestamp back from the file, once, for a segment
+    /// reopened after a restart (Kafka's `loadFirstBatchTimestamp`). A read that fails
+    /// leaves it unknown, and the wall clock since the first append counts meanwhile.
+    pub(crate) fn load_rolling_timestamp(&mut self) {
+        if self.rolling_timestamp_known {
+            return;
+        }
+        let mut header = [0_u8; crate::record_batch::BATCH_HEADER_BYTES];
+        if self.log_file.read_exact_at(&mut header, 0).is_err() {
+            return;
+        }
+        self.rolling_timestamp = RecordBatchHeader::parse(&header)
+            .ok()
+            .map(|h| h.max_timestamp)
+            .filter(|t| *t >= 0);
+        self.rolling_timestamp_known = true;
+    }
+
+    /// How long an append whose batches' largest timestamp is `max_timestamp` has waited
+    /// for a `segment_ms` roll, as Kafka's `timeWaitedForRoll`: that timestamp less the
+    /// first batch's, or, when the first batch has none, the wall clock since the first
+    /// append. Records stamped 30 days ago and then a current one therefore roll, so the
+    /// old ones can expire by `retention.ms` on their own.
+    pub(crate) fn waited_for_roll_ms(&self, now_ms: i64, max_timestamp: i64) -> i64 {
+        match self.rolling_timestamp {
+            Some(first) => max_timestamp.saturating_sub(first),
+            None => self.age_ms(now_ms),
+        }
     }
 
     /// Milliseconds since the first append (0 when empty).
@@ -330,6 +371,13 @@ impl LogSegment {
         }
         if self.first_append_ms.is_none() {
             self.first_append_ms = Some(now_ms);
+        }
+        if start == 0 {
+            self.rolling_timestamp = headers
+                .first()
+                .map(|(_, h)| h.max_timestamp)
+                .filter(|t| *t >= 0);
+            self.rolling_timestamp_known = true;
         }
         for (position, header) in headers {
             let position = start + u32::try_from(*position).expect("checked above");
@@ -740,6 +788,8 @@ impl LogSegment {
         }
         if position == 0 {
             self.first_append_ms = None;
+            self.rolling_timestamp = None;
+            self.rolling_timestamp_known = true;
         }
         Ok(())
     }
@@ -857,6 +907,8 @@ impl LogSegment {
             max_timestamp: NO_TIMESTAMP,
             offset_of_max_timestamp: None,
             first_append_ms: None,
+            rolling_timestamp: None,
+            rolling_timestamp_known: true,
             preallocated: 0,
             preallocate_unsupported: false,
             uncached_below: 0,

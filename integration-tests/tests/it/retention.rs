@@ -244,3 +244,32 @@ fn retention_bytes_on_low_volume_topic() {
     let skip = usize::try_from(earliest).expect("small");
     crate::common::assert_records(&got, &all[skip..], earliest);
 }
+
+#[test]
+fn records_stamped_long_ago_expire_once_a_current_one_follows() {
+    // Proves: 3 records stamped 30 days ago and then a current one, on a topic with the
+    // default segment.ms and retention.ms (7 days): the current record rolls a new segment
+    // (Kafka's segment.ms counts from the first batch's timestamp: 30 days past it), and
+    // retention then deletes the old segment, so the earliest offset moves to 3 and the
+    // current record stays. Before, the four shared one active segment whose largest
+    // timestamp was current, and the old records never expired until a size roll.
+    let broker = Broker::start_with(&["--log-retention-check-interval-ms", CHECK_INTERVAL]);
+    let bootstrap = broker.bootstrap();
+    create_topic(&bootstrap, "replayed", 1, &[]);
+    let month_ago = now_ms() - 30 * 24 * 3_600_000;
+    let at = produce_ok(
+        &bootstrap,
+        "replayed",
+        &records(3, "old", month_ago),
+        &[("linger.ms", "0")],
+    );
+    assert_eq!(at.last(), Some(&(0, 2)));
+    let current = records(1, "current", now_ms());
+    let at = produce_ok(&bootstrap, "replayed", &current, &[]);
+    assert_eq!(at, vec![(0, 3)]);
+    let seen = wait_for_earliest(&bootstrap, "replayed", 3, Duration::from_secs(15));
+    assert_eq!(seen, (3, 4), "(earliest, latest) after retention");
+    assert_eq!(segment_bases(broker.data_dir(), "replayed"), vec![3]);
+    let got = consume(&bootstrap, "replayed", 0, 3, 1, &[]);
+    crate::common::assert_records(&got, &current, 3);
+}

@@ -149,7 +149,18 @@ impl Log {
                 bytes: batches.len(),
             });
         }
-        if self.should_roll(batches.len() as u64, offsets, now_ms) {
+        let incoming_max_timestamp = headers
+            .iter()
+            .map(|(_, h)| h.max_timestamp)
+            .max()
+            .unwrap_or(-1);
+        self.active_mut().load_rolling_timestamp();
+        if self.should_roll(
+            batches.len() as u64,
+            offsets,
+            now_ms,
+            incoming_max_timestamp,
+        ) {
             self.roll()?;
         }
         let interval = self.config.index_interval_bytes;
@@ -172,16 +183,11 @@ impl Log {
                 header.base_offset,
             );
         }
-        let max_timestamp = headers
-            .iter()
-            .map(|(_, h)| h.max_timestamp)
-            .max()
-            .unwrap_or(-1);
         assert!(self.end() == next, "log end {} != {next}", self.end());
         Ok(AppendInfo {
             first_offset: Offset(first_offset),
             last_offset: Offset(next - 1),
-            max_timestamp,
+            max_timestamp: incoming_max_timestamp,
             log_end_offset: Offset(next),
         })
     }

@@ -257,7 +257,8 @@ fn rolls_by_bytes() {
     assert!(dir.path().join(format!("{:020}.timeindex", fit)).exists());
 }
 
-// A segment rolls once its first append is older than segment_ms.
+// A segment whose batches carry no timestamp rolls once its first append is older than
+// segment_ms by the wall clock.
 #[test]
 fn rolls_by_time() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -268,17 +269,56 @@ fn rolls_by_time() {
             ..LogConfig::default()
         },
     );
-    let b = batch(1, 10, 0);
+    let b = batch(1, 10, -1);
     log.append_at(&b, 0, 10_000).expect("append");
-    let b = batch(1, 10, 0);
+    let b = batch(1, 10, -1);
     log.append_at(&b, 0, 10_900).expect("append");
     assert_eq!(log.segment_count(), 1);
-    let b = batch(1, 10, 0);
+    let b = batch(1, 10, -1);
     log.append_at(&b, 0, 11_001).expect("append");
     assert_eq!(log.segment_count(), 2);
-    let b = batch(1, 10, 0);
+    let b = batch(1, 10, -1);
     log.append_at(&b, 0, 11_500).expect("append");
     assert_eq!(log.segment_count(), 2);
+}
+
+// With timestamps, Kafka's rule: an append rolls when its largest timestamp is more than
+// segment_ms past the segment's first batch's, whatever the wall clock says (records
+// stamped long ago, then a current one, roll so the old ones can expire on their own);
+// after a reopen the first batch's timestamp is read back from the file.
+#[test]
+fn rolls_by_record_timestamps() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = LogConfig {
+        segment_ms: 1000,
+        ..LogConfig::default()
+    };
+    let mut log = open(dir.path(), config.clone());
+    // Records of long ago, appended a wall-clock hour apart: no roll.
+    log.append_at(&batch(2, 10, 10_000), 0, 5_000_000)
+        .expect("append");
+    log.append_at(&batch(1, 10, 10_900), 0, 8_600_000)
+        .expect("append");
+    assert_eq!(log.segment_count(), 1);
+    // A record stamped 1,001 ms after the first batch's largest (10,001): a roll.
+    log.append_at(&batch(1, 10, 11_002), 0, 8_600_001)
+        .expect("append");
+    assert_eq!(log.segment_count(), 2);
+    log.append_at(&batch(1, 10, 11_500), 0, 8_600_002)
+        .expect("append");
+    assert_eq!(log.segment_count(), 2);
+    drop(log);
+    let mut log = open(dir.path(), config);
+    log.append_at(&batch(1, 10, 12_002), 0, 8_600_003)
+        .expect("append");
+    assert_eq!(log.segment_count(), 2, "1,000 ms past 11,002: no roll");
+    log.append_at(&batch(1, 10, 12_003), 0, 8_600_004)
+        .expect("append");
+    assert_eq!(
+        log.segment_count(),
+        3,
+        "1,001 ms past 11,002, read back from the file"
+    );
 }
 
 // An index holding segment_index_bytes of entries forces a roll.

@@ -941,8 +941,18 @@ async fn a_follower_settles_transactions_the_high_watermark_passed() {
         .wait_durable(Offset(2), Duration::from_secs(5))
         .await
         .expect("durable");
-    let bytes = std::fs::read(dir.path().join("lead-0").join("00000000000000000000.log"))
-        .expect("the leader's segment");
+    // Every segment in order: the batch is stamped 0 and the marker with the wall clock,
+    // so segment.ms (counted in record timestamps) put them in two.
+    let mut segments: Vec<_> = std::fs::read_dir(dir.path().join("lead-0"))
+        .expect("the leader's directory")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    segments.sort();
+    let bytes: Vec<u8> = segments
+        .iter()
+        .flat_map(|p| std::fs::read(p).expect("the leader's segment"))
+        .collect();
 
     let controller = Arc::new(FakeController::default());
     let follower = replica(dir.path(), &controller, None);

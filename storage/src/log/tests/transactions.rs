@@ -161,6 +161,9 @@ fn recovery_rebuilds_transactions() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = LogConfig {
         segment_bytes: 300,
+        // The test batches are stamped 0 and markers with the wall clock: no segment.ms
+        // roll by record timestamps, so only size rolls the segments.
+        segment_ms: u64::MAX,
         ..LogConfig::default()
     };
     let mut log = open(dir.path(), config.clone());
@@ -235,7 +238,14 @@ fn recovery_rebuilds_transactions() {
 #[test]
 fn truncation_removes_index_entries_and_reopens_transactions() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut log = open(dir.path(), LogConfig::default());
+    // One segment: no segment.ms roll between the batches stamped 0 and the marker.
+    let mut log = open(
+        dir.path(),
+        LogConfig {
+            segment_ms: u64::MAX,
+            ..LogConfig::default()
+        },
+    );
     append_txn(&mut log, 2, 4, 0, 0); // 0..2
     log.append_txn_marker(4, 0, marker(TxnResult::Abort, 0), 0)
         .expect("abort"); // 2
