@@ -124,11 +124,15 @@ pub const CLUSTER_OPERATIONS: &[AclOperation] = &[
     AclOperation::IdempotentWrite,
 ];
 
-/// The operations a group supports, as DescribeGroups' authorized-operations lists them.
+/// The operations a group supports, as DescribeGroups' authorized-operations lists them
+/// (Kafka's `AclEntry.supportedOperations(GROUP)`: DESCRIBE_CONFIGS and ALTER_CONFIGS since
+/// groups have configs, KIP-848).
 pub const GROUP_OPERATIONS: &[AclOperation] = &[
     AclOperation::Read,
     AclOperation::Delete,
     AclOperation::Describe,
+    AclOperation::DescribeConfigs,
+    AclOperation::AlterConfigs,
 ];
 
 /// The name of the cluster resource, as in every Kafka ACL on the cluster.

@@ -56,6 +56,10 @@ pub enum ConfigError {
     /// One config named twice in one resource (INVALID_REQUEST).
     #[error("Error due to duplicate config keys")]
     DuplicateKeys,
+    /// A topic config without a value in CreateTopics (INVALID_CONFIG, as Kafka's
+    /// controller refuses it).
+    #[error("Null value not supported for topic configs: {0}")]
+    NullTopicValue(String),
     /// A SET (or legacy) entry without a value (INVALID_REQUEST).
     #[error("Null value not supported for : {0}")]
     NullValue(String),

@@ -53,11 +53,7 @@ enum Pending {
     /// A bare SASL token (after SaslHandshake v0), sent length-prefixed.
     SaslToken(bytes::Bytes),
     /// ApiVersions asked at a version we do not know: answer in the v0 layout.
-    ApiVersionsFallback {
-        correlation_id: i32,
-        /// The broker's finalized `transaction.version`, which decides the versions listed.
-        transaction_version: i16,
-    },
+    ApiVersionsFallback { correlation_id: i32 },
 }
 
 impl Pending {
@@ -417,7 +413,6 @@ fn dispatch_frame(
         }) => {
             let pending = Pending::ApiVersionsFallback {
                 correlation_id: preamble.correlation_id,
-                transaction_version,
             };
             Some((pending, false, 0))
         }
@@ -470,14 +465,8 @@ async fn write_loop<T: Transport>(
                 tail.put_slice(&token);
                 Ok(())
             }
-            Pending::ApiVersionsFallback {
-                correlation_id,
-                transaction_version,
-            } => {
-                let body = handlers::api_versions::response(
-                    kafka_protocol::ResponseError::UnsupportedVersion.code(),
-                    transaction_version,
-                );
+            Pending::ApiVersionsFallback { correlation_id } => {
+                let body = handlers::api_versions::unsupported_version();
                 encode_api_versions_fallback(buf.tail(), correlation_id, &body)
             }
         };

@@ -88,9 +88,10 @@ pub fn replication_error(e: &logbook_replication::Error) -> ResponseError {
 pub fn config_error(e: &crate::topic_config::ConfigError) -> ResponseError {
     use crate::topic_config::ConfigError;
     match e {
-        ConfigError::Unknown(_) | ConfigError::Invalid { .. } | ConfigError::NotList { .. } => {
-            ResponseError::InvalidConfig
-        }
+        ConfigError::Unknown(_)
+        | ConfigError::Invalid { .. }
+        | ConfigError::NotList { .. }
+        | ConfigError::NullTopicValue(_) => ResponseError::InvalidConfig,
         ConfigError::NotDynamic(_)
         | ConfigError::DuplicateKeys
         | ConfigError::NullValue(_)

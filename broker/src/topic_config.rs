@@ -353,17 +353,18 @@ pub struct TopicConfig {
 }
 
 impl TopicConfig {
-    /// Validates and collects `(name, value)` pairs. A `None` value means "use the default".
+    /// Validates and collects `(name, value)` pairs (CreateTopics' configs).
     ///
     /// # Errors
-    /// The first unknown name or invalid value.
+    /// The first unknown name, missing value (`NullTopicValue`: Kafka refuses a null where
+    /// one might expect "the default") or invalid value.
     pub fn from_pairs<'a>(
         pairs: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
     ) -> Result<Self, ConfigError> {
         let mut overrides = BTreeMap::new();
         for (name, value) in pairs {
             let def = definition(name).ok_or_else(|| ConfigError::Unknown(name.to_string()))?;
-            let Some(value) = value else { continue };
+            let value = value.ok_or_else(|| ConfigError::NullTopicValue(name.to_string()))?;
             check(def.kind, value).map_err(|reason| ConfigError::Invalid {
                 name: name.to_string(),
                 value: value.to_string(),

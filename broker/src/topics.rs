@@ -641,6 +641,12 @@ impl Topics {
 
     /// The broker's own checks of a client's topic (the controller's come with the write).
     fn validate_client_topic(&self, new: &NewTopic<'_>, assigned: bool) -> Result<(), TopicError> {
+        // An internal topic that exists already is TOPIC_ALREADY_EXISTS, as on Kafka (so a
+        // "create if missing" tool sees what it expects); one that does not is refused, where
+        // Kafka would create it with the client's shape and leave its coordinator on it.
+        if is_internal(new.name) && self.get(new.name).is_some() {
+            return Err(TopicError::AlreadyExists(new.name.to_string()));
+        }
         if is_internal(new.name) {
             return Err(TopicError::Internal(new.name.to_string()));
         }

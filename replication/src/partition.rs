@@ -477,15 +477,18 @@ impl Partition {
                     state.log.mark_durable(synced);
                     state.log.recovery_point()
                 });
+                // The high watermark first, the durable offset after: an acks=1 answer waits
+                // for the durable offset (`wait_for_acks_leader`), and must find the records
+                // visible wherever the leader alone decides the high watermark.
+                if self.flusher.policy() == FlushPolicy::EveryWrite {
+                    self.leader_offset_reached(synced.durable_offset);
+                }
                 if let Some(durable) = durable {
                     self.durable.send_if_modified(|d| {
                         let advanced = durable > *d;
                         *d = (*d).max(durable);
                         advanced
                     });
-                }
-                if self.flusher.policy() == FlushPolicy::EveryWrite {
-                    self.leader_offset_reached(synced.durable_offset);
                 }
             }
             Err(e) => {

@@ -1,7 +1,7 @@
 //! ApiVersions (API key 18): the client learns which versions of each API we serve, and
 //! (v3+) which features the cluster supports and has finalized. The list is derived from the
 //! handlers' `VERSIONS`; the unknown-version fallback (v0 layout with UNSUPPORTED_VERSION) is
-//! built by the connection from [`response`].
+//! built by the connection from [`unsupported_version`].
 //!
 //! The one feature advertised is `transaction.version` (supported 0–2, finalized at the
 //! broker's `--transaction-version`, 2 by default as in Kafka 4.x): kafka-clients 4.x takes
@@ -87,6 +87,19 @@ pub fn response(error_code: i16, transaction_version: i16) -> ApiVersionsRespons
             .with_max_version(TRANSACTION_VERSION_MAX)])
         .with_finalized_features_epoch(finalized_features_epoch())
         .with_finalized_features(finalized)
+}
+
+/// The answer to an ApiVersions request at a version we do not serve: UNSUPPORTED_VERSION
+/// and, as Kafka's `ApiVersionsRequest.getErrorResponse`, only ApiVersions' own range, from
+/// which the client picks the version to retry with.
+#[must_use]
+pub fn unsupported_version() -> ApiVersionsResponse {
+    ApiVersionsResponse::default()
+        .with_error_code(kafka_protocol::ResponseError::UnsupportedVersion.code())
+        .with_api_keys(vec![ApiVersion::default()
+            .with_api_key(ApiKey::ApiVersions as i16)
+            .with_min_version(VERSIONS.min)
+            .with_max_version(VERSIONS.max)])
 }
 
 /// Answers a supported ApiVersions request.

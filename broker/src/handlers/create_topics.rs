@@ -175,7 +175,10 @@ pub fn handle(ctx: &super::RequestContext, request: CreateTopicsRequest) -> Crea
         .topics
         .iter()
         .map(|t| {
-            let result = CreatableTopicResult::default().with_name(t.name.clone());
+            // A created topic's message is null, as Kafka's (the default is "").
+            let result = CreatableTopicResult::default()
+                .with_name(t.name.clone())
+                .with_error_message(None);
             if !seen.insert(t.name.as_str().to_string()) {
                 return result
                     .with_error_code(kafka_protocol::ResponseError::InvalidRequest.code())

@@ -26,20 +26,15 @@ pub fn handle(
         .transactional_ids
         .iter()
         .map(|id| {
+            // An error leaves the other fields at the schema's defaults (producer id, epoch
+            // and start time 0), as Kafka answers them.
             let state = TransactionState::default().with_transactional_id(id.clone());
             if !ctx.authorize(AclOperation::Describe, ResourceType::TransactionalId, id) {
                 return state
-                    .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
-                    .with_producer_id(ProducerId(-1))
-                    .with_producer_epoch(-1)
-                    .with_transaction_start_time_ms(-1);
+                    .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code());
             }
             match ctx.broker.transactions.describe(id.as_str()) {
-                Err(e) => state
-                    .with_error_code(errors::txn_error(&e, false).code())
-                    .with_producer_id(ProducerId(-1))
-                    .with_producer_epoch(-1)
-                    .with_transaction_start_time_ms(-1),
+                Err(e) => state.with_error_code(errors::txn_error(&e, false).code()),
                 Ok(m) => {
                     let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
                     for (topic, p) in &m.partitions {

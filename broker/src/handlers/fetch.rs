@@ -249,6 +249,7 @@ fn error_partition(index: i32, error: ResponseError) -> PartitionData {
         .with_high_watermark(-1)
         .with_last_stable_offset(-1)
         .with_log_start_offset(-1)
+        .with_aborted_transactions(None)
         .with_preferred_read_replica(BrokerId(-1))
         .with_records(Some(Bytes::new()))
 }
@@ -412,7 +413,7 @@ impl PassReader<'_> {
             Ok(read) => read,
             Err(e) => {
                 self.pass.error = true;
-                return failed_read(req.partition, partition, &e);
+                return failed_read(req.partition, &e);
             }
         };
         let high_watermark = offsets.map_or(-1, |o| o.high_watermark.get());
@@ -436,13 +437,10 @@ impl PassReader<'_> {
     }
 }
 
-/// The answer for a partition whose read failed: its error, with the offsets it still has.
-fn failed_read(index: i32, partition: &Partition, e: &logbook_replication::Error) -> PartitionData {
-    let offsets = partition.offsets().ok();
+/// The answer for a partition whose read failed (OFFSET_OUT_OF_RANGE, a storage error): its
+/// error alone, with every offset -1, as Kafka's `createLogReadResult` answers a consumer.
+fn failed_read(index: i32, e: &logbook_replication::Error) -> PartitionData {
     error_partition(index, errors::replication_error(e))
-        .with_high_watermark(offsets.map_or(-1, |o| o.high_watermark.get()))
-        .with_last_stable_offset(offsets.map_or(-1, |o| o.last_stable_offset.get()))
-        .with_log_start_offset(offsets.map_or(-1, |o| o.log_start_offset.get()))
 }
 
 /// The response's form of the aborted transactions of a read_committed read.

@@ -46,7 +46,7 @@ use crate::authorizer::{AclOperation, ResourceType};
 use crate::broker::Broker;
 use crate::errors;
 use crate::handlers::ResponseFuture;
-use crate::topics::{Topic, TopicError};
+use crate::topics::Topic;
 use logbook_common::now_ms;
 
 /// Versions served.
@@ -69,8 +69,8 @@ const TRANSACTION_ABORTABLE_VERSION: i16 = 11;
 /// (KIP-951).
 const CURRENT_LEADER_VERSION: i16 = 10;
 
-/// A partition's append that must be committed before acks=all is answered, and where its
-/// answer is in the response.
+/// A partition's append that must be committed (acks=all) or held by the leader (acks=1)
+/// before the request is answered, and where its answer is in the response.
 struct DurableWait {
     topic_index: usize,
     partition_index: usize,
@@ -125,6 +125,40 @@ fn partition_error(
         .with_log_append_time_ms(-1)
         .with_log_start_offset(-1)
         .with_error_message(message.map(StrBytes::from_string))
+}
+
+/// Errors Kafka answers with log start offset -1 although the partition was reached
+/// (`ReplicaManager.appendToLocalLog` answers them with `UNKNOWN_LOG_APPEND_INFO`).
+const ERRORS_WITHOUT_LOG_START_OFFSET: [ResponseError; 6] = [
+    ResponseError::UnknownTopicOrPartition,
+    ResponseError::NotLeaderOrFollower,
+    ResponseError::MessageTooLarge,
+    ResponseError::RecordListTooLarge,
+    ResponseError::CorruptMessage,
+    ResponseError::KafkaStorageError,
+];
+
+/// A leader's refusal of an append carries the partition's log start offset, except for
+/// [`ERRORS_WITHOUT_LOG_START_OFFSET`], as Kafka's does: a Java producer compares it with
+/// its last acknowledged offset to tell a producer state removed by retention (reset the
+/// sequence) from a real sequence error.
+fn with_log_start_offset(
+    broker: &Broker,
+    topic_partition: &logbook_replication::TopicPartition,
+    response: PartitionProduceResponse,
+) -> PartitionProduceResponse {
+    let withheld = ERRORS_WITHOUT_LOG_START_OFFSET
+        .iter()
+        .any(|e| e.code() == response.error_code);
+    let log_start_offset = broker
+        .replicas
+        .partition(&topic_partition.topic, topic_partition.partition)
+        .filter(|_| !withheld)
+        .and_then(|p| p.offsets().ok().map(|o| o.log_start_offset.get()));
+    match log_start_offset {
+        Some(offset) => response.with_log_start_offset(offset),
+        None => response,
+    }
 }
 
 /// The refusal of a batch that failed validation, with the offending records' indexes
@@ -229,12 +263,19 @@ fn append_partition(
             (response, Some(appended.pending_ack(min_insync_replicas)))
         }
         Err(AppendRecordsError::Partition(e)) => (
-            partition_error(index, errors::replication_error(&e), Some(e.to_string())),
+            with_log_start_offset(
+                broker,
+                &topic_partition,
+                partition_error(index, errors::replication_error(&e), Some(e.to_string())),
+            ),
             None,
         ),
         Err(AppendRecordsError::Invalid(e)) => {
             tracing::debug!(partition = %topic_partition, error = %e, "produce rejected");
-            (validation_failure(index, &e), None)
+            (
+                with_log_start_offset(broker, &topic_partition, validation_failure(index, &e)),
+                None,
+            )
         }
         Err(AppendRecordsError::Refused(refused)) => (refused, None),
         Err(AppendRecordsError::Append(e)) => {
@@ -325,17 +366,14 @@ fn append_response(
         .with_index(index)
         .with_log_start_offset(log_start_offset);
     match outcome {
-        AppendOutcome::Duplicate(cached) => {
-            // Under LogAppendTime the retry reports the original append time, as Kafka does.
-            let append_time = if log_append_time_ms >= 0 {
-                cached.max_timestamp
-            } else {
-                -1
-            };
-            response
-                .with_base_offset(cached.first_offset.get())
-                .with_log_append_time_ms(append_time)
-        }
+        // A retry is answered with the first append's offsets and, as its append time, the
+        // batch's stored max timestamp: the append time under LogAppendTime, and the
+        // producer's own largest timestamp under CreateTime too (Kafka's `UnifiedLog` sets
+        // the duplicate's `logAppendTime` from the cached batch either way, so a Java
+        // producer reports that timestamp for every record of the retried batch).
+        AppendOutcome::Duplicate(cached) => response
+            .with_base_offset(cached.first_offset.get())
+            .with_log_append_time_ms(cached.max_timestamp),
         AppendOutcome::Appended(info) => {
             crate::metrics::BrokerTopicStats::appended(
                 &topic.name,
@@ -350,7 +388,7 @@ fn append_response(
 }
 
 /// The topic the client may write to: WRITE on it is checked before anything reveals
-/// whether it exists or creates it (Kafka's `filterByAuthorized` comes first), except that
+/// whether it exists (Kafka's `filterByAuthorized` comes first), except that
 /// a topic id must first be resolved to the name the ACLs use.
 fn resolve_topic(
     ctx: &super::RequestContext,
@@ -384,18 +422,13 @@ fn resolve_any_topic(
             .get_by_id(&data.topic_id)
             .ok_or(ResponseError::UnknownTopicId);
     }
-    tokio::task::block_in_place(|| {
-        broker.topics.get_or_create(
-            data.name.as_str(),
-            broker.config.auto_create_topics_enable,
-            broker.config.num_partitions,
-            broker.config.default_replication_factor,
-        )
-    })
-    .map_err(|e| match e {
-        TopicError::Unknown(_) => ResponseError::UnknownTopicOrPartition,
-        other => errors::topic_error(&other),
-    })
+    // Kafka creates topics from Metadata requests only: a Produce to a topic that does not
+    // exist is UNKNOWN_TOPIC_OR_PARTITION whatever `auto.create.topics.enable` says (clients
+    // ask Metadata first, and that creates it).
+    broker
+        .topics
+        .get(data.name.as_str())
+        .ok_or(ResponseError::UnknownTopicOrPartition)
 }
 
 /// Appends the request's records now (in request order) and returns the future answer.
@@ -460,14 +493,13 @@ pub fn handle(ctx: &super::RequestContext, request: ProduceRequest) -> ResponseF
     let timeout_ms = u64::try_from(request.timeout_ms.max(0))
         .unwrap_or(0)
         .min(broker.config.limits.produce_timeout_ms_max);
-    let timeout = (acks == -1).then(|| Duration::from_millis(timeout_ms));
     Box::pin(answer(
         Arc::clone(broker),
         version,
         responses,
         topic_names,
         waits,
-        timeout,
+        (acks, Duration::from_millis(timeout_ms)),
         throttle_ms,
     ))
 }
@@ -594,21 +626,27 @@ impl TopicAppend<'_> {
     }
 }
 
-/// The answer of a Produce request once its appends are done: with `timeout` (acks=all),
-/// after every append in `waits` is committed or failed; then the current leaders of
-/// partitions answered NOT_LEADER (KIP-951).
+/// The answer of a Produce request once its appends are done: within `timeout`, after every
+/// append in `waits` is committed (acks=all) or held by its leader (acks=1), or failed; then
+/// the current leaders of partitions answered NOT_LEADER (KIP-951).
 async fn answer(
     broker: Arc<Broker>,
     version: i16,
     mut responses: Vec<TopicProduceResponse>,
     topic_names: Vec<Option<String>>,
     waits: Vec<DurableWait>,
-    timeout: Option<Duration>,
+    (acks, timeout): (i16, Duration),
     throttle_ms: i32,
 ) -> Option<crate::handlers::Response> {
-    if let Some(timeout) = timeout.filter(|_| !waits.is_empty()) {
+    if !waits.is_empty() {
         let pending = waits.iter().map(|w| &w.pending);
-        let results = ReplicaManager::wait_for_acks_all(pending, timeout).await;
+        // acks=all waits for the ISR (the high watermark); acks=1 for the leader's own copy
+        // (its fsync, so a single node's answer never precedes the records' visibility).
+        let results = if acks == -1 {
+            ReplicaManager::wait_for_acks_all(pending, timeout).await
+        } else {
+            ReplicaManager::wait_for_acks_leader(pending, timeout).await
+        };
         for (w, result) in waits.iter().zip(results) {
             if let Err(e) = result {
                 let p = &mut responses[w.topic_index].partition_responses[w.partition_index];

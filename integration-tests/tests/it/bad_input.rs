@@ -203,8 +203,8 @@ fn assert_advertises_required_apis(response: &ApiVersionsResponse) {
 fn api_versions_unknown_version_answers_v0_unsupported_version() {
     // Proves: ApiVersions at v127 is answered (not closed) in the v0 layout —
     // response header v0 with the correlation id, error_code 35
-    // UNSUPPORTED_VERSION and a non-empty api_keys list that includes
-    // ApiVersions — so a client can retry at a version the broker supports.
+    // UNSUPPORTED_VERSION and an api_keys list of ApiVersions alone, as Kafka's —
+    // so a client can retry at a version the broker supports.
     let broker = Broker::start();
     let mut body = Vec::new();
     body.put_u8(0); // request header v2 tagged fields
@@ -224,15 +224,21 @@ fn api_versions_unknown_version_answers_v0_unsupported_version() {
         ApiVersionsResponse::decode(&mut frame, 0).expect("ApiVersions response in v0 layout");
     assert_eq!(frame.remaining(), 0, "bytes after the v0 ApiVersions body");
     assert_eq!(response.error_code, 35, "UNSUPPORTED_VERSION");
-    // Kafka lists only ApiVersions itself here; more entries are allowed.
-    let own = response
+    // Kafka lists only ApiVersions itself here (ApiVersionsRequest.getErrorResponse).
+    let listed: Vec<(i16, i16)> = response
         .api_keys
         .iter()
-        .find(|k| k.api_key == ApiKey::ApiVersions as i16)
-        .unwrap_or_else(|| panic!("ApiVersions missing from api_keys {:?}", response.api_keys));
+        .map(|k| (k.api_key, k.min_version))
+        .collect();
+    assert_eq!(
+        listed,
+        [(ApiKey::ApiVersions as i16, 0)],
+        "api_keys of the fallback"
+    );
     assert!(
-        own.min_version == 0 && own.max_version >= 3,
-        "ApiVersions range {own:?}"
+        response.api_keys[0].max_version >= 3,
+        "ApiVersions range {:?}",
+        response.api_keys[0]
     );
     assert_round_trip(&broker.bootstrap(), "after-api-versions-127");
 }
@@ -339,6 +345,7 @@ fn produce_raw(stream: &mut std::net::TcpStream, topic: &str, records: bytes::By
 #[test]
 fn invalid_batches_get_kafka_error_codes() {
     let broker = Broker::start();
+    crate::common::create_topic(&broker.bootstrap(), "validated", 1, &[]);
     let mut stream = connect(broker.addr());
     let good = record_batch(3, true);
 
@@ -384,6 +391,7 @@ fn invalid_batches_get_kafka_error_codes() {
 #[test]
 fn two_batches_for_one_partition_are_refused() {
     let broker = Broker::start();
+    crate::common::create_topic(&broker.bootstrap(), "one-batch", 1, &[]);
     let mut stream = connect(broker.addr());
     let good = record_batch(2, true);
     let two: bytes::Bytes = [good.as_ref(), good.as_ref()].concat().into();
@@ -490,8 +498,24 @@ fn log_append_time_topic_stamps_batches() {
 // (17), as Kafka answers; the coordinator's own records are unaffected.
 #[test]
 fn produce_to_internal_topic_is_refused() {
+    // Before `__consumer_offsets` exists a Produce to it is UNKNOWN_TOPIC_OR_PARTITION (3)
+    // and creates nothing, as on Kafka; once FindCoordinator has made it, INVALID_TOPIC (17).
+    use kafka_protocol::messages::{FindCoordinatorRequest, FindCoordinatorResponse};
     let broker = Broker::start();
     let mut stream = connect(broker.addr());
+    assert_eq!(
+        produce_raw(&mut stream, "__consumer_offsets", record_batch(1, true)).0,
+        3
+    );
+    let found: FindCoordinatorResponse = wire::round_trip(
+        &mut stream,
+        4,
+        78,
+        &FindCoordinatorRequest::default()
+            .with_key_type(0)
+            .with_coordinator_keys(vec![StrBytes::from_static_str("g")]),
+    );
+    assert_eq!(found.coordinators[0].error_code, 0, "FindCoordinator");
     assert_eq!(
         produce_raw(&mut stream, "__consumer_offsets", record_batch(1, true)).0,
         17
@@ -591,6 +615,7 @@ fn decompression_bound_is_a_flag() {
     assert!(bomb.len() < 4096, "compressed: {} bytes", bomb.len());
 
     let bounded = Broker::start_with(&["--decompressed-batch-bytes-max", "4096"]);
+    crate::common::create_topic(&bounded.bootstrap(), "inflating", 1, &[]);
     let mut stream = connect(bounded.addr());
     assert_eq!(
         produce_raw(&mut stream, "inflating", bomb.clone()).0,
@@ -604,6 +629,7 @@ fn decompression_bound_is_a_flag() {
     );
 
     let default = Broker::start();
+    crate::common::create_topic(&default.bootstrap(), "inflating", 1, &[]);
     let mut stream = connect(default.addr());
     assert_eq!(produce_raw(&mut stream, "inflating", bomb), (0, 0));
 }

@@ -26,6 +26,8 @@ use rdkafka::Message;
 use crate::common::{admin, admin_options, block_on, consumer, create_topic, produce_ok, Record};
 use crate::wire;
 
+/// CreateTopics of an internal topic that exists (Kafka 4.4).
+const TOPIC_ALREADY_EXISTS: i16 = 36;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 
@@ -266,19 +268,22 @@ fn metadata_auto_create_of_offsets_topic_uses_coordinator_rules() {
 
 #[test]
 fn clients_cannot_create_produce_to_or_delete_internal_topics() {
-    // Proves: a Produce naming __consumer_offsets on a fresh broker is refused with
-    // INVALID_TOPIC_EXCEPTION (17) and does not auto-create it as an ordinary
-    // one-partition topic; Metadata for __transaction_state does not create it;
-    // CreateTopics of an internal topic and DeleteTopics of __consumer_offsets are
-    // refused with INVALID_TOPIC_EXCEPTION and change nothing.
+    // Proves: a Produce naming __consumer_offsets on a fresh broker is
+    // UNKNOWN_TOPIC_OR_PARTITION (3), as on Kafka, and does not auto-create it as an
+    // ordinary one-partition topic; Metadata for __transaction_state does not create it;
+    // CreateTopics of an internal topic that does not exist is refused with
+    // INVALID_TOPIC_EXCEPTION; once __consumer_offsets exists, a Produce to it is
+    // INVALID_TOPIC_EXCEPTION, CreateTopics of it TOPIC_ALREADY_EXISTS (36, as Kafka 4.4
+    // answers), and DeleteTopics of it is refused with INVALID_TOPIC_EXCEPTION; nothing
+    // changes.
     let broker = Broker::start_with(&["--offsets-topic-num-partitions", "3"]);
     assert_eq!(
         produce_raw(&broker, "__consumer_offsets"),
-        INVALID_TOPIC_EXCEPTION
+        UNKNOWN_TOPIC_OR_PARTITION
     );
     assert_eq!(
         produce_raw(&broker, "__transaction_state"),
-        INVALID_TOPIC_EXCEPTION
+        UNKNOWN_TOPIC_OR_PARTITION
     );
     let listed = metadata(&broker, None, false);
     assert_eq!(described(&listed, "__consumer_offsets"), None);
@@ -313,6 +318,22 @@ fn clients_cannot_create_produce_to_or_delete_internal_topics() {
     );
 
     assert_eq!(find_group_coordinator(&broker, "g"), 0);
+    assert_eq!(
+        produce_raw(&broker, "__consumer_offsets"),
+        INVALID_TOPIC_EXCEPTION
+    );
+    let again = wire::round_trip(
+        &mut stream,
+        7,
+        8,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(5000)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(topic_name("__consumer_offsets"))
+                .with_num_partitions(1)
+                .with_replication_factor(1)]),
+    );
+    assert_eq!(again.topics[0].error_code, TOPIC_ALREADY_EXISTS);
     let delete = DeleteTopicsRequest::default()
         .with_timeout_ms(5000)
         .with_topics(vec![

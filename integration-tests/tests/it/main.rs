@@ -8,6 +8,7 @@ mod wire;
 mod acls;
 mod admin_apis;
 mod admin_topics;
+mod answers;
 mod bad_input;
 mod cli_admin;
 mod cli_records;

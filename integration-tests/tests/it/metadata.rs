@@ -4,7 +4,10 @@
 
 use integration_tests::Broker;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{
+    BrokerId, DescribeGroupsRequest, DescribeGroupsResponse, GroupId, MetadataRequest,
+    MetadataResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::common::create_topic;
@@ -20,6 +23,9 @@ const TOPIC_OPERATIONS_ALL: i32 =
 /// DESCRIBE(8), CLUSTER_ACTION(9), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11), IDEMPOTENT_WRITE(12).
 const CLUSTER_OPERATIONS_ALL: i32 =
     (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+/// Group operations Kafka 4.4 reports without an authorizer: READ(3), DELETE(6),
+/// DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11) = 3400.
+const GROUP_OPERATIONS_ALL: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
 
 /// A Metadata request for `topics` (None = all) at `version` over a raw socket.
 fn metadata(
@@ -135,7 +141,8 @@ fn single_node_is_broker_controller_and_leader() {
 fn authorized_operations_bitfields() {
     // Proves: Metadata v8 with include_cluster/topic_authorized_operations=true
     // answers the bitfields Kafka gives without an authorizer (cluster 8096,
-    // topic 3576), v12 gives the topic bitfield, and without the flags both are
+    // topic 3576), v12 gives the topic bitfield, DescribeGroups v5 the group bitfield
+    // (3400), and without the flags both are
     // INT32_MIN. kafka-python's KafkaAdminClient.list_topics() sends v8 with
     // the flags set and fails to decode bit 31.
     let broker = Broker::start();
@@ -155,6 +162,26 @@ fn authorized_operations_bitfields() {
     assert_eq!(
         v12.topics[0].topic_authorized_operations, TOPIC_OPERATIONS_ALL,
         "v12 topic operations"
+    );
+
+    // DescribeGroups v5 lists the group operations Kafka 4.4 does (3400; 328 before groups
+    // had DESCRIBE_CONFIGS and ALTER_CONFIGS).
+    let mut stream = wire::connect(broker.addr());
+    let groups: DescribeGroupsResponse = wire::round_trip(
+        &mut stream,
+        5,
+        15,
+        &DescribeGroupsRequest::default()
+            .with_groups(vec![GroupId(StrBytes::from_static_str("ops-group"))])
+            .with_include_authorized_operations(true),
+    );
+    assert_eq!(
+        (
+            groups.groups[0].error_code,
+            groups.groups[0].authorized_operations
+        ),
+        (0, GROUP_OPERATIONS_ALL),
+        "DescribeGroups v5 group operations"
     );
 
     let v8_plain = metadata(&broker, 8, Some(&["ops"]), false);

@@ -134,6 +134,7 @@ fn produce(
 fn poison_batches_are_refused_and_consumers_read_only_valid_records() {
     let broker = Broker::start();
     let topic = "poison";
+    common::create_topic(&broker.bootstrap(), topic, 1, &[]);
     let mut stream = connect(broker.addr());
     let first = produce(
         &mut stream,
@@ -291,6 +292,7 @@ fn max_timestamp_offset(stream: &mut std::net::TcpStream, topic: &str) -> (i64, 
 fn max_timestamp_is_recomputed_from_the_records() {
     let broker = Broker::start();
     let topic = "liar";
+    common::create_topic(&broker.bootstrap(), topic, 1, &[]);
     let mut stream = connect(broker.addr());
     let honest = produce(
         &mut stream,

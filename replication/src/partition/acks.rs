@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use super::leader::Role;
 use super::Partition;
+use crate::flusher::FlushPolicy;
 use crate::Error;
 
 impl Partition {
@@ -118,6 +119,63 @@ impl Partition {
                 }
                 let changed = tokio::select! {
                     changed = high_watermark.changed() => changed,
+                    changed = role.changed() => changed,
+                };
+                if changed.is_err() {
+                    return Err(Error::Closed(self.topic_partition.clone()));
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::Timeout {
+                topic_partition: self.topic_partition.clone(),
+                offset: offset.get(),
+            }),
+        }
+    }
+
+    /// acks=1: waits until the leader itself holds everything below `offset` as it counts
+    /// it toward the high watermark: fsync'd under `EveryWrite`, at once under `Os`. The
+    /// flusher advances the high watermark before it publishes the durable offset, so on a
+    /// partition whose ISR is the leader alone (every single-node topic) the answer never
+    /// precedes the records' visibility: a ListOffsets, DeleteRecords or new consumer right
+    /// after the acknowledgement sees them, as on Kafka, whose acks=1 leader of a one-member
+    /// ISR moves its high watermark with the append. Followers are not waited for.
+    ///
+    /// # Errors
+    /// `Timeout` after `timeout`; `NotLeaderOrFollower` if the partition stops leading
+    /// meanwhile; a storage error if its log failed; `Closed` if it is deleted meanwhile.
+    pub async fn wait_for_acks_leader(
+        &self,
+        offset: Offset,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        if self.flusher.policy() == FlushPolicy::Os {
+            return Ok(());
+        }
+        let mut durable = self.durable.subscribe();
+        let mut role = self.role.subscribe();
+        let epoch = self.leadership.read().leader_epoch;
+        let wait = async {
+            loop {
+                if *role.borrow_and_update() != Role::Leader
+                    || self.leadership.read().leader_epoch != epoch
+                {
+                    return Err(Error::NotLeaderOrFollower(self.topic_partition.clone()));
+                }
+                self.with_log(|_| Ok(()))?;
+                if let Some(reason) = self.offline_reason() {
+                    return Err(Error::Storage(logbook_storage::Error::LogFailed {
+                        dir: std::path::PathBuf::new(),
+                        reason,
+                    }));
+                }
+                if *durable.borrow_and_update() >= offset {
+                    return Ok(());
+                }
+                let changed = tokio::select! {
+                    changed = durable.changed() => changed,
                     changed = role.changed() => changed,
                 };
                 if changed.is_err() {

@@ -157,6 +157,20 @@ impl ReplicaManager {
         })
     }
 
+    /// acks=1: waits for each append to be held by its leader as the leader counts it
+    /// ([`Partition::wait_for_acks_leader`]); one result per pending append, in order.
+    pub async fn wait_for_acks_leader<'a>(
+        pending: impl IntoIterator<Item = &'a PendingAck>,
+        timeout: Duration,
+    ) -> Vec<Result<(), Error>> {
+        futures::future::join_all(
+            pending
+                .into_iter()
+                .map(|p| p.partition.wait_for_acks_leader(p.end_offset, timeout)),
+        )
+        .await
+    }
+
     /// Waits for every append of one request together (Kafka's `DelayedProduce`): each
     /// succeeds once the high watermark passes it with the ISR still at its
     /// `min.insync.replicas`; answers in the order given.
