@@ -106,7 +106,8 @@ pub static SETTINGS: &[Setting] = &[
     Setting {
         name: "advertised.listeners",
         allowed: "NAME://host:port,... for listeners of listeners",
-        config_type: 2,
+        // LIST, as Kafka types it.
+        config_type: 7,
         apply: |c, v| {
             c.listener_settings.advertised_listeners = Some(v.trim().to_string());
             Ok(())
@@ -303,7 +304,8 @@ pub static SETTINGS: &[Setting] = &[
     Setting {
         name: "listeners",
         allowed: "NAME://host:port,... (an empty host: every interface)",
-        config_type: 2,
+        // LIST, as Kafka types it.
+        config_type: 7,
         apply: |c, v| {
             c.listener_settings.listeners = Some(v.trim().to_string());
             Ok(())
@@ -387,7 +389,8 @@ pub static SETTINGS: &[Setting] = &[
     Setting {
         name: "log.dirs",
         allowed: "one directory",
-        config_type: 2,
+        // LIST, as Kafka types it.
+        config_type: 7,
         apply: |c, v| {
             if v.contains(',') {
                 return Err("Logbook uses one log directory".into());

@@ -68,3 +68,66 @@ fn describe_topic_and_broker_configs() {
     );
     assert!(response.results[0].configs.is_empty());
 }
+
+// Broker configs as Kafka 4.4 describes them: the hours and minutes forms of retention and
+// roll are read-only (only the `.ms` primaries change at run time) and refused by
+// IncrementalAlterConfigs; `listeners` and `log.dirs` are of type LIST (7). Fails on the
+// previous build: the hours forms were dynamic, the lists STRING.
+#[test]
+fn broker_config_flags_and_types_are_kafkas() {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    };
+    let broker = Broker::start();
+    let keys = [
+        "log.retention.hours",
+        "log.retention.minutes",
+        "log.retention.ms",
+        "log.roll.hours",
+        "listeners",
+        "log.dirs",
+    ];
+    let request =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_static_str("1"))
+            .with_configuration_keys(Some(
+                keys.iter().map(|k| StrBytes::from_static_str(k)).collect(),
+            ))]);
+    let mut stream = crate::wire::connect(broker.addr());
+    let response: DescribeConfigsResponse = crate::wire::round_trip(&mut stream, 4, 3, &request);
+    let mut seen: Vec<(String, bool, i8)> = response.results[0]
+        .configs
+        .iter()
+        .map(|c| (c.name.to_string(), c.read_only, c.config_type))
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            // Read-only here: Kafka lets a broker's listeners change at run time,
+            // Logbook does not (yet).
+            ("listeners".to_string(), true, 7),
+            ("log.dirs".to_string(), true, 7),
+            ("log.retention.hours".to_string(), true, 3),
+            ("log.retention.minutes".to_string(), true, 3),
+            ("log.retention.ms".to_string(), false, 5),
+            ("log.roll.hours".to_string(), true, 3),
+        ]
+    );
+    let alter = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(StrBytes::from_static_str(""))
+            .with_configs(vec![AlterableConfig::default()
+                .with_name(StrBytes::from_static_str("log.retention.hours"))
+                .with_config_operation(0)
+                .with_value(Some(StrBytes::from_static_str("1")))]),
+    ]);
+    let altered: IncrementalAlterConfigsResponse =
+        crate::wire::round_trip(&mut stream, 1, 4, &alter);
+    assert_eq!(altered.responses[0].error_code, 42, "INVALID_REQUEST");
+}
