@@ -695,20 +695,8 @@ impl Log {
         if let Some(duplicate) = self.check_producers(&headers)? {
             return Ok(AppendOutcome::Duplicate(duplicate));
         }
-        let incoming_max_timestamp = headers
-            .iter()
-            .map(|(_, h)| h.max_timestamp)
-            .max()
-            .unwrap_or(-1);
-        self.active_mut().load_rolling_timestamp();
-        if self.should_roll(
-            batches.len() as u64,
-            offsets,
-            now_ms,
-            incoming_max_timestamp,
-        ) {
-            self.roll()?;
-        }
+        let incoming_max_timestamp =
+            self.roll_for_append(&headers, batches.len() as u64, offsets, now_ms)?;
         let first_offset = self.end();
         let mut next = first_offset;
         for (_, header) in &mut headers {
@@ -789,6 +777,27 @@ impl Log {
                 Error::Io(write)
             }
         }
+    }
+
+    /// Rolls first when an append of `bytes` in `offsets` offsets (batches `headers`) is due
+    /// one; returns the append's largest timestamp (-1 when no batch has one).
+    fn roll_for_append(
+        &mut self,
+        headers: &[(usize, RecordBatchHeader)],
+        bytes: u64,
+        offsets: i64,
+        now_ms: i64,
+    ) -> Result<i64, Error> {
+        let max_timestamp = headers
+            .iter()
+            .map(|(_, h)| h.max_timestamp)
+            .max()
+            .unwrap_or(-1);
+        self.active_mut().load_rolling_timestamp();
+        if self.should_roll(bytes, offsets, now_ms, max_timestamp) {
+            self.roll()?;
+        }
+        Ok(max_timestamp)
     }
 
     /// Kafka's `LogSegment.shouldRoll` for an append of `bytes` in `offsets` offsets whose

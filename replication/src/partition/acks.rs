@@ -88,51 +88,27 @@ impl Partition {
         timeout: Duration,
         min_insync_replicas: usize,
     ) -> Result<(), Error> {
-        let mut high_watermark = self.high_watermark.subscribe();
-        let mut role = self.role.subscribe();
-        // The epoch the record was appended in. The role watch keeps only its latest value,
-        // so a leader -> follower -> leader flip between two wake-ups reads as "still leader";
-        // the epoch does not come back, so a waiter whose leadership ended fails even when
-        // this broker leads again (the record may have been truncated in between).
-        let epoch = self.leadership.read().leader_epoch;
-        let wait = async {
-            loop {
-                if *role.borrow_and_update() != Role::Leader
-                    || self.leadership.read().leader_epoch != epoch
-                {
-                    return Err(Error::NotLeaderOrFollower(self.topic_partition.clone()));
-                }
-                if *high_watermark.borrow_and_update() >= offset {
-                    let (isr, min_insync_replicas) = {
-                        let leadership = self.leadership.read();
-                        let min_isr = leadership.effective_min_isr(min_insync_replicas);
-                        (leadership.isr.maximal().len(), min_isr)
-                    };
-                    if isr < min_insync_replicas {
-                        return Err(Error::NotEnoughReplicasAfterAppend {
-                            topic_partition: self.topic_partition.clone(),
-                            isr,
-                            min_insync_replicas,
-                        });
-                    }
-                    return Ok(());
-                }
-                let changed = tokio::select! {
-                    changed = high_watermark.changed() => changed,
-                    changed = role.changed() => changed,
-                };
-                if changed.is_err() {
-                    return Err(Error::Closed(self.topic_partition.clone()));
-                }
+        let high_watermark = self.high_watermark.subscribe();
+        self.wait_while_leading(high_watermark, offset, timeout, |hw| {
+            if hw < offset {
+                return None;
             }
-        };
-        match tokio::time::timeout(timeout, wait).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::Timeout {
-                topic_partition: self.topic_partition.clone(),
-                offset: offset.get(),
-            }),
-        }
+            let (isr, min_insync_replicas) = {
+                let leadership = self.leadership.read();
+                let min_isr = leadership.effective_min_isr(min_insync_replicas);
+                (leadership.isr.maximal().len(), min_isr)
+            };
+            Some(if isr < min_insync_replicas {
+                Err(Error::NotEnoughReplicasAfterAppend {
+                    topic_partition: self.topic_partition.clone(),
+                    isr,
+                    min_insync_replicas,
+                })
+            } else {
+                Ok(())
+            })
+        })
+        .await
     }
 
     /// acks=1: waits until the leader itself holds everything below `offset` as it counts
@@ -154,7 +130,36 @@ impl Partition {
         if self.flusher.policy() == FlushPolicy::Os {
             return Ok(());
         }
-        let mut durable = self.durable.subscribe();
+        let durable = self.durable.subscribe();
+        self.wait_while_leading(durable, offset, timeout, |durable| {
+            if let Err(e) = self.with_log(|_| Ok(())) {
+                return Some(Err(e));
+            }
+            if let Some(reason) = self.offline_reason() {
+                return Some(Err(Error::Storage(logbook_storage::Error::LogFailed {
+                    dir: std::path::PathBuf::new(),
+                    reason,
+                })));
+            }
+            (durable >= offset).then_some(Ok(()))
+        })
+        .await
+    }
+
+    /// The acks waits' loop: until `done` (given `watched`'s value, at once and on every
+    /// change) answers, within `timeout`. Fails with NOT_LEADER_OR_FOLLOWER once the
+    /// partition stops leading in the epoch the wait began in: the role watch keeps only
+    /// its latest value, so a leader -> follower -> leader flip between two wake-ups reads
+    /// as "still leader", but the epoch does not come back, so a waiter whose leadership
+    /// ended fails even when this broker leads again (the record may have been truncated
+    /// in between).
+    async fn wait_while_leading(
+        &self,
+        mut watched: watch::Receiver<Offset>,
+        offset: Offset,
+        timeout: Duration,
+        mut done: impl FnMut(Offset) -> Option<Result<(), Error>>,
+    ) -> Result<(), Error> {
         let mut role = self.role.subscribe();
         let epoch = self.leadership.read().leader_epoch;
         let wait = async {
@@ -164,18 +169,12 @@ impl Partition {
                 {
                     return Err(Error::NotLeaderOrFollower(self.topic_partition.clone()));
                 }
-                self.with_log(|_| Ok(()))?;
-                if let Some(reason) = self.offline_reason() {
-                    return Err(Error::Storage(logbook_storage::Error::LogFailed {
-                        dir: std::path::PathBuf::new(),
-                        reason,
-                    }));
-                }
-                if *durable.borrow_and_update() >= offset {
-                    return Ok(());
+                let current = *watched.borrow_and_update();
+                if let Some(result) = done(current) {
+                    return result;
                 }
                 let changed = tokio::select! {
-                    changed = durable.changed() => changed,
+                    changed = watched.changed() => changed,
                     changed = role.changed() => changed,
                 };
                 if changed.is_err() {

@@ -149,20 +149,8 @@ impl Log {
                 bytes: batches.len(),
             });
         }
-        let incoming_max_timestamp = headers
-            .iter()
-            .map(|(_, h)| h.max_timestamp)
-            .max()
-            .unwrap_or(-1);
-        self.active_mut().load_rolling_timestamp();
-        if self.should_roll(
-            batches.len() as u64,
-            offsets,
-            now_ms,
-            incoming_max_timestamp,
-        ) {
-            self.roll()?;
-        }
+        let incoming_max_timestamp =
+            self.roll_for_append(&headers, batches.len() as u64, offsets, now_ms)?;
         let interval = self.config.index_interval_bytes;
         let preallocate_max = self.config.preallocate_bytes_max;
         let active = self.active_mut();
