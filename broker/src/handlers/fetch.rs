@@ -413,7 +413,8 @@ impl PassReader<'_> {
             Ok(read) => read,
             Err(e) => {
                 self.pass.error = true;
-                return failed_read(req.partition, &e);
+                // Its error alone, every offset -1, as Kafka's `createLogReadResult`.
+                return error_partition(req.partition, errors::replication_error(&e));
             }
         };
         let high_watermark = offsets.map_or(-1, |o| o.high_watermark.get());
@@ -435,12 +436,6 @@ impl PassReader<'_> {
             .with_preferred_read_replica(BrokerId(-1))
             .with_records(Some(set))
     }
-}
-
-/// The answer for a partition whose read failed (OFFSET_OUT_OF_RANGE, a storage error): its
-/// error alone, with every offset -1, as Kafka's `createLogReadResult` answers a consumer.
-fn failed_read(index: i32, e: &logbook_replication::Error) -> PartitionData {
-    error_partition(index, errors::replication_error(e))
 }
 
 /// The response's form of the aborted transactions of a read_committed read.

@@ -239,13 +239,22 @@ fn produce_fetch_and_admin_answers_carry_kafkas_fields() {
     );
 
     // 5. DescribeTransactions of an unknown id: the error, the rest at the schema's zeros.
-    let described: DescribeTransactionsResponse = wire::round_trip(
-        &mut stream,
-        0,
-        6,
-        &DescribeTransactionsRequest::default()
-            .with_transactional_ids(vec![TransactionalId(StrBytes::from_static_str("nobody"))]),
-    );
+    // Retried while the transaction coordinator loads (COORDINATOR_LOAD_IN_PROGRESS 14,
+    // COORDINATOR_NOT_AVAILABLE 15, NOT_COORDINATOR 16), as clients do.
+    let mut described: DescribeTransactionsResponse = DescribeTransactionsResponse::default();
+    for _ in 0..100 {
+        described = wire::round_trip(
+            &mut stream,
+            0,
+            6,
+            &DescribeTransactionsRequest::default()
+                .with_transactional_ids(vec![TransactionalId(StrBytes::from_static_str("nobody"))]),
+        );
+        if ![14, 15, 16].contains(&described.transaction_states[0].error_code) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let state = &described.transaction_states[0];
     assert_eq!(
         (
