@@ -47,6 +47,36 @@ pub fn fsyncs_per_second(dir: &Path, seconds: f64) -> Res<(f64, f64)> {
     Ok((rate, crate::kafka::quantile_ms(&micros, 0.5)))
 }
 
+/// Appends 4 KiB + `fdatasync` once every `interval` for `seconds`; returns the (p50, p99)
+/// fsync milliseconds.
+///
+/// Why beside [`fsyncs_per_second`]: a disk flushed back to back and one flushed now and
+/// then are different disks. On the development VM's virtual disk a flush in a tight loop
+/// takes 0.08 ms, but one every 4 ms takes about 1 ms (0.7 ms at 730 a second), and
+/// 0.09 ms again while another process flushes in a tight loop beside it: the host's I/O
+/// path goes cold between flushes that are not back to back. A broker's flushes at a few
+/// thousand records a second are of that kind, and one is on the path of every acks=all
+/// answer, so this bounds the end-to-end latency a broker that fsyncs can reach here
+/// (issue 24, item 4), whatever it does.
+pub fn paced_fsync_ms(dir: &Path, interval: Duration, seconds: f64) -> Res<(f64, f64)> {
+    let mut file: File = tempfile::tempfile_in(dir)?;
+    let block = vec![7_u8; 4096];
+    let started = Instant::now();
+    let mut micros = Vec::new();
+    while started.elapsed().as_secs_f64() < seconds {
+        let t = Instant::now();
+        file.write_all(&block)?;
+        file.sync_data()?;
+        micros.push(u64::try_from(t.elapsed().as_micros())?);
+        std::thread::sleep(interval.saturating_sub(t.elapsed()));
+    }
+    micros.sort_unstable();
+    Ok((
+        crate::kafka::quantile_ms(&micros, 0.5),
+        crate::kafka::quantile_ms(&micros, 0.99),
+    ))
+}
+
 /// Streams `total_mib` MiB over one loopback TCP connection (256 KiB writes, a reader
 /// that discards); returns MB/s.
 pub fn loopback_mb_s(rt: &tokio::runtime::Runtime, total_mib: u64) -> Res<f64> {

@@ -112,6 +112,9 @@ const SECTIONS: [&str; 9] = [
 /// Sections that run only when named in `--only`.
 const OPT_IN_SECTIONS: [&str; 1] = ["headline"];
 const MIB: u64 = 1024 * 1024;
+/// The pace of the paced-fsync ceiling (250 flushes a second): flushes that are not back
+/// to back, as a broker's are under a steady load (see `ceilings::paced_fsync_ms`).
+const PACED_FSYNC_INTERVAL: Duration = Duration::from_millis(4);
 /// MiB per run of the produce section's reference workload.
 const REFERENCE_MIB: u64 = 64;
 
@@ -785,6 +788,8 @@ impl Bench {
         let dir = self.data_root.clone();
         let disk = ceilings::disk_fdatasync_mb_s(&dir, self.sizes.disk_mib)?;
         let (fsyncs, fsync_ms) = ceilings::fsyncs_per_second(&dir, self.sizes.fsync_secs)?;
+        let (paced_p50, paced_p99) =
+            ceilings::paced_fsync_ms(&dir, PACED_FSYNC_INTERVAL, self.sizes.fsync_secs)?;
         let loopback = ceilings::loopback_mb_s(&self.rt, self.sizes.loopback_mib)?;
         self.disk_mb_s = Some(disk);
         self.loopback_mb_s = Some(loopback);
@@ -801,6 +806,13 @@ impl Bench {
             format!("{fsyncs:.0} /s (median {fsync_ms:.2} ms)"),
         ]);
         t.row(vec![
+            format!(
+                "4 KiB write + fdatasync every {} ms",
+                PACED_FSYNC_INTERVAL.as_millis()
+            ),
+            format!("p50 {paced_p50:.2} ms, p99 {paced_p99:.2} ms"),
+        ]);
+        t.row(vec![
             "loopback TCP, one stream".into(),
             format!("{loopback:.0} MB/s"),
         ]);
@@ -808,6 +820,8 @@ impl Bench {
         let r = &mut self.report;
         r.metric("ceiling.disk_fdatasync_1mib.mb_s", Some(disk));
         r.metric("ceiling.fsync_4kib.per_s", Some(fsyncs));
+        r.metric("ceiling.fsync_4kib_paced.p50_ms", Some(paced_p50));
+        r.metric("ceiling.fsync_4kib_paced.p99_ms", Some(paced_p99));
         r.metric("ceiling.loopback.mb_s", Some(loopback));
         Ok(())
     }
