@@ -81,6 +81,8 @@ pub enum ConfigSource {
     StaticBroker,
     /// Kafka's default (DEFAULT_CONFIG).
     Default,
+    /// A broker logger's level (DYNAMIC_BROKER_LOGGER_CONFIG).
+    DynamicBrokerLogger,
 }
 
 impl ConfigSource {
@@ -93,6 +95,7 @@ impl ConfigSource {
             ConfigSource::DynamicDefaultBroker => 3,
             ConfigSource::StaticBroker => 4,
             ConfigSource::Default => 5,
+            ConfigSource::DynamicBrokerLogger => 6,
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod fault_injector;
 pub mod fetch_session;
 pub mod handlers;
 pub mod listeners;
+pub mod logging_controller;
 pub mod metrics;
 pub mod partition_budget;
 pub mod records;

@@ -70,18 +70,45 @@ fn serve_config(config: Config) -> Result<Config, String> {
     Ok(config)
 }
 
-/// Logs to stderr, as text (coloured on a terminal) or as JSON lines; `RUST_LOG` filters.
+/// Logs to stderr, as text (coloured on a terminal) or as JSON lines; `RUST_LOG` filters,
+/// and the filter can be rebuilt at run time (broker loggers, `logging_controller`).
 fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        // openraft logs every vote and membership step at info.
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    use logbook_broker::logging_controller::{self, DEFAULT_DIRECTIVES};
+    use tracing_subscriber::EnvFilter;
+    let directives = std::env::var(EnvFilter::DEFAULT_ENV)
+        .ok()
+        .filter(|d| EnvFilter::try_new(d).is_ok())
+        .unwrap_or_else(|| DEFAULT_DIRECTIVES.to_owned());
+    let reload_with = |handle: Box<dyn Fn(EnvFilter) -> Result<(), String> + Send + Sync>| {
+        logging_controller::install(
+            &directives,
+            Box::new(move |d: &str| handle(EnvFilter::try_new(d).map_err(|e| e.to_string())?)),
+        );
+    };
     match format {
-        LogFormat::Text => builder
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => {
+            let builder = tracing_subscriber::fmt()
+                .with_env_filter(EnvFilter::new(&directives))
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .with_filter_reloading();
+            let handle = builder.reload_handle();
+            builder.init();
+            reload_with(Box::new(move |f| {
+                handle.reload(f).map_err(|e| e.to_string())
+            }));
+        }
+        LogFormat::Json => {
+            let builder = tracing_subscriber::fmt()
+                .json()
+                .with_env_filter(EnvFilter::new(&directives))
+                .with_writer(std::io::stderr)
+                .with_filter_reloading();
+            let handle = builder.reload_handle();
+            builder.init();
+            reload_with(Box::new(move |f| {
+                handle.reload(f).map_err(|e| e.to_string())
+            }));
+        }
     }
 }

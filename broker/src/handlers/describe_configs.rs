@@ -26,6 +26,8 @@ pub const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 const RESOURCE_BROKER_LOGGER: i8 = 8;
+/// Kafka's `ConfigType` UNKNOWN: what Kafka reports for a logger's level.
+const CONFIG_TYPE_UNKNOWN: i8 = 0;
 
 /// One config as reported.
 struct Entry {
@@ -34,14 +36,16 @@ struct Entry {
     synonyms: Vec<Synonym>,
     read_only: bool,
     config_type: i8,
+    /// The source when there is no synonym: DEFAULT_CONFIG, or a logger's.
+    source_alone: ConfigSource,
 }
 
 impl Entry {
-    /// The source is the first synonym's (Kafka's rule), else DEFAULT_CONFIG.
+    /// The source is the first synonym's (Kafka's rule), else `source_alone`.
     fn source(&self) -> ConfigSource {
         self.synonyms
             .first()
-            .map_or(ConfigSource::Default, |s| s.source)
+            .map_or(self.source_alone, |s| s.source)
     }
 }
 
@@ -59,6 +63,7 @@ fn topic_configs(broker: &Broker, name: &str) -> Result<Vec<Entry>, (ResponseErr
         .into_iter()
         .map(|(name, value, _, synonyms)| Entry {
             config_type: config_type(&name),
+            source_alone: ConfigSource::Default,
             name,
             value: Some(value),
             synonyms,
@@ -79,6 +84,7 @@ fn node_configs(broker: &Broker) -> Vec<Entry> {
         .map(|(name, value, synonyms)| Entry {
             read_only: !broker_definition(&name).is_some_and(|d| d.dynamic),
             config_type: broker_config_type(&name),
+            source_alone: ConfigSource::Default,
             name,
             value,
             synonyms,
@@ -104,6 +110,7 @@ fn node_configs(broker: &Broker) -> Vec<Entry> {
             value: Some(value),
             read_only: true,
             config_type: setting.config_type,
+            source_alone: ConfigSource::Default,
         });
     }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
@@ -120,6 +127,7 @@ fn cluster_default_configs(broker: &Broker) -> Vec<Entry> {
         .map(|(name, value, synonyms)| Entry {
             read_only: false,
             config_type: broker_config_type(&name),
+            source_alone: ConfigSource::Default,
             name,
             value,
             synonyms,
@@ -147,6 +155,42 @@ fn broker_configs(broker: &Broker, name: &str) -> Result<Vec<Entry>, (ResponseEr
     }
 }
 
+/// The broker loggers and their levels (KIP-412; `logging_controller`), for this broker
+/// only, as Kafka's `ConfigHelper`: each with source DYNAMIC_BROKER_LOGGER_CONFIG, no
+/// synonyms, not read-only.
+fn logger_configs(broker: &Broker, name: &str) -> Result<Vec<Entry>, (ResponseError, String)> {
+    match name.parse::<i32>() {
+        Ok(id) if id == broker.node_id() => {}
+        Ok(_) => {
+            return Err((
+                ResponseError::InvalidRequest,
+                format!(
+                    "Unexpected broker id, expected {} but received {name}",
+                    broker.node_id()
+                ),
+            ))
+        }
+        Err(_) => {
+            return Err((
+                ResponseError::InvalidRequest,
+                format!("Broker id must be an integer, but it is: {name}"),
+            ))
+        }
+    }
+    Ok(crate::logging_controller::controller()
+        .loggers()
+        .into_iter()
+        .map(|(logger, level)| Entry {
+            name: logger,
+            value: Some(level),
+            synonyms: Vec::new(),
+            read_only: false,
+            config_type: CONFIG_TYPE_UNKNOWN,
+            source_alone: ConfigSource::DynamicBrokerLogger,
+        })
+        .collect())
+}
+
 /// Answers a DescribeConfigs request.
 pub fn handle(
     ctx: &super::RequestContext,
@@ -168,8 +212,7 @@ pub fn handle(
                 _ if authorized.is_err() => authorized.map(|()| Vec::new()),
                 RESOURCE_TOPIC => topic_configs(broker, name),
                 RESOURCE_BROKER => broker_configs(broker, name),
-                // No dynamic logger levels: an empty list, as for a broker with none set.
-                RESOURCE_BROKER_LOGGER => Ok(Vec::new()),
+                RESOURCE_BROKER_LOGGER => logger_configs(broker, name),
                 other => Err((
                     ResponseError::InvalidRequest,
                     format!("Unsupported resource type: {other}"),

@@ -131,3 +131,275 @@ fn broker_config_flags_and_types_are_kafkas() {
         crate::wire::round_trip(&mut stream, 1, 4, &alter);
     assert_eq!(altered.responses[0].error_code, 42, "INVALID_REQUEST");
 }
+
+/// A logger as DescribeConfigs lists it: name, level, source, read-only, config type.
+type LoggerEntry = (String, String, i8, bool, i8);
+/// One change of IncrementalAlterConfigs: name, operation, value.
+type Change = (&'static str, i8, Option<&'static str>);
+
+/// One BROKER_LOGGER change of IncrementalAlterConfigs v1, on a connection of its own (the
+/// test's broker closes idle ones quickly): the error code and message of the resource.
+fn alter_logger(
+    broker: &Broker,
+    resource_name: &'static str,
+    changes: &[Change],
+    validate_only: bool,
+) -> (i16, Option<String>) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::{
+        IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    };
+    let request = IncrementalAlterConfigsRequest::default()
+        .with_validate_only(validate_only)
+        .with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(8)
+            .with_resource_name(StrBytes::from_static_str(resource_name))
+            .with_configs(
+                changes
+                    .iter()
+                    .map(|(name, op, value)| {
+                        AlterableConfig::default()
+                            .with_name(StrBytes::from_static_str(name))
+                            .with_config_operation(*op)
+                            .with_value(value.map(StrBytes::from_static_str))
+                    })
+                    .collect(),
+            )]);
+    let mut stream = crate::wire::connect(broker.addr());
+    let response: IncrementalAlterConfigsResponse =
+        crate::wire::round_trip(&mut stream, 1, 11, &request);
+    let result = &response.responses[0];
+    (
+        result.error_code,
+        result.error_message.as_ref().map(ToString::to_string),
+    )
+}
+
+/// BROKER_LOGGER DescribeConfigs v4 of `name` (only `keys` when given), on a connection of
+/// its own: the error, then (logger, level, source, read-only, config type) per entry.
+fn describe_loggers(
+    broker: &Broker,
+    name: &'static str,
+    keys: Option<&[&'static str]>,
+) -> (i16, Option<String>, Vec<LoggerEntry>) {
+    let request =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(8)
+            .with_resource_name(StrBytes::from_static_str(name))
+            .with_configuration_keys(
+                keys.map(|k| k.iter().map(|k| StrBytes::from_static_str(k)).collect()),
+            )]);
+    let mut stream = crate::wire::connect(broker.addr());
+    let response: kafka_protocol::messages::DescribeConfigsResponse =
+        crate::wire::round_trip(&mut stream, 4, 12, &request);
+    let result = &response.results[0];
+    (
+        result.error_code,
+        result.error_message.as_ref().map(ToString::to_string),
+        result
+            .configs
+            .iter()
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    c.value
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default(),
+                    c.config_source,
+                    c.read_only,
+                    c.config_type,
+                )
+            })
+            .collect(),
+    )
+}
+
+/// The level `loggers` give `name`.
+fn level_of(loggers: &[LoggerEntry], name: &str) -> Option<String> {
+    loggers.iter().find(|l| l.0 == name).map(|l| l.1.clone())
+}
+
+// Broker loggers (KIP-412), what `kafka-configs.sh --entity-type broker-loggers` shows and
+// changes: the levels are listed as Kafka lists them (source DYNAMIC_BROKER_LOGGER_CONFIG,
+// type UNKNOWN); a SET changes what the broker logs at once, both ways (the connection
+// code's debug line for an idle connection appears only after `logbook_broker=DEBUG`, its
+// warning for a client that hangs up mid-frame disappears under `logbook_broker=ERROR`);
+// DELETE takes a logger back to where it started; refusals carry Kafka's codes and
+// messages and apply nothing. Fails on the previous build: it listed no logger and refused
+// every change.
+#[test]
+fn broker_loggers_show_and_change_the_log_levels() {
+    use std::io::Write;
+    use std::time::Duration;
+    let broker = Broker::start_with(&["--connections-max-idle-ms", "300"]);
+    let idle_closed = "closing idle connection";
+    let bad_frame = "closing connection: bad frame";
+    let hang_up = || {
+        let mut s = crate::wire::connect(broker.addr());
+        s.write_all(&[0, 0, 0, 10, 0, 18]).expect("half a frame");
+    };
+    let count = |needle: &str| broker.log().matches(needle).count();
+
+    let (error, _, loggers) = describe_loggers(&broker, "1", None);
+    assert_eq!(error, 0);
+    assert_eq!(
+        loggers.iter().find(|l| l.0 == "root"),
+        Some(&("root".to_string(), "INFO".to_string(), 6, false, 0))
+    );
+    assert_eq!(
+        level_of(&loggers, "logbook_broker").as_deref(),
+        Some("INFO")
+    );
+    assert_eq!(
+        level_of(&loggers, "logbook_replication").as_deref(),
+        Some("INFO")
+    );
+
+    // At INFO an idle connection closes without a word.
+    let idle = crate::wire::connect(broker.addr());
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(idle);
+    assert_eq!(count(idle_closed), 0, "logged at INFO");
+
+    assert_eq!(
+        alter_logger(&broker, "1", &[("logbook_broker", 0, Some("DEBUG"))], true),
+        (0, None),
+        "validate only"
+    );
+    let (_, _, loggers) = describe_loggers(&broker, "1", None);
+    assert_eq!(
+        level_of(&loggers, "logbook_broker").as_deref(),
+        Some("INFO")
+    );
+
+    assert_eq!(
+        alter_logger(&broker, "1", &[("logbook_broker", 0, Some("DEBUG"))], false),
+        (0, None)
+    );
+    let (_, _, loggers) =
+        describe_loggers(&broker, "1", Some(&["logbook_broker", "root", "nosuch"]));
+    assert_eq!(
+        loggers
+            .iter()
+            .map(|l| (l.0.as_str(), l.1.as_str()))
+            .collect::<Vec<_>>(),
+        vec![("root", "INFO"), ("logbook_broker", "DEBUG")]
+    );
+    let _idle = crate::wire::connect(broker.addr());
+    assert!(
+        broker.wait_for_log(idle_closed, Duration::from_secs(10)),
+        "the debug line after logbook_broker=DEBUG"
+    );
+
+    // Quieter: the warning goes, and comes back with DELETE.
+    assert_eq!(
+        alter_logger(&broker, "1", &[("logbook_broker", 0, Some("ERROR"))], false),
+        (0, None)
+    );
+    let warnings = count(bad_frame);
+    hang_up();
+    describe_loggers(&broker, "1", None);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        count(bad_frame),
+        warnings,
+        "a warning under logbook_broker=ERROR"
+    );
+    assert_eq!(
+        alter_logger(&broker, "1", &[("logbook_broker", 1, None)], false),
+        (0, None)
+    );
+    let (_, _, loggers) = describe_loggers(&broker, "1", None);
+    assert_eq!(
+        level_of(&loggers, "logbook_broker").as_deref(),
+        Some("INFO")
+    );
+    hang_up();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while count(bad_frame) == warnings && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(count(bad_frame) > warnings, "the warning back at INFO");
+
+    // Refusals: nothing of the resource is applied.
+    let refusals: [(&[Change], &'static str, i16, &str); 6] = [
+        (
+            &[("logbook_storage", 0, Some("TRACE")), ("root", 0, Some("NOPE"))],
+            "1",
+            40,
+            "Cannot set the log level of root to NOPE as it is not a supported log level. Valid log levels are DEBUG, ERROR, FATAL, INFO, TRACE, WARN",
+        ),
+        (&[("root", 1, None)], "1", 42, "Removing the log level of the root logger is not allowed"),
+        (
+            &[("logbook_storage", 2, Some("DEBUG"))],
+            "1",
+            42,
+            "APPEND operation is not allowed for the BROKER_LOGGER resource",
+        ),
+        (&[("nosuch", 0, Some("DEBUG"))], "1", 40, "Logger nosuch does not exist!"),
+        (
+            &[("logbook_storage", 0, Some("DEBUG"))],
+            "2",
+            42,
+            "Unexpected node id. Expected 1, but received 2",
+        ),
+        (
+            &[("logbook_storage", 0, Some("DEBUG"))],
+            "x",
+            42,
+            "Node id must be an integer, but it is: x",
+        ),
+    ];
+    for (changes, name, code, message) in refusals {
+        assert_eq!(
+            alter_logger(&broker, name, changes, false),
+            (code, Some(message.to_string())),
+            "{changes:?}"
+        );
+    }
+    let (_, _, loggers) = describe_loggers(&broker, "1", None);
+    assert_eq!(
+        level_of(&loggers, "logbook_storage").as_deref(),
+        Some("INFO")
+    );
+    assert_eq!(level_of(&loggers, "root").as_deref(), Some("INFO"));
+
+    // A module path under a crate is a logger of its own, listed while it has a level.
+    assert_eq!(
+        alter_logger(
+            &broker,
+            "1",
+            &[("logbook_replication::fetcher", 0, Some("FATAL"))],
+            false
+        ),
+        (0, None)
+    );
+    let (_, _, loggers) = describe_loggers(&broker, "1", None);
+    assert_eq!(
+        level_of(&loggers, "logbook_replication::fetcher").as_deref(),
+        Some("FATAL")
+    );
+    assert_eq!(
+        alter_logger(
+            &broker,
+            "1",
+            &[("logbook_replication::fetcher", 1, None)],
+            false
+        ),
+        (0, None)
+    );
+    let (_, _, loggers) = describe_loggers(&broker, "1", None);
+    assert_eq!(level_of(&loggers, "logbook_replication::fetcher"), None);
+
+    assert_eq!(
+        describe_loggers(&broker, "2", None).1.as_deref(),
+        Some("Unexpected broker id, expected 1 but received 2")
+    );
+    assert_eq!(
+        describe_loggers(&broker, "x", None).1.as_deref(),
+        Some("Broker id must be an integer, but it is: x")
+    );
+}
