@@ -5,11 +5,14 @@
 //! could take the old topic's records for the new one's or delete the new one's records
 //! as the old one's. The file lets the replica manager tell the two apart.
 //!
-//! Layout (as Kafka writes it, with the id in its usual hyphenated form):
+//! Layout, as Kafka writes it: the id as Kafka's `Uuid.toString` renders it (22 characters
+//! of unpadded URL-safe base64), no newline after it, so Kafka and its tools can read a
+//! Logbook partition directory and Logbook a Kafka one:
 //! ```text
 //! version: 0
-//! topic_id: 0b2c6f1e-4a3d-4b8e-9c7f-2d1e5a6b7c8d
+//! topic_id: CyxvHko9S46cfy0eWmt8jQ
 //! ```
+//! Logbook before 2026-12 wrote the hyphenated form; both are read.
 
 use std::path::Path;
 
@@ -43,9 +46,30 @@ pub fn read(dir: &Path) -> std::io::Result<Option<Uuid>> {
         .next()
         .and_then(|line| line.trim().strip_prefix("topic_id:"))
         .ok_or_else(|| invalid("no topic_id line"))?;
-    Uuid::parse_str(id.trim())
+    parse_topic_id(id.trim())
         .map(Some)
-        .map_err(|e| invalid(&e.to_string()))
+        .ok_or_else(|| invalid("topic_id is not a Kafka (base64) or hyphenated uuid"))
+}
+
+/// A topic id in Kafka's base64 form, or in the hyphenated form older Logbook files have.
+fn parse_topic_id(id: &str) -> Option<Uuid> {
+    use base64::Engine as _;
+    if id.len() == KAFKA_ID_LEN {
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(id)
+            .ok()?;
+        return Uuid::from_slice(&bytes).ok();
+    }
+    Uuid::parse_str(id).ok()
+}
+
+/// Characters of a 16-byte id in unpadded base64.
+const KAFKA_ID_LEN: usize = 22;
+
+/// `id` as Kafka's `Uuid.toString` renders it.
+fn kafka_topic_id(id: Uuid) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes())
 }
 
 /// Records `topic_id` in `dir`: written to a temporary file, fsynced, renamed over the old
@@ -56,7 +80,7 @@ pub fn read(dir: &Path) -> std::io::Result<Option<Uuid>> {
 /// Any write, fsync or rename.
 pub fn write(dir: &Path, topic_id: Uuid) -> std::io::Result<()> {
     logbook_common::replace(&dir.join(PARTITION_METADATA_FILE), |out| {
-        write!(out, "version: 0\ntopic_id: {topic_id}\n")
+        write!(out, "version: 0\ntopic_id: {}", kafka_topic_id(topic_id))
     })
 }
 
@@ -79,6 +103,38 @@ mod tests {
             .join(format!("{PARTITION_METADATA_FILE}.tmp"))
             .exists());
     }
+
+    // Written as Kafka writes it; Kafka's own file reads (Kafka 4.4 wrote exactly these
+    // bytes for a topic kafka-topics describes as TopicId HnOjmnawR32WshP9OCZzIg); the
+    // hyphenated form Logbook wrote before still reads.
+    #[test]
+    fn the_file_is_kafkas_and_the_old_form_still_reads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join(PARTITION_METADATA_FILE),
+            "version: 0\ntopic_id: HnOjmnawR32WshP9OCZzIg",
+        )
+        .expect("write Kafka's file");
+        assert_eq!(
+            read(dir.path()).expect("read"),
+            Some(Uuid::parse_str(KAFKAS_ID).expect("uuid"))
+        );
+        let id = Uuid::parse_str("0b2c6f1e-4a3d-4b8e-9c7f-2d1e5a6b7c8d").expect("uuid");
+        write(dir.path(), id).expect("write");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(PARTITION_METADATA_FILE)).expect("read"),
+            "version: 0\ntopic_id: CyxvHko9S46cfy0eWmt8jQ"
+        );
+        std::fs::write(
+            dir.path().join(PARTITION_METADATA_FILE),
+            "version: 0\ntopic_id: 0b2c6f1e-4a3d-4b8e-9c7f-2d1e5a6b7c8d\n",
+        )
+        .expect("write the old form");
+        assert_eq!(read(dir.path()).expect("read"), Some(id));
+    }
+
+    /// The id of Kafka's file above.
+    const KAFKAS_ID: &str = "1e73a39a-76b0-477d-96b2-13fd38267322";
 
     #[test]
     fn a_damaged_file_is_an_error_not_a_missing_id() {
