@@ -189,7 +189,9 @@ fn through_controller(
         tracing::warn!("ElectLeaders: this broker's metadata did not catch up in time");
     }
     let order = topic_order(broker, request);
-    let results = results_by_topic(order, results, named.is_none());
+    let results = results_by_topic(order, results, named.is_none(), |t| {
+        broker.topics.get(t).is_some()
+    });
     ElectLeadersResponse::default().with_replica_election_results(results)
 }
 
@@ -221,7 +223,9 @@ fn topic_order(broker: &Broker, request: &ElectLeadersRequest) -> Vec<String> {
 
 /// The controller's per-partition outcomes grouped under `order`'s topics. With no
 /// partitions named (`all`), partitions that needed no election are left out, as Kafka's
-/// controller does; a named one answers ELECTION_NOT_NEEDED with Kafka's message.
+/// controller does; a named one answers ELECTION_NOT_NEEDED with Kafka's message, and an
+/// unknown one UNKNOWN_TOPIC_OR_PARTITION with the message of Kafka's controller, which
+/// says which of the two is missing (`topic_exists`).
 fn results_by_topic(
     order: Vec<String>,
     results: Vec<(
@@ -229,6 +233,7 @@ fn results_by_topic(
         Result<logbook_metadata::BrokerId, QuorumError>,
     )>,
     all: bool,
+    topic_exists: impl Fn(&str) -> bool,
 ) -> Vec<ReplicaElectionResult> {
     let mut by_topic: std::collections::HashMap<String, Vec<PartitionResult>> =
         order.iter().map(|t| (t.clone(), Vec::new())).collect();
@@ -239,6 +244,14 @@ fn results_by_topic(
             Err(QuorumError::ElectionNotNeeded) => (
                 ResponseError::ElectionNotNeeded.code(),
                 Some("Leader election not needed for topic partition.".to_owned()),
+            ),
+            Err(QuorumError::UnknownTopicOrPartition { .. }) => (
+                ResponseError::UnknownTopicOrPartition.code(),
+                Some(if topic_exists(&topic) {
+                    format!("No such partition as {topic}-{partition}")
+                } else {
+                    format!("No such topic as {topic}")
+                }),
             ),
             Err(e) => (errors::quorum_error(&e).code(), Some(e.to_string())),
         };

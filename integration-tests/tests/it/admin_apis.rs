@@ -304,9 +304,10 @@ fn elect(
 }
 
 // ElectLeaders on a single node: the preferred leader already leads, so
-// ELECTION_NOT_NEEDED (84); an unknown partition or topic UNKNOWN_TOPIC_OR_PARTITION (3);
-// null partitions list every topic with no partition results (Kafka leaves out those
-// needing no election).
+// ELECTION_NOT_NEEDED (84); an unknown partition or topic UNKNOWN_TOPIC_OR_PARTITION (3)
+// with the message of Kafka's controller, which `kafka-leader-election.sh` prints (Logbook
+// said "unknown topic or partition nope-0" for both); null partitions list every topic
+// with no partition results (Kafka leaves out those needing no election).
 #[test]
 fn elect_leaders() {
     let broker = Broker::start();
@@ -320,7 +321,7 @@ fn elect_leaders() {
             Some(vec![("el-a", vec![0, 1, 9]), ("nope", vec![0])]),
         );
         assert_eq!(response.error_code, 0);
-        let results: Vec<(String, Vec<(i32, i16)>)> = response
+        let results: Vec<(String, Vec<(i32, i16, Option<String>)>)> = response
             .replica_election_results
             .iter()
             .map(|r| {
@@ -328,16 +329,33 @@ fn elect_leaders() {
                     r.topic.to_string(),
                     r.partition_result
                         .iter()
-                        .map(|p| (p.partition_id, p.error_code))
+                        .map(|p| {
+                            (
+                                p.partition_id,
+                                p.error_code,
+                                p.error_message.as_ref().map(ToString::to_string),
+                            )
+                        })
                         .collect(),
                 )
             })
             .collect();
+        let not_needed = || Some("Leader election not needed for topic partition.".to_owned());
         assert_eq!(
             results,
             vec![
-                ("el-a".to_owned(), vec![(0, 84), (1, 84), (9, 3)]),
-                ("nope".to_owned(), vec![(0, 3)]),
+                (
+                    "el-a".to_owned(),
+                    vec![
+                        (0, 84, not_needed()),
+                        (1, 84, not_needed()),
+                        (9, 3, Some("No such partition as el-a-9".to_owned()))
+                    ]
+                ),
+                (
+                    "nope".to_owned(),
+                    vec![(0, 3, Some("No such topic as nope".to_owned()))]
+                ),
             ]
         );
     }
