@@ -28,9 +28,10 @@ pub fn disk_fdatasync_mb_s(dir: &Path, total_mib: u64) -> Res<f64> {
     Ok(bytes / seconds / 1e6)
 }
 
-/// Appends 4 KiB + `fdatasync` repeatedly for `seconds`; returns (fsyncs per second,
-/// median fsync milliseconds).
-pub fn fsyncs_per_second(dir: &Path, seconds: f64) -> Res<(f64, f64)> {
+/// Appends 4 KiB + `fdatasync` for `seconds`, the next append `interval` after the last
+/// one started (back to back when zero); returns each fsync's microseconds, sorted, and
+/// the seconds it all took.
+fn timed_fsyncs(dir: &Path, interval: Duration, seconds: f64) -> Res<(Vec<u64>, f64)> {
     let mut file: File = tempfile::tempfile_in(dir)?;
     let block = vec![7_u8; 4096];
     let started = Instant::now();
@@ -40,10 +41,20 @@ pub fn fsyncs_per_second(dir: &Path, seconds: f64) -> Res<(f64, f64)> {
         file.write_all(&block)?;
         file.sync_data()?;
         micros.push(u64::try_from(t.elapsed().as_micros())?);
+        if !interval.is_zero() {
+            std::thread::sleep(interval.saturating_sub(t.elapsed()));
+        }
     }
     micros.sort_unstable();
+    Ok((micros, started.elapsed().as_secs_f64()))
+}
+
+/// Appends 4 KiB + `fdatasync` back to back for `seconds`; returns (fsyncs per second,
+/// median fsync milliseconds).
+pub fn fsyncs_per_second(dir: &Path, seconds: f64) -> Res<(f64, f64)> {
+    let (micros, took) = timed_fsyncs(dir, Duration::ZERO, seconds)?;
     #[expect(clippy::cast_precision_loss, reason = "counts are small")]
-    let rate = micros.len() as f64 / started.elapsed().as_secs_f64();
+    let rate = micros.len() as f64 / took;
     Ok((rate, crate::kafka::quantile_ms(&micros, 0.5)))
 }
 
@@ -59,18 +70,7 @@ pub fn fsyncs_per_second(dir: &Path, seconds: f64) -> Res<(f64, f64)> {
 /// answer, so this bounds the end-to-end latency a broker that fsyncs can reach here
 /// (issue 24, item 4), whatever it does.
 pub fn paced_fsync_ms(dir: &Path, interval: Duration, seconds: f64) -> Res<(f64, f64)> {
-    let mut file: File = tempfile::tempfile_in(dir)?;
-    let block = vec![7_u8; 4096];
-    let started = Instant::now();
-    let mut micros = Vec::new();
-    while started.elapsed().as_secs_f64() < seconds {
-        let t = Instant::now();
-        file.write_all(&block)?;
-        file.sync_data()?;
-        micros.push(u64::try_from(t.elapsed().as_micros())?);
-        std::thread::sleep(interval.saturating_sub(t.elapsed()));
-    }
-    micros.sort_unstable();
+    let (micros, _) = timed_fsyncs(dir, interval, seconds)?;
     Ok((
         crate::kafka::quantile_ms(&micros, 0.5),
         crate::kafka::quantile_ms(&micros, 0.99),
