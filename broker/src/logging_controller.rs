@@ -38,6 +38,11 @@ const KNOWN_LOGGERS: [&str; 11] = [
     "openraft",
 ];
 
+/// Most loggers that may have a level of their own: a module path under a crate is a
+/// logger, so without a bound the filter (rebuilt whole on every change) could grow
+/// without end. Far above the broker's modules.
+pub const LOGGERS_MAX: usize = 1_000;
+
 /// Installs a new filter built from directives; fails if the subscriber is gone.
 pub type Reload = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 
@@ -185,6 +190,23 @@ impl LoggingController {
                 }
                 _ => {}
             }
+        }
+        let named: std::collections::BTreeSet<&str> = levels
+            .loggers
+            .keys()
+            .map(String::as_str)
+            .chain(changes.iter().filter_map(|c| match c {
+                LoggerChange::Set { logger, .. } if logger != ROOT_LOGGER => Some(logger.as_str()),
+                _ => None,
+            }))
+            .collect();
+        if named.len() > LOGGERS_MAX {
+            return Err(Refused {
+                invalid_config: true,
+                message: format!(
+                    "At most {LOGGERS_MAX} loggers may have a level of their own; DELETE some first"
+                ),
+            });
         }
         if validate_only || changes.is_empty() {
             return Ok(());
@@ -398,6 +420,15 @@ mod tests {
                 invalid_config: false,
                 message: "Removing the log level of the root logger is not allowed".to_owned(),
             }
+        );
+        let many: Vec<LoggerChange> = (0..=LOGGERS_MAX)
+            .map(|i| set(&format!("logbook_storage::m{i}"), "DEBUG"))
+            .collect();
+        assert_eq!(
+            refused(&many).message,
+            format!(
+                "At most {LOGGERS_MAX} loggers may have a level of their own; DELETE some first"
+            )
         );
         c.alter(&[set("logbook_broker", "TRACE")], true)
             .expect("applied");

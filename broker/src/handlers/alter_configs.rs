@@ -64,6 +64,22 @@ pub(crate) fn target(broker: &Broker, resource_type: i8, name: &str) -> Result<T
     }
 }
 
+/// Checks that a per-node resource (a broker's configs, its loggers) names this node:
+/// INVALID_REQUEST otherwise, worded by the caller as Kafka words it where it answers
+/// (`other`: the name read as another node's id; `not_a_number`: not an integer).
+pub(crate) fn check_node_id(
+    broker: &Broker,
+    name: &str,
+    other: impl FnOnce(i32) -> String,
+    not_a_number: impl FnOnce() -> String,
+) -> Result<(), Refusal> {
+    match name.parse::<i32>() {
+        Ok(id) if id == broker.node_id() => Ok(()),
+        Ok(_) => Err((ResponseError::InvalidRequest, other(broker.node_id()))),
+        Err(_) => Err((ResponseError::InvalidRequest, not_a_number())),
+    }
+}
+
 /// Indexes of resources named more than once; Kafka refuses each of them.
 fn duplicated<'a>(ids: impl Iterator<Item = (i8, &'a str)> + Clone) -> HashSet<usize> {
     let mut seen = HashSet::new();

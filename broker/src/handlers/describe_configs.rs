@@ -159,24 +159,12 @@ fn broker_configs(broker: &Broker, name: &str) -> Result<Vec<Entry>, (ResponseEr
 /// only, as Kafka's `ConfigHelper`: each with source DYNAMIC_BROKER_LOGGER_CONFIG, no
 /// synonyms, not read-only.
 fn logger_configs(broker: &Broker, name: &str) -> Result<Vec<Entry>, (ResponseError, String)> {
-    match name.parse::<i32>() {
-        Ok(id) if id == broker.node_id() => {}
-        Ok(_) => {
-            return Err((
-                ResponseError::InvalidRequest,
-                format!(
-                    "Unexpected broker id, expected {} but received {name}",
-                    broker.node_id()
-                ),
-            ))
-        }
-        Err(_) => {
-            return Err((
-                ResponseError::InvalidRequest,
-                format!("Broker id must be an integer, but it is: {name}"),
-            ))
-        }
-    }
+    super::alter_configs::check_node_id(
+        broker,
+        name,
+        |id| format!("Unexpected broker id, expected {id} but received {name}"),
+        || format!("Broker id must be an integer, but it is: {name}"),
+    )?;
     Ok(crate::logging_controller::controller()
         .loggers()
         .into_iter()

@@ -12,7 +12,8 @@ use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsRes
 use kafka_protocol::ResponseError;
 
 use super::alter_configs::{
-    alter, check_entries, decide_each, target, Refusal, Target, RESOURCE_BROKER_LOGGER,
+    alter, check_entries, check_node_id, decide_each, target, Refusal, Target,
+    RESOURCE_BROKER_LOGGER,
 };
 use crate::broker::Broker;
 use crate::broker_config::broker_definition;
@@ -32,24 +33,12 @@ fn alter_loggers(
     validate_only: bool,
 ) -> Result<(), Refusal> {
     let name = resource.resource_name.as_str();
-    match name.parse::<i32>() {
-        Ok(id) if id == broker.node_id() => {}
-        Ok(_) => {
-            return Err((
-                ResponseError::InvalidRequest,
-                format!(
-                    "Unexpected node id. Expected {}, but received {name}",
-                    broker.node_id()
-                ),
-            ))
-        }
-        Err(_) => {
-            return Err((
-                ResponseError::InvalidRequest,
-                format!("Node id must be an integer, but it is: {name}"),
-            ))
-        }
-    }
+    check_node_id(
+        broker,
+        name,
+        |id| format!("Unexpected node id. Expected {id}, but received {name}"),
+        || format!("Node id must be an integer, but it is: {name}"),
+    )?;
     // A missing level is refused as a level that is not one, below.
     check_entries(resource.configs.iter().map(|c| (c.name.as_str(), false)))
         .map_err(|e| (errors::config_error(&e), e.to_string()))?;
